@@ -1,0 +1,141 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	if s.health != nil {
+		if err := s.health(r); err != nil {
+			return &Error{Status: http.StatusServiceUnavailable, Msg: "store unavailable", Err: err}
+		}
+	}
+	writeData(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	w.Write(openAPISpec)
+	return nil
+}
+
+// authStatus: spec §4.1 GET /api/auth/status.
+func (s *Server) authStatus(w http.ResponseWriter, r *http.Request) error {
+	configured, err := s.auth.Configured(r.Context())
+	if err != nil {
+		return Internal("could not read the setup state", err)
+	}
+	authenticated, err := s.sessionValid(r)
+	if err != nil {
+		return Internal("could not check the session", err)
+	}
+	totp, err := s.auth.TOTPEnabled(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	writeData(w, http.StatusOK, map[string]bool{"setup": configured, "authenticated": authenticated, "totp_enabled": totp})
+	return nil
+}
+
+type passwordBody struct {
+	Password string `json:"password"`
+}
+
+// authSetup: spec §4.1 POST /api/auth/setup, §3 "Service setup".
+func (s *Server) authSetup(w http.ResponseWriter, r *http.Request) error {
+	var body passwordBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	c := client(r)
+	// A local client reached through a DNS name other than localhost may be a
+	// stranger's page rebinding its name to this box: it needs the code too.
+	if c.Local && s.isRebindableHost(r.Host) {
+		c.Local = false
+	}
+	token, err := s.auth.Setup(r.Context(), c, body.Password, r.Header.Get("X-Setup-Code"))
+	var policy auth.PolicyError
+	switch {
+	case errors.Is(err, auth.ErrAlreadyConfigured):
+		return Errorf(http.StatusConflict, "already configured")
+	case errors.Is(err, auth.ErrSetupCodeRequired):
+		return Errorf(http.StatusForbidden, "%s", err.Error())
+	case errors.As(err, &policy):
+		return Errorf(http.StatusBadRequest, "%s", policy.Error())
+	case err != nil && token == "":
+		if configured, _ := s.auth.Configured(r.Context()); configured {
+			return Internal("setup succeeded but login failed", err)
+		}
+		return Internal("setup failed", err)
+	}
+	setSessionCookie(w, r, token)
+	writeData(w, http.StatusOK, message("setup complete"))
+	return nil
+}
+
+// authLogin: spec §4.1 POST /api/auth/login. Only `password` is read.
+func (s *Server) authLogin(w http.ResponseWriter, r *http.Request) error {
+	var body passwordBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	res, err := s.auth.Login(r.Context(), client(r), body.Password)
+	if err := loginError(w, err); err != nil {
+		return err
+	}
+	if res.PendingToken != "" {
+		writeData(w, http.StatusOK, map[string]any{"needs_2fa": true, "pending_token": res.PendingToken})
+		return nil
+	}
+	setSessionCookie(w, r, res.SessionToken)
+	writeData(w, http.StatusOK, message("logged in"))
+	return nil
+}
+
+// loginError maps the errors shared by every credential check.
+func loginError(w http.ResponseWriter, err error) error {
+	var limited *auth.RateLimitedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
+		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
+	case errors.Is(err, auth.ErrInvalidPassword):
+		return Errorf(http.StatusUnauthorized, "invalid password")
+	case errors.Is(err, auth.ErrNotConfigured):
+		return Errorf(http.StatusUnauthorized, "invalid password")
+	}
+	return Internal("login failed", err)
+}
+
+// authLogout: spec §4.1 POST /api/auth/logout; always 200.
+func (s *Server) authLogout(w http.ResponseWriter, r *http.Request) error {
+	token := ""
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		token = c.Value
+	}
+	if err := s.auth.Logout(r.Context(), client(r), token); err != nil {
+		s.log.Error("logout: ending the session failed", "err", err)
+	}
+	clearSessionCookie(w, r)
+	writeData(w, http.StatusOK, message("logged out"))
+	return nil
+}
+
+// auditLimit is how many audit entries GET /api/security/logs returns.
+const auditLimit = 200
+
+func (s *Server) securityLogs(w http.ResponseWriter, r *http.Request) error {
+	entries, err := s.audit.List(r.Context(), auditLimit)
+	if err != nil {
+		return Internal("could not read the audit log", err)
+	}
+	writeData(w, http.StatusOK, entries)
+	return nil
+}

@@ -1,0 +1,155 @@
+// Package app is the composition root: it opens the store, builds every
+// service and the HTTP server, takes the listeners, tells systemd when it is
+// ready, and shuts down in order.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/activation"
+	"github.com/coreos/go-systemd/v22/daemon"
+
+	tunnelsvc "github.com/tunnelsvc/tunnelsvc"
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
+)
+
+// ShutdownTimeout bounds how long in-flight requests may drain at stop.
+const ShutdownTimeout = 10 * time.Second
+
+// App is a running daemon.
+type App struct {
+	Config *config.Config
+	Log    *slog.Logger
+	Store  *store.Store
+	Auth   *auth.Service
+	Audit  *audit.Recorder
+	HTTP   *http.Server
+}
+
+// Services builds everything that needs only the store, for the serve path
+// and for root's offline commands (reset-password) alike.
+func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
+	st, err := store.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+	}
+	now := time.Now
+	rec := &audit.Recorder{Store: st, Log: log, Now: now}
+	a := &App{
+		Config: cfg, Log: log, Store: st, Audit: rec,
+		Auth: &auth.Service{
+			Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
+			Sessions: &auth.Sessions{Store: st, Now: now},
+			Limiter:  auth.NewLimiter(now),
+		},
+	}
+	return a, nil
+}
+
+// Listeners returns the sockets systemd passed (socket activation), or else
+// one listener on cfg.Listen.
+func Listeners(cfg *config.Config) ([]net.Listener, error) {
+	ls, err := activation.Listeners()
+	if err != nil {
+		return nil, fmt.Errorf("socket activation: %w", err)
+	}
+	var got []net.Listener
+	for _, l := range ls {
+		if l != nil {
+			got = append(got, l)
+		}
+	}
+	if len(got) > 0 {
+		return got, nil
+	}
+	l, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	return []net.Listener{l}, nil
+}
+
+// Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
+// server (draining requests), then the store.
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	a, err := Services(ctx, cfg, log)
+	if err != nil {
+		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
+		return err
+	}
+	defer a.Store.Close()
+
+	if err := a.announceSetupCode(ctx); err != nil {
+		return err
+	}
+
+	handler := api.New(api.Options{
+		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
+		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		UI:     webui.Handler(tunnelsvc.UI()),
+	})
+	a.HTTP = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	ls, err := Listeners(cfg)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, len(ls))
+	for _, l := range ls {
+		log.Info("serving the dashboard", "addr", l.Addr().String())
+		go func(l net.Listener) { errc <- a.HTTP.Serve(l) }(l)
+	}
+	// The store is open and migrated and the listeners are serving.
+	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			daemon.SdNotify(false, "STATUS=serve failed: "+err.Error())
+			return err
+		}
+	}
+	daemon.SdNotify(false, daemon.SdNotifyStopping+"\nSTATUS=stopping")
+	log.Info("stopping: draining requests")
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := a.HTTP.Shutdown(sctx); err != nil {
+		log.Warn("drain timed out; closing connections", "err", err)
+		a.HTTP.Close()
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// announceSetupCode logs the one-time setup code while no password is set, so
+// root can read it from the journal (or with `tunnelsvc setup-code`).
+func (a *App) announceSetupCode(ctx context.Context) error {
+	configured, err := a.Auth.Configured(ctx)
+	if err != nil || configured {
+		return err
+	}
+	code, created, err := auth.LoadOrCreateSetupCode(a.Config.DataDir)
+	if err != nil {
+		return fmt.Errorf("setup code: %w", err)
+	}
+	a.Log.Info("not set up yet: finish setup in the dashboard; from a remote address send this one-time code in X-Setup-Code",
+		"setup_code", code, "new", created)
+	return nil
+}

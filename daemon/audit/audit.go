@@ -1,0 +1,78 @@
+// Package audit records authentication and security events in the audit log
+// and writes every failure as one stable log line a ban tool can match.
+package audit
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Event kinds. Failures are the kinds listed in failureKinds.
+const (
+	Setup            = "SETUP"
+	LoginSuccess     = "LOGIN_SUCCESS"
+	LoginFailed      = "LOGIN_FAILED"
+	LoginRateLimited = "LOGIN_RATE_LIMITED"
+	Logout           = "LOGOUT"
+	PasswordReset    = "PASSWORD_RESET"
+)
+
+var failureKinds = map[string]bool{LoginFailed: true, LoginRateLimited: true}
+
+// RegisterFailureKind marks kind as an authentication failure, so it is also
+// written as an "auth failure from" line. Domain packages call it at init.
+func RegisterFailureKind(kind string) { failureKinds[kind] = true }
+
+// FailureLine is the stable text of the failure log line; the ban tool's
+// filter matches `auth failure from <HOST>`. Changing it breaks that filter.
+func FailureLine(addr netip.Addr) string { return "auth failure from " + addr.String() }
+
+// Recorder writes audit events.
+type Recorder struct {
+	Store *store.Store
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+// Event is one thing to record.
+type Event struct {
+	Kind      string
+	Client    netip.Addr
+	UserAgent string
+	Detail    string
+}
+
+// Record stores e and, for failures, logs the stable failure line. A store
+// error is logged, not returned: the request that caused the event has its
+// own outcome, and losing an audit row must not turn it into a 500.
+func (r *Recorder) Record(ctx context.Context, e Event) {
+	addr := ""
+	if e.Client.IsValid() {
+		addr = e.Client.String()
+	}
+	if failureKinds[e.Kind] {
+		r.Log.Warn(FailureLine(e.Client), "kind", e.Kind, "detail", e.Detail)
+	}
+	err := r.Store.InsertAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		CreatedAt: r.Now(), Kind: e.Kind, ClientAddr: addr, UserAgent: truncate(e.UserAgent, 512), Detail: e.Detail,
+	})
+	if err != nil {
+		r.Log.Error("audit log write failed", "kind", e.Kind, "err", err)
+	}
+}
+
+// List returns the newest entries first, at most limit.
+func (r *Recorder) List(ctx context.Context, limit int) ([]store.AuditEntry, error) {
+	return r.Store.ListAudit(ctx, limit)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

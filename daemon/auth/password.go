@@ -1,0 +1,76 @@
+// Package auth holds the operator's credentials: password hashing and rules,
+// sessions, the login rate limit, and the client-address rule they share.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// argon2id parameters (RFC 9106's second recommended option, with 64 MiB).
+// They are stored in each hash, so raising them later still verifies old
+// hashes.
+const (
+	argonTime    = 3
+	argonMemory  = 64 * 1024
+	argonThreads = 2
+	argonKeyLen  = 32
+	argonSaltLen = 16
+)
+
+// hashSlots bounds concurrent argon2id runs: each one holds 64 MiB, and a
+// flood of logins must not be able to exhaust memory.
+var hashSlots = make(chan struct{}, 4)
+
+// HashPassword returns a PHC-format argon2id hash of pw.
+func HashPassword(pw string) (string, error) {
+	salt := make([]byte, argonSaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	hashSlots <- struct{}{}
+	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	<-hashSlots
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+}
+
+var errBadHash = errors.New("stored password hash is malformed")
+
+// VerifyPassword reports whether pw matches the encoded hash.
+func VerifyPassword(encoded, pw string) (bool, error) {
+	parts := strings.Split(encoded, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" {
+		return false, errBadHash
+	}
+	var version int
+	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
+		return false, errBadHash
+	}
+	var m uint32
+	var t uint32
+	var p uint8
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil {
+		return false, errBadHash
+	}
+	b64 := base64.RawStdEncoding
+	salt, err := b64.DecodeString(parts[4])
+	if err != nil {
+		return false, errBadHash
+	}
+	want, err := b64.DecodeString(parts[5])
+	if err != nil || len(want) == 0 {
+		return false, errBadHash
+	}
+	hashSlots <- struct{}{}
+	got := argon2.IDKey([]byte(pw), salt, t, m, p, uint32(len(want)))
+	<-hashSlots
+	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}

@@ -1,0 +1,91 @@
+// Command tunnelsvc is the control-plane daemon and its admin commands.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: tunnelsvc <command> [flags]
+
+commands:
+  serve            run the daemon (socket-activated under systemd, else --listen)
+  version          print the version
+  setup-code       print the one-time code a remote first setup needs
+  reset-password   set a new operator password and end every session
+  help             this text
+
+Run 'tunnelsvc <command> -h' for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(args)
+	case "version", "--version", "-v":
+		fmt.Println("tunnelsvc", version)
+	case "setup-code":
+		err = setupCode(args, os.Stdout)
+	case "reset-password":
+		err = resetPassword(args, os.Stdin, os.Stdout)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "tunnelsvc: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tunnelsvc:", err)
+		os.Exit(1)
+	}
+}
+
+// parseConfig parses the shared flags of a command.
+func parseConfig(name string, args []string) (*config.Config, error) {
+	cfg := config.Default()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	nets := config.Register(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	return &cfg, cfg.Finish(*nets)
+}
+
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+func serve(args []string) error {
+	cfg, err := parseConfig("serve", args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogLevel, os.Stderr)
+	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return app.Serve(ctx, cfg, log)
+}

@@ -1,0 +1,78 @@
+// Package store owns the SQLite database: connection options, migrations and
+// the small per-entity query files that the domain packages call.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+// DBFile is the database's file name inside the data directory.
+const DBFile = "tunnelsvc.db"
+
+// Store is the daemon's database handle. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+// dsn sets every connection option in one place: WAL so readers never block
+// the writer, foreign keys on, IMMEDIATE write transactions so two writers
+// queue on the busy timeout instead of failing with SQLITE_BUSY at commit.
+func dsn(path string) string {
+	q := url.Values{}
+	q.Set("_journal_mode", "WAL")
+	q.Set("_foreign_keys", "on")
+	q.Set("_txlock", "immediate")
+	q.Set("_busy_timeout", "5000")
+	q.Set("_synchronous", "NORMAL")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database in dataDir and applies every
+// pending migration before returning.
+func Open(ctx context.Context, dataDir string) (*Store, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	db, err := sql.Open("sqlite3", dsn(filepath.Join(dataDir, DBFile)))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return s, nil
+}
+
+// DB exposes the handle to the domain packages' query files.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Ping reports whether the database answers; /healthz uses it.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	return s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Tx runs fn in one write transaction, committing when fn returns nil.
+func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback())
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestMigrateEmptyCloseReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := loadMigrations()
+	v, err := s.SchemaVersion(ctx)
+	if err != nil || v != ms[len(ms)-1].version {
+		t.Fatalf("schema version = %d, %v; want %d", v, err, ms[len(ms)-1].version)
+	}
+	if err := s.SetSetting(ctx, "k", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	got, err := s.GetSetting(ctx, "k")
+	if err != nil || got != "v1" {
+		t.Fatalf("setting after reopen = %q, %v", got, err)
+	}
+	var n int
+	if err := s.DB().QueryRow("SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
+		t.Fatalf("applied migrations = %d, %v; want %d (each exactly once)", n, err, len(ms))
+	}
+}
+
+func TestConnectionOptions(t *testing.T) {
+	s, err := Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var mode string
+	var fk, busy int
+	s.DB().QueryRow("PRAGMA journal_mode").Scan(&mode)
+	s.DB().QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	s.DB().QueryRow("PRAGMA busy_timeout").Scan(&busy)
+	if mode != "wal" || fk != 1 || busy != 5000 {
+		t.Fatalf("journal_mode=%q foreign_keys=%d busy_timeout=%d", mode, fk, busy)
+	}
+}
+
+func TestSettingIfAbsentAndSessions(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ok, err := s.SetSettingIfAbsent(ctx, "pw", "a"); !ok || err != nil {
+		t.Fatalf("first insert: %v %v", ok, err)
+	}
+	if ok, err := s.SetSettingIfAbsent(ctx, "pw", "b"); ok || err != nil {
+		t.Fatalf("second insert: %v %v", ok, err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	if err := s.CreateSession(ctx, Session{TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSession(ctx, "h"); err != nil {
+		t.Fatal(err)
+	}
+	s.DeleteExpiredSessions(ctx, now.Add(2*time.Hour))
+	if _, err := s.GetSession(ctx, "h"); err != ErrNotFound {
+		t.Fatalf("expired session still there: %v", err)
+	}
+}

@@ -1,0 +1,17 @@
+module github.com/tunnelsvc/tunnelsvc
+
+go 1.26.8
+
+require (
+	github.com/coreos/go-systemd/v22 v22.7.0
+	github.com/gorilla/mux v1.8.1
+	github.com/mattn/go-sqlite3 v1.14.52
+	github.com/nbutton23/zxcvbn-go v0.0.0-20210217022336-fa2cb2858354
+	golang.org/x/crypto v0.58.0
+	golang.org/x/term v0.47.0
+)
+
+require (
+	github.com/stretchr/testify v1.3.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

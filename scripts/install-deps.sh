@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs on a fresh Debian 12 machine, as root, and
+# only what is missing: Debian packages by the command they provide, the Go
+# test runner, and the UI's npm packages. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# command -> Debian package that provides it
+declare -A need=(
+  [gcc]=gcc                   # cgo for mattn/go-sqlite3
+  [sqlite3]=sqlite3
+  [ip]=iproute2               # network namespaces in system tests
+  [unshare]=util-linux
+  [ssh-keygen]=openssh-client
+  [shellcheck]=shellcheck
+  [caddy]=caddy
+  [fail2ban-server]=fail2ban
+  [nft]=nftables
+  [dbus-daemon]=dbus
+  [chromium]=chromium
+)
+missing=()
+for cmd in "${!need[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages ${missing[*]}; run as root (apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Debian's caddy and fail2ban packages start their services on install; the
+# tests run their own instances and must own the ports.
+for unit in caddy fail2ban; do
+  if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
+    systemctl stop "$unit" || true
+  fi
+done
+
+GOBIN="$(go env GOPATH)/bin"
+if ! [ -x "$GOBIN/gotestsum" ]; then
+  echo "install-deps: installing gotestsum"
+  go install gotest.tools/gotestsum@v1.13.0
+fi
+
+if [ -f ui/package.json ] && ! [ -d ui/node_modules ]; then
+  echo "install-deps: installing the UI's npm packages"
+  (cd ui && npm ci --no-audit --no-fund --loglevel=error)
+fi
