@@ -20,6 +20,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
 )
@@ -34,6 +35,7 @@ type App struct {
 	Store  *store.Store
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	Sealer *seal.Sealer
 	HTTP   *http.Server
 }
 
@@ -44,10 +46,15 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 	}
+	sealer, err := seal.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	now := time.Now
 	rec := &audit.Recorder{Store: st, Log: log, Now: now}
 	a := &App{
-		Config: cfg, Log: log, Store: st, Audit: rec,
+		Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer,
 		Auth: &auth.Service{
 			Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
 			Sessions: &auth.Sessions{Store: st, Now: now},
