@@ -43,6 +43,15 @@ func (s *Server) routes() http.Handler {
 	// Security (spec §4.3).
 	api("GET", "/api/security/logs", private, s.securityLogs)
 
+	// Units (systemd): the allow-listed units only (revtunnel-server, caddy,
+	// fail2ban); 400 for any other name, 503 without systemd.
+	api("GET", "/api/units", private, s.unitsList)
+	api("GET", "/api/units/{name}", private, s.unitGet)
+	api("POST", "/api/units/{name}/start", private, s.unitJob("start"))
+	api("POST", "/api/units/{name}/stop", private, s.unitJob("stop"))
+	api("POST", "/api/units/{name}/restart", private, s.unitJob("restart"))
+	api("POST", "/api/units/{name}/reload", private, s.unitJob("reload"))
+
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")

@@ -13,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 //go:embed openapi.yaml
@@ -25,6 +26,8 @@ type Options struct {
 	Audit  *audit.Recorder
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
+	// Units drives the allow-listed systemd units; nil means no systemd.
+	Units units.Manager
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -37,6 +40,7 @@ type Server struct {
 	auth     *auth.Service
 	audit    *audit.Recorder
 	health   func(*http.Request) error
+	units    units.Manager
 	ui       http.Handler
 	log      *slog.Logger
 	now      func() time.Time
@@ -46,7 +50,7 @@ type Server struct {
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, units: o.Units, ui: o.UI, log: o.Log, now: o.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -55,6 +59,9 @@ func New(o Options) *Server {
 	}
 	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
 		s.baseHost = u.Hostname()
+	}
+	if s.units == nil {
+		s.units = units.Unavailable{}
 	}
 	if s.ui == nil {
 		s.ui = http.NotFoundHandler()

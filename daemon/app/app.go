@@ -22,6 +22,8 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
 )
 
@@ -36,7 +38,10 @@ type App struct {
 	Auth   *auth.Service
 	Audit  *audit.Recorder
 	Sealer *seal.Sealer
-	HTTP   *http.Server
+	// Units drives the allow-listed systemd units; without systemd every
+	// call answers units.ErrUnavailable.
+	Units units.Manager
+	HTTP  *http.Server
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -96,6 +101,12 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.Store.Close()
+	unitMgr := sdbus.New(sdbus.Options{Log: log})
+	defer unitMgr.Close()
+	a.Units = unitMgr
+	if !sdbus.Booted() {
+		log.Info("systemd is not the init system: unit control is unavailable")
+	}
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -104,6 +115,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Units:  a.Units,
 		UI:     webui.Handler(tunnelsvc.UI()),
 	})
 	a.HTTP = &http.Server{
@@ -124,6 +136,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
+	go a.watchdog(ctx)
 
 	select {
 	case <-ctx.Done():
@@ -159,4 +172,37 @@ func (a *App) announceSetupCode(ctx context.Context) error {
 	a.Log.Info("not set up yet: finish setup in the dashboard; from a remote address send this one-time code in X-Setup-Code",
 		"setup_code", code, "new", created)
 	return nil
+}
+
+// watchdog pings systemd at half of WatchdogSec for as long as the store
+// answers, so a daemon whose database is wedged gets restarted rather than
+// kept alive by a goroutine that still ticks. Silent without a watchdog.
+func (a *App) watchdog(ctx context.Context) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		a.Log.Warn("watchdog settings unreadable; not pinging", "err", err)
+		return
+	}
+	if interval <= 0 {
+		return
+	}
+	every := interval / 2
+	a.Log.Info("pinging the systemd watchdog", "every", every.String())
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every/2)
+		err := a.Store.Ping(pctx)
+		cancel()
+		if err != nil {
+			a.Log.Warn("store does not answer; skipping the watchdog ping", "err", err)
+			continue
+		}
+		daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	}
 }
