@@ -42,6 +42,10 @@ test-go:
 	$(GO) vet ./...
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m ./...
 
+## test-system: only the system tests (root: a real systemd in a testbed).
+test-system:
+	$(GO) test -count=1 -v -timeout 10m ./daemon/systemtest/...
+
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
 FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies
