@@ -25,6 +25,8 @@ type Host struct {
 	Dir  string
 	PID  int // PID 1 of the host, as the outer machine sees it
 	t    testing.TB
+
+	closed bool
 }
 
 // Root returns the module's root directory (where go.mod is).
@@ -65,7 +67,7 @@ func Boot(t testing.TB, name string) *Host {
 		t.Fatal(err)
 	}
 	h := &Host{Name: name, Dir: dir, t: t}
-	t.Cleanup(h.down)
+	t.Cleanup(h.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", script(t), "up", dir, name)
@@ -81,11 +83,18 @@ func Boot(t testing.TB, name string) *Host {
 	if _, err := fmt.Sscan(string(pid), &h.PID); err != nil {
 		t.Fatalf("testbed: pid file: %v", err)
 	}
-	t.Logf("testbed: %s", strings.TrimSpace(string(out)))
+	t.Log(strings.TrimSpace(string(out)))
 	return h
 }
 
-func (h *Host) down() {
+// Close powers the host off and removes everything it left: processes,
+// mounts, cgroups, the directory. Boot registers it with t.Cleanup; calling
+// it earlier is fine.
+func (h *Host) Close() {
+	if h.closed {
+		return
+	}
+	h.closed = true
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", script(h.t), "down", h.Dir).CombinedOutput()
