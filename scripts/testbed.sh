@@ -60,9 +60,10 @@ boot_inner() {
   mount -t proc proc "$m/proc"
   mount -t sysfs sysfs "$m/sys"
   mount --rbind /sys/fs/cgroup "$m/sys/fs/cgroup"
+  # Own /run and /tmp: the outer machine's (and other testbeds' dirs, which
+  # live in /tmp) must not show through.
   mount -t tmpfs -o mode=755 tmpfs "$m/run"
   mount -t tmpfs -o mode=1777 tmpfs "$m/tmp"
-  # Another testbed's dirs and the outer /run must not show through.
   echo "$name" >"$m/etc/hostname"
   hostname "$name"
   for u in "${MASK[@]}"; do ln -sfn /dev/null "$m/etc/systemd/system/$u"; done
@@ -94,18 +95,20 @@ up() {
   echo "$cg" >"$dir/cgroup"
   # The unshare'd child is moved into its own cgroup before it execs systemd:
   # a fresh shell writes its own pid, then becomes the namespaces' PID 1.
+  # shellcheck disable=SC2016 # expanded by the inner bash
   setsid unshare --pid --fork --mount --net --uts --kill-child \
     bash -c '
       for d in $(bash "$0" cgroup-dirs "$2"); do mkdir -p "$d" && echo 0 >"$d/cgroup.procs"; done
       bash "$0" boot-inner "$1" "$3"' "$0" "$dir" "$cg" "$name" \
     </dev/null >"$dir/console.log" 2>&1 &
-  echo $! >"$dir/unshare.pid"
+  local upid=$!
+  echo "$upid" >"$dir/unshare.pid"
   # PID 1 inside is the unshare process's only child.
   local pid="" i
   for ((i = 0; i < 100; i++)); do
-    pid=$(cat "/proc/$(cat "$dir/unshare.pid")/task/$(cat "$dir/unshare.pid")/children" 2>/dev/null | awk '{print $1}') || true
+    pid=$(awk '{print $1}' "/proc/$upid/task/$upid/children" 2>/dev/null) || true
     [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = systemd ] && break
-    kill -0 "$(cat "$dir/unshare.pid")" 2>/dev/null || { cat "$dir/console.log" >&2; die "unshare exited before systemd started"; }
+    kill -0 "$upid" 2>/dev/null || { cat "$dir/console.log" >&2; die "unshare exited before systemd started"; }
     sleep 0.1
   done
   [ -n "$pid" ] || die "systemd did not start (see $dir/console.log)"
@@ -129,6 +132,7 @@ up() {
 copy_in() {
   local dir=$1 src=$2 dst=$3 mode=${4:-}
   [ -n "$mode" ] || mode=$(stat -c %a "$src")
+  # shellcheck disable=SC2016 # expanded by the inner sh
   enter "$dir" sh -c 'mkdir -p "$(dirname "$1")" && cat >"$1" && chmod "$2" "$1"' sh "$dst" "$mode" <"$src"
 }
 
@@ -158,11 +162,11 @@ down() {
     kill -s SIGRTMIN+4 "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     # Killing PID 1 of a pid namespace kills everything in it.
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   if [ -n "$upid" ]; then
     for ((i = 0; i < 50; i++)); do kill -0 "$upid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$upid" 2>/dev/null && kill -9 "$upid" 2>/dev/null || true
+    if kill -0 "$upid" 2>/dev/null; then kill -9 "$upid" 2>/dev/null || true; fi
   fi
   # The mounts lived in the dead mount namespace; nothing to unmount outside
   # unless something leaked, which we refuse to hide.
