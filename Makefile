@@ -9,7 +9,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui run test test-go test-fuzz test-system deps bench clean
+.PHONY: all build daemon ui run test test-go test-fuzz deps package bench clean
 
 all: build
 
@@ -51,6 +51,14 @@ test-fuzz:
 	  echo "fuzz $$name ($(FUZZ_TIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
 	done
+
+## package: .deb and .rpm in dist/ (nfpm, pinned).
+NFPM_VERSION := v2.48.0
+package: build
+	@[ -x $(GOBIN)/nfpm ] || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@mkdir -p dist
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
