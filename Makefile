@@ -35,8 +35,9 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: every test (unit, black-box, real tools, system), then brief fuzzing.
-test: deps build test-go test-fuzz
+## test: brief fuzzing, then every test (unit, black-box, real tools, system);
+## gotestsum's summary line comes last.
+test: deps build test-fuzz test-go
 
 test-go:
 	$(GO) vet ./...
