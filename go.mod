@@ -12,6 +12,8 @@ require (
 )
 
 require (
+	github.com/miekg/dns v1.1.73 // indirect
 	github.com/stretchr/testify v1.3.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
