@@ -9,7 +9,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui run test test-go test-fuzz test-system deps bench clean
+.PHONY: all build daemon ui run test test-go test-fuzz deps package bench clean
 
 all: build
 
@@ -35,16 +35,17 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: every test (unit, black-box, real tools, system), then brief fuzzing.
-test: deps build test-go test-fuzz
+## test: brief fuzzing, then every test (unit, black-box, real tools, system);
+## gotestsum's summary line comes last.
+test: deps build test-fuzz test-go
 
 test-go:
 	$(GO) vet ./...
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m ./...
 
-## test-system: only the system tests (root: a real systemd in a testbed).
+## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:
-	$(GO) test -count=1 -v -timeout 10m ./daemon/systemtest/...
+	$(GO) test -count=1 -v -timeout 10m ./daemon/internal/testbed/... ./daemon/systemtest/...
 
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
@@ -55,6 +56,14 @@ test-fuzz:
 	  echo "fuzz $$name ($(FUZZ_TIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
 	done
+
+## package: .deb and .rpm in dist/ (nfpm, pinned).
+NFPM_VERSION := v2.48.0
+package: build
+	@[ -x $(GOBIN)/nfpm ] || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@mkdir -p dist
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt

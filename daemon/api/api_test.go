@@ -21,7 +21,7 @@ import (
 const goodPassword = "correct horse battery staple"
 
 type testEnv struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	st      *store.Store
 	cfg     *config.Config
@@ -29,7 +29,7 @@ type testEnv struct {
 	now     time.Time
 }
 
-func newEnv(t *testing.T) *testEnv {
+func newEnv(t testing.TB) *testEnv {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -61,7 +61,7 @@ type resp struct {
 	*httptest.ResponseRecorder
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body.Bytes(), &m); err != nil {
@@ -96,7 +96,7 @@ func (e *testEnv) do(q req) resp {
 	return resp{w}
 }
 
-func sessionCookie(t *testing.T, r resp) *http.Cookie {
+func sessionCookie(t testing.TB, r resp) *http.Cookie {
 	t.Helper()
 	for _, c := range r.Result().Cookies() {
 		if c.Name == SessionCookie {
