@@ -15,6 +15,7 @@ require (
 
 require (
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
+	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/stretchr/testify v1.3.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 )

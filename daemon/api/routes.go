@@ -40,6 +40,19 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/login", public, s.authLogin)
 	api("POST", "/api/auth/logout", public, s.authLogout)
 
+	// Local set-up and the web proxy (spec §4.2, §4.4).
+	api("GET", "/api/local/status", private, s.localStatus)
+	api("POST", "/api/local/install", private, s.localInstall)
+	api("POST", "/api/local/skip", private, s.localSkip)
+	api("PUT", "/api/local/server-ports", private, s.localServerPorts)
+	api("PUT", "/api/local/bind-ip", private, s.localBindIP)
+	api("GET", "/api/local/resolve-ip", private, s.resolveIP)
+	api("GET", "/api/local/check-dns", public, s.checkDNS)
+	api("GET", "/api/local/detect-ip", public, s.detectIP)
+	api("GET", "/api/debug/webproxyfile", private, s.debugWebproxyFile)
+	// Log lines of background operations, as a WebSocket.
+	api("GET", "/api/local/logs/ws", private, s.logsWS)
+
 	// Security (spec §4.3).
 	api("GET", "/api/security/logs", private, s.securityLogs)
 

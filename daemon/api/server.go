@@ -13,6 +13,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -28,6 +31,12 @@ type Options struct {
 	Health func(*http.Request) error
 	// Units drives the allow-listed systemd units; nil means no systemd.
 	Units units.Manager
+	// Setup is the VPS set-up (install, settings, proxy file).
+	Setup *localsetup.Service
+	// Net answers the DNS and public-address checks.
+	Net *netcheck.Checker
+	// Hub carries background operations' log lines to the WebSocket.
+	Hub *logstream.Hub
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -42,6 +51,9 @@ type Server struct {
 	health   func(*http.Request) error
 	units    units.Manager
 	ui       http.Handler
+	setup    *localsetup.Service
+	net      *netcheck.Checker
+	hub      *logstream.Hub
 	log      *slog.Logger
 	now      func() time.Time
 	baseHost string
@@ -50,7 +62,8 @@ type Server struct {
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, units: o.Units, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, units: o.Units, ui: o.UI, log: o.Log, now: o.Now,
+		setup: o.Setup, net: o.Net, hub: o.Hub}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

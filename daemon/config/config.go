@@ -5,6 +5,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -26,6 +27,11 @@ type Config struct {
 	LocalNets []netip.Prefix
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// DNSServer (host:port) answers check-dns and resolve-ip; empty means
+	// the system resolver.
+	DNSServer string
+	// EchoURLs are the public IP-echo services detect-ip asks, in order.
+	EchoURLs []string
 }
 
 // Default returns the built-in defaults.
@@ -52,6 +58,8 @@ var Flags = []Flag{
 	{"base-url", "TUNNELSVC_BASE_URL", "public URL machines use to reach the dashboard (default: from each request)"},
 	{"local-nets", "TUNNELSVC_LOCAL_NETS", "comma-separated CIDRs counted as local clients"},
 	{"log-level", "TUNNELSVC_LOG_LEVEL", "debug, info, warn or error"},
+	{"dns-server", "TUNNELSVC_DNS_SERVER", "DNS server (host:port) for check-dns and resolve-ip (default: the system resolver)"},
+	{"ip-echo-urls", "TUNNELSVC_IP_ECHO_URLS", "comma-separated IP-echo URLs detect-ip asks, in order"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -75,7 +83,25 @@ func Register(fs *flag.FlagSet, c *Config) *string {
 	localNets := new(string)
 	fs.StringVar(localNets, "local-nets", env("TUNNELSVC_LOCAL_NETS", strings.Join(nets, ",")), Flags[4].Help+" [$TUNNELSVC_LOCAL_NETS]")
 	fs.StringVar(&c.LogLevel, "log-level", env("TUNNELSVC_LOG_LEVEL", c.LogLevel), Flags[5].Help+" [$TUNNELSVC_LOG_LEVEL]")
+	fs.StringVar(&c.DNSServer, "dns-server", env("TUNNELSVC_DNS_SERVER", c.DNSServer), Flags[6].Help+" [$TUNNELSVC_DNS_SERVER]")
+	fs.Func("ip-echo-urls", Flags[7].Help+" [$TUNNELSVC_IP_ECHO_URLS]", func(v string) error {
+		c.EchoURLs = splitList(v)
+		return nil
+	})
+	if v, ok := os.LookupEnv("TUNNELSVC_IP_ECHO_URLS"); ok {
+		c.EchoURLs = splitList(v)
+	}
 	return localNets
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Finish validates the parsed values and fills derived fields.
@@ -111,6 +137,16 @@ func (c *Config) Finish(localNets string) error {
 		return err
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	for _, u := range c.EchoURLs {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("--ip-echo-urls: %q is not an http(s) URL", u)
+		}
+	}
+	if c.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(c.DNSServer); err != nil {
+			return fmt.Errorf("--dns-server: want host:port, got %q", c.DNSServer)
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -10,7 +10,7 @@ func TestValidHostname(t *testing.T) {
 	cases := map[string]bool{
 		"example.com": true, "router.example.com": true, "a": true, "x-1.y2": true, "A.B": true,
 		long63 + ".com": true, strings.Repeat("a", 64) + ".com": false,
-		strings.Repeat(long63+".", 3) + strings.Repeat("a", 61): true, // 253
+		strings.Repeat(long63+".", 3) + strings.Repeat("a", 61): true,  // 253
 		strings.Repeat(long63+".", 3) + strings.Repeat("a", 62): false, // 254
 		"": false, ".": false, "example.com.": false, ".example.com": false, "a..b": false,
 		"-a.com": false, "a-.com": false, "a_b.com": false, "a b": false, "é.com": false, "1.2.3.4": true,

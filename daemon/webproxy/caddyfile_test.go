@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -84,7 +85,12 @@ type fakeUnits struct {
 	reloads   int
 }
 
-func (f *fakeUnits) IsActive(context.Context, string) (bool, error) { return f.active, nil }
+func (f *fakeUnits) State(context.Context, string) (units.State, error) {
+	if f.active {
+		return units.State{ActiveState: "active"}, nil
+	}
+	return units.State{ActiveState: "inactive"}, nil
+}
 func (f *fakeUnits) Reload(context.Context, string) error {
 	f.reloads++
 	return f.reloadErr

@@ -10,14 +10,15 @@ import (
 	"sync"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 // Unit is the systemd unit of the web proxy.
 const Unit = "caddy.service"
 
-// Units is what the deployer needs of the unit layer.
+// Units is what the deployer needs of the unit layer (units.Manager).
 type Units interface {
-	IsActive(ctx context.Context, unit string) (bool, error)
+	State(ctx context.Context, unit string) (units.State, error)
 	Reload(ctx context.Context, unit string) error
 }
 
@@ -124,11 +125,11 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (changed bool, err erro
 // apply reloads caddy when it is running; a stopped caddy reads the file
 // when it starts.
 func (d *Deployer) apply(ctx context.Context) error {
-	active, err := d.Units.IsActive(ctx, Unit)
+	st, err := d.Units.State(ctx, Unit)
 	if err != nil {
 		return err
 	}
-	if !active {
+	if st.ActiveState != "active" && st.ActiveState != "reloading" {
 		return nil
 	}
 	if err := d.Units.Reload(ctx, Unit); err != nil {
