@@ -12,6 +12,7 @@ require (
 )
 
 require (
+	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/stretchr/testify v1.3.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
