@@ -7,12 +7,12 @@ require (
 	github.com/gorilla/mux v1.8.1
 	github.com/mattn/go-sqlite3 v1.14.52
 	github.com/nbutton23/zxcvbn-go v0.0.0-20210217022336-fa2cb2858354
+	github.com/pelletier/go-toml/v2 v2.2.4
 	golang.org/x/crypto v0.58.0
 	golang.org/x/term v0.47.0
 )
 
 require (
-	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/stretchr/testify v1.3.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
