@@ -13,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
 //go:embed openapi.yaml
@@ -23,6 +24,10 @@ type Options struct {
 	Config *config.Config
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	// Machines is the machines, tunnels and bootstrap domain.
+	Machines *machines.Service
+	// Revtunnel renders and deploys the tunnel server's config.
+	Revtunnel RevtunnelServer
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// UI serves everything outside /api and /healthz (the embedded SPA).
@@ -33,20 +38,22 @@ type Options struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg      *config.Config
-	auth     *auth.Service
-	audit    *audit.Recorder
-	health   func(*http.Request) error
-	ui       http.Handler
-	log      *slog.Logger
-	now      func() time.Time
-	baseHost string
-	handler  http.Handler
+	cfg       *config.Config
+	auth      *auth.Service
+	audit     *audit.Recorder
+	machines  *machines.Service
+	revtunnel RevtunnelServer
+	health    func(*http.Request) error
+	ui        http.Handler
+	log       *slog.Logger
+	now       func() time.Time
+	baseHost  string
+	handler   http.Handler
 }
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -79,13 +79,6 @@ type Deployer struct {
 	Params func(ctx context.Context) (frpconf.ServerParams, error)
 }
 
-// Result says what a reconcile did.
-type Result struct {
-	Changed   bool
-	Restarted bool
-	Message   string
-}
-
 // Render returns the config as it would be deployed now, with the custom
 // block left empty (the diagnostic view, spec §4.4).
 func (d *Deployer) Render(ctx context.Context) (string, error) {
@@ -100,47 +93,43 @@ func (d *Deployer) Render(ctx context.Context) (string, error) {
 // checks it with `frps verify`, writes it atomically and restarts
 // revtunnel-server, each step only when the content changed. A refused
 // config leaves the deployed file as it was.
-func (d *Deployer) Reconcile(ctx context.Context) (Result, error) {
+func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 	p, err := d.Params(ctx)
 	if err != nil {
-		return Result{}, err
+		return "", err
 	}
 	old, err := os.ReadFile(d.Path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Result{}, fmt.Errorf("read %s: %w", d.Path, err)
+		return "", fmt.Errorf("read %s: %w", d.Path, err)
 	}
 	custom, ok := frpconf.CustomBlock(string(old))
 	if len(old) > 0 && !ok {
 		// Not a file we wrote (or its markers were removed): keep a copy
 		// rather than silently dropping what the operator had there.
 		if err := os.WriteFile(d.Path+".bak", old, 0o600); err != nil {
-			return Result{}, fmt.Errorf("back up %s: %w", d.Path, err)
+			return "", fmt.Errorf("back up %s: %w", d.Path, err)
 		}
 	}
 	next, err := frpconf.ServerConfig(p, custom)
 	if err != nil {
-		return Result{}, err
+		return "", err
 	}
 	if bytes.Equal(old, []byte(next)) {
-		return Result{Message: "revtunnel-server configuration unchanged"}, nil
+		return "revtunnel-server configuration unchanged", nil
 	}
 	if err := Verify(ctx, d.FRPS, next); err != nil {
-		return Result{}, err
+		return "", err
 	}
 	if err := writeAtomic(d.Path, []byte(next), 0o640); err != nil {
-		return Result{}, err
+		return "", err
 	}
-	res := Result{Changed: true}
 	if d.Units == nil {
-		res.Message = "revtunnel-server configuration written; no unit manager, so revtunnel-server was not restarted"
-		return res, nil
+		return "revtunnel-server configuration written; no unit manager, so revtunnel-server was not restarted", nil
 	}
 	if err := d.Units.Restart(ctx, ServerUnit); err != nil {
-		return res, fmt.Errorf("configuration written, but restarting %s failed: %w", ServerUnit, err)
+		return "", fmt.Errorf("configuration written, but restarting %s failed: %w", ServerUnit, err)
 	}
-	res.Restarted = true
-	res.Message = "revtunnel-server configuration written and revtunnel-server restarted"
-	return res, nil
+	return "revtunnel-server configuration written and revtunnel-server restarted", nil
 }
 
 // writeAtomic writes data to a temporary file beside path and renames it
