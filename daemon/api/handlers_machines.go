@@ -72,6 +72,8 @@ func domainError(err error, what string) error {
 		return Errorf(http.StatusNotFound, "%s not found", what)
 	case errors.As(err, &limited):
 		return limited
+	case errors.Is(err, store.ErrNoFreePort):
+		return &Error{Status: http.StatusServiceUnavailable, Msg: store.ErrNoFreePort.Error(), Err: err}
 	}
 	return Internal("could not "+strings.TrimSpace("handle the "+what), err)
 }
