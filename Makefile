@@ -9,12 +9,20 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui run test test-go test-fuzz deps package bench clean
+.PHONY: all build daemon ui frp run test test-go test-fuzz test-system deps package bench clean
 
 all: build
 
-## build: the UI, then the daemon with the UI embedded.
-build: ui daemon
+## build: the UI, then the daemon with the UI embedded, and the tunnel engine.
+build: ui daemon frp
+
+## frp: frps and frpc, built from the one pinned version in tools/frp/go.mod
+## (bump it there with `go get github.com/fatedier/frp@vX.Y.Z`). Rebuilt only
+## when that module changes; Go's build cache makes a rebuild cheap.
+FRP_DIR := tools/frp
+frp: bin/frps bin/frpc
+bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
+	cd $(FRP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
 daemon:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tunnelsvc ./daemon/cmd/tunnelsvc
@@ -29,7 +37,7 @@ ui:
 ## run: build and serve the dashboard on 127.0.0.1 with data in ./data.
 run: build
 	@mkdir -p $(RUN_DATA)
-	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root
+	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root --bin-dir ./bin
 
 ## deps: install what the tests need, only what is missing.
 deps:

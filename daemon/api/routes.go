@@ -55,6 +55,35 @@ func (s *Server) routes() http.Handler {
 
 	// Security (spec §4.3).
 	api("GET", "/api/security/logs", private, s.securityLogs)
+	api("GET", "/api/security/stale-tokens", private, s.staleTokens)
+
+	// Bootstrap and machines (spec §4.5). POST /api/bootstrap is the machines'
+	// own door (a one-time token, rate-limited per address); self-delete is
+	// authenticated by the machine's agent token.
+	api("POST", "/api/bootstrap", public, s.bootstrap)
+	api("POST", "/api/bootstrap/tokens", private, s.createBootstrapToken)
+	api("GET", "/api/bootstrap/tokens", private, s.listBootstrapTokens)
+	api("DELETE", "/api/bootstrap/tokens/{token_id}", private, s.revokeBootstrapToken)
+	api("POST", "/api/machines/self-delete", public, s.selfDelete)
+	api("GET", "/api/machines", private, s.listMachines)
+	api("GET", "/api/machines/{machine_id}", private, s.getMachine)
+	api("PATCH", "/api/machines/{machine_id}", private, s.renameMachine)
+	api("DELETE", "/api/machines/{machine_id}", private, s.deleteMachine)
+	api("GET", "/api/machines/{machine_id}/revtunnel-client", private, s.machineClientConfig)
+
+	// Tunnels.
+	api("GET", "/api/tunnels", private, s.listTunnels)
+	api("POST", "/api/tunnels", private, s.createTunnel)
+	api("GET", "/api/tunnels/{tunnel_id}", private, s.getTunnel)
+	api("PATCH", "/api/tunnels/{tunnel_id}", private, s.updateTunnel)
+	api("DELETE", "/api/tunnels/{tunnel_id}", private, s.deleteTunnel)
+
+	// Local operations and activity (spec §4.2).
+	api("POST", "/api/local/reconcile", private, s.reconcile)
+	api("GET", "/api/local/activity", private, s.activity)
+
+	// Diagnostics (spec §4.4).
+	api("GET", "/api/debug/revtunnel-server", private, s.revtunnelServerFile)
 
 	// Units (systemd): the allow-listed units only (revtunnel-server, caddy,
 	// fail2ban); 400 for any other name, 503 without systemd.

@@ -15,6 +15,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
@@ -27,6 +28,10 @@ type Options struct {
 	Config *config.Config
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	// Machines is the machines, tunnels and bootstrap domain.
+	Machines *machines.Service
+	// Revtunnel renders and deploys the tunnel server's config.
+	Revtunnel RevtunnelServer
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// Units drives the allow-listed systemd units; nil means no systemd.
@@ -45,25 +50,27 @@ type Options struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg      *config.Config
-	auth     *auth.Service
-	audit    *audit.Recorder
-	health   func(*http.Request) error
-	units    units.Manager
-	ui       http.Handler
-	setup    *localsetup.Service
-	net      *netcheck.Checker
-	hub      *logstream.Hub
-	log      *slog.Logger
-	now      func() time.Time
-	baseHost string
-	handler  http.Handler
+	cfg       *config.Config
+	auth      *auth.Service
+	audit     *audit.Recorder
+	machines  *machines.Service
+	revtunnel RevtunnelServer
+	health    func(*http.Request) error
+	units     units.Manager
+	ui        http.Handler
+	setup     *localsetup.Service
+	net       *netcheck.Checker
+	hub       *logstream.Hub
+	log       *slog.Logger
+	now       func() time.Time
+	baseHost  string
+	handler   http.Handler
 }
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, units: o.Units, ui: o.UI, log: o.Log, now: o.Now,
-		setup: o.Setup, net: o.Net, hub: o.Hub}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
+		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -42,6 +44,10 @@ type App struct {
 	// call answers units.ErrUnavailable.
 	Units units.Manager
 	HTTP  *http.Server
+
+	Machines  *machines.Service
+	Plugin    *revtunnel.Plugin
+	Revtunnel *revtunnel.Deployer
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -66,6 +72,8 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
+	// The SSH key store and the unit layer are wired here when they land.
+	a.tunnelServices(nil, nil)
 	return a, nil
 }
 
@@ -114,6 +122,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
+		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		Units:  a.Units,
 		UI:     webui.Handler(tunnelsvc.UI()),
@@ -129,6 +138,24 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// frps's plugin calls arrive on their own loopback listener, never on
+	// the dashboard's.
+	pl, err := net.Listen("tcp", cfg.PluginListen)
+	if err != nil {
+		return fmt.Errorf("frps plugin listener: %w", err)
+	}
+	plugin := a.pluginServer()
+	go plugin.Serve(pl)
+	defer plugin.Close()
+	// Bring server.toml up to date with this version and the settings; a
+	// failure is logged and the previous file stays.
+	go func() {
+		if msg, err := a.Revtunnel.Reconcile(ctx); err != nil {
+			log.Warn("revtunnel-server reconcile at start failed", "err", err)
+		} else {
+			log.Info(msg)
+		}
+	}()
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())
