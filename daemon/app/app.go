@@ -20,7 +20,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -48,6 +51,10 @@ type App struct {
 	Machines  *machines.Service
 	Plugin    *revtunnel.Plugin
 	Revtunnel *revtunnel.Deployer
+
+	Hub   *logstream.Hub
+	Net   *netcheck.Checker
+	Setup *localsetup.Service
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -72,8 +79,6 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
-	// The SSH key store and the unit layer are wired here when they land.
-	a.tunnelServices(nil, nil)
 	return a, nil
 }
 
@@ -115,6 +120,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if !sdbus.Booted() {
 		log.Info("systemd is not the init system: unit control is unavailable")
 	}
+	ls, err := Listeners(cfg)
+	if err != nil {
+		return err
+	}
+	// The SSH key store is wired here when it lands.
+	a.tunnelServices(nil, unitMgr)
+	a.setupServices(ls[0].Addr())
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -123,6 +135,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
+		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		Units:  a.Units,
 		UI:     webui.Handler(tunnelsvc.UI()),
@@ -134,10 +147,6 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	ls, err := Listeners(cfg)
-	if err != nil {
-		return err
-	}
 	// frps's plugin calls arrive on their own loopback listener, never on
 	// the dashboard's.
 	pl, err := net.Listen("tcp", cfg.PluginListen)

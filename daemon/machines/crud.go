@@ -83,6 +83,7 @@ func (s *Service) Delete(ctx context.Context, id int64) error {
 		return err
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "deleted", MachineID: id, Message: fmt.Sprintf("machine %q deleted", m.Name)})
+	s.changed(id)
 	return nil
 }
 
@@ -244,6 +245,7 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: created.MachineID, TunnelID: created.ID,
 		Message: fmt.Sprintf("%s tunnel %q created: local port %d, remote port %d", created.Kind, created.Name, created.LocalPort, created.RemotePort)})
+	s.changed(created.MachineID)
 	return toTunnel(created), nil
 }
 
@@ -280,6 +282,7 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
 		Message: fmt.Sprintf("tunnel %q updated", t.Name)})
+	s.changed(t.MachineID)
 	return s.Tunnel(ctx, id)
 }
 
@@ -295,6 +298,7 @@ func (s *Service) DeleteTunnel(ctx context.Context, id int64) error {
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "deleted", MachineID: t.MachineID, TunnelID: t.ID,
 		Message: fmt.Sprintf("tunnel %q deleted", t.Name)})
+	s.changed(t.MachineID)
 	return nil
 }
 

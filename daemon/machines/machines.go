@@ -68,6 +68,16 @@ type Service struct {
 	// SSHLocalPort is the machines' sshd port (22); tests point it at an
 	// echo server.
 	SSHLocalPort int
+	// OnChange, when set, is called after a machine's tunnels changed (a
+	// tunnel created, updated or deleted, or the machine deleted), so the
+	// web proxy and the machine's client configuration can follow.
+	OnChange func(machineID int64)
+}
+
+func (s *Service) changed(machineID int64) {
+	if s.OnChange != nil {
+		s.OnChange(machineID)
+	}
 }
 
 func (s *Service) now() time.Time {
