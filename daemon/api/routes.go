@@ -109,6 +109,7 @@ func (s *Server) routes() http.Handler {
 		return !isAPIPath(r.URL.Path)
 	}).PathPrefix("/").Handler(s.ui)
 
+	s.router = r
 	return s.withClient(crossOrigin(apiOnly(apiHeaders, r)))
 }
 

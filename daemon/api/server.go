@@ -5,6 +5,8 @@ package api
 
 import (
 	_ "embed"
+
+	"github.com/gorilla/mux"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -65,6 +67,7 @@ type Server struct {
 	now       func() time.Time
 	baseHost  string
 	handler   http.Handler
+	router    *mux.Router // the route table, for the OpenAPI coverage test
 }
 
 // New builds the Server and its route table.

@@ -11,7 +11,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
@@ -31,7 +30,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Settings:     localsetup.Settings{Store: a.Store},
 		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: sysexec.Exec{}, Units: a.Units},
 		Units:        a.Units,
-		Tunnels:      httpTunnels{a.Store},
+		Tunnels:      localsetup.StoreTunnels{Store: a.Store},
 		TunnelServer: reconciler{a.Revtunnel},
 		Hub:          a.Hub,
 		Dashboard:    func() string { return loopbackOf(dashboard) },
@@ -78,23 +77,6 @@ func loopbackOf(addr net.Addr) string {
 		return netip.AddrPortFrom(lo, ap.Port()).String()
 	}
 	return ap.String()
-}
-
-// httpTunnels lists the published HTTP tunnels for the Caddyfile.
-type httpTunnels struct{ st *store.Store }
-
-func (h httpTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error) {
-	ts, err := h.st.ListTunnels(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	var out []webproxy.HTTPTunnel
-	for _, t := range ts {
-		if t.Kind == "http" && t.Subdomain != "" {
-			out = append(out, webproxy.HTTPTunnel{Subdomain: t.Subdomain, Port: t.RemotePort})
-		}
-	}
-	return out, nil
 }
 
 // reconciler adapts the frps deployer to the set-up's TunnelServer.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
@@ -33,6 +34,24 @@ var ErrBusy = logstream.ErrBusy
 // TunnelSource lists the published HTTP tunnels.
 type TunnelSource interface {
 	HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error)
+}
+
+// StoreTunnels lists the HTTP tunnels that have a subdomain from the store.
+type StoreTunnels struct{ Store *store.Store }
+
+// HTTPTunnels implements TunnelSource.
+func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error) {
+	ts, err := t.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []webproxy.HTTPTunnel
+	for _, tn := range ts {
+		if tn.Kind == "http" && tn.Subdomain != "" {
+			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort})
+		}
+	}
+	return out, nil
 }
 
 // TunnelServer rebuilds and applies the tunnel server's configuration.

@@ -3,42 +3,16 @@ package netcheck
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
-// startDNS runs a DNS server on 127.0.0.1 that knows only the given A records.
-func startDNS(t *testing.T, records map[string]string) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := dns.NewServeMux()
-	mux.HandleFunc(".", func(w dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		name := q.Question[0].Name
-		if ip, ok := records[name]; ok && q.Question[0].Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
-		} else if !ok {
-			m.Rcode = dns.RcodeNameError
-		}
-		w.WriteMsg(m)
-	})
-	srv := &dns.Server{PacketConn: pc, Handler: mux}
-	go srv.ActivateAndServe()
-	t.Cleanup(func() { srv.Shutdown() })
-	return pc.LocalAddr().String()
-}
-
 func TestResolveAndCheckDNS(t *testing.T) {
-	addr := startDNS(t, map[string]string{"router.example.test.": "192.0.2.10", "host.example.test.": "192.0.2.11"})
+	addr := testutil.DNSServer(t, map[string]string{"router.example.test.": "192.0.2.10", "host.example.test.": "192.0.2.11"})
 	c := &Checker{DNSServer: addr}
 	ctx := context.Background()
 

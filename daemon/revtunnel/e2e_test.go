@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -15,11 +16,9 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,133 +39,20 @@ type keys struct{ key string }
 
 func (k keys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// The shared end-to-end helpers, under their local names.
+var (
+	freePort   = func(t *testing.T) int { return testutil.FreePort(t) }
+	echoServer = func(t *testing.T) int { return testutil.EchoServer(t) }
+	echo       = testutil.Echo
+	eventually = func(t *testing.T, d time.Duration, what string, cond func() error) time.Duration {
+		t.Helper()
+		return testutil.Eventually(t, d, what, cond)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// echoServer answers every connection by echoing what it reads.
-func echoServer(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	start = func(t *testing.T, name, bin string, args ...string) *testutil.Proc {
+		t.Helper()
+		return testutil.Start(t, name, bin, args...)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// echo sends a line through port and reports whether it came back.
-func echo(port int) error {
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	msg := fmt.Sprintf("hello %d\n", mrand.Int())
-	if _, err := c.Write([]byte(msg)); err != nil {
-		return err
-	}
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(c, got); err != nil {
-		return err
-	}
-	if string(got) != msg {
-		return fmt.Errorf("echo returned %q", got)
-	}
-	return nil
-}
-
-// eventually polls cond every 100 ms until it returns nil or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < d {
-		if err = cond(); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, d, err)
-	return 0
-}
-
-// proc is a started frps or frpc whose output is kept for failure reports.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func start(t *testing.T, name, bin string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("%s output:\n%s", name, p.out.String())
-		}
-	})
-	return p
-}
-
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Kill()
-	<-p.done
-}
-
-func (p *proc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+)
 
 // client is a logged-in dashboard client.
 type client struct {
@@ -284,7 +170,7 @@ func TestRealEngine(t *testing.T) {
 		}
 		return err
 	})
-	frpsPID := server.cmd.Process.Pid
+	frpsPID := server.Cmd.Process.Pid
 
 	register := func(name string) registration {
 		var tok struct{ Token string }
@@ -297,7 +183,7 @@ func TestRealEngine(t *testing.T) {
 		}
 		return reg
 	}
-	runClient := func(name, conf string) *proc {
+	runClient := func(name, conf string) *testutil.Proc {
 		path := filepath.Join(dir, name+".toml")
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
@@ -360,10 +246,10 @@ func TestRealEngine(t *testing.T) {
 	if code := c.call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", alphaID), nil, &newConf); code != 200 {
 		t.Fatalf("client config: %d %s", code, newConf)
 	}
-	clientA.stop() // what the agent does: new client.toml, restart revtunnel-client
+	clientA.Stop() // what the agent does: new client.toml, restart revtunnel-client
 	clientA = runClient("alpha", newConf)
 	eventually(t, 15*time.Second, "bytes through the new tcp tunnel", func() error { return echo(tun.RemotePort) })
-	if !server.running() || server.cmd.Process.Pid != frpsPID {
+	if !server.Running() || server.Cmd.Process.Pid != frpsPID {
 		t.Fatal("frps was restarted to add a tunnel")
 	}
 	if code := c.call("POST", "/api/local/reconcile", nil, &rmsg); code != 200 || rmsg.Message != "revtunnel-server configuration unchanged" {
@@ -379,12 +265,12 @@ func TestRealEngine(t *testing.T) {
 	secretB := regexp.MustCompile(`(?m)^token = '([^']+)'`).FindStringSubmatch(b.ClientConfig)[1]
 	impostor := runClient("beta-impostor", strings.Replace(b.ClientConfig, secretB, secretA, 1))
 	select {
-	case <-impostor.done:
+	case <-impostor.Done():
 	case <-time.After(15 * time.Second):
 		t.Fatal("frpc with another machine's secret was not refused")
 	}
-	if !strings.Contains(impostor.out.String(), "credential of machine") {
-		t.Fatalf("frpc did not report the refusal:\n%s", impostor.out.String())
+	if !strings.Contains(impostor.Out.String(), "credential of machine") {
+		t.Fatalf("frpc did not report the refusal:\n%s", impostor.Out.String())
 	}
 	eventually(t, 2*time.Second, "login refusal recorded", func() error { return hasEvent(revtunnel.EventLoginRefused, "credential of machine") })
 	if echo(b.TunnelPort) == nil {
@@ -427,7 +313,7 @@ func TestRealEngine(t *testing.T) {
 	if echo(a.TunnelPort) == nil || echo(tun.RemotePort) == nil {
 		t.Fatal("a deleted machine's tunnel carried traffic again")
 	}
-	if !server.running() || server.cmd.Process.Pid != frpsPID {
+	if !server.Running() || server.Cmd.Process.Pid != frpsPID {
 		t.Fatal("frps restarted during the test")
 	}
 }

@@ -48,7 +48,6 @@ var caddyTmpl = template.Must(template.New("Caddyfile").Parse(`# Managed by tunn
 # settings and tunnels. Edit only between the custom-configuration markers
 # at the end; everything else is overwritten.
 {{- if .Global}}
-
 {
 {{- range .Global}}
 	{{.}}

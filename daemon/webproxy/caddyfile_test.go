@@ -69,6 +69,13 @@ func TestGoldenCaddyfiles(t *testing.T) {
 			if err := validate(t, got); err != nil {
 				t.Fatalf("caddy validate refused the golden %s: %v", name, err)
 			}
+			// caddy fmt leaves a well-formatted file as it is, so an
+			// operator editing the custom block sees no warnings.
+			path := filepath.Join(t.TempDir(), "Caddyfile")
+			os.WriteFile(path, got, 0o644)
+			if out, err := exec.Command("caddy", "fmt", path).Output(); err != nil || string(out) != string(got) {
+				t.Fatalf("caddy fmt would reformat %s (%v):\n%s", name, err, out)
+			}
 		})
 	}
 }

@@ -1,0 +1,213 @@
+// Package testutil holds what the end-to-end tests share: free loopback
+// ports, an echo server, polling with a deadline, started processes whose
+// output is kept for failure reports, and the pinned frp binaries.
+package testutil
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// EchoServer answers every connection on 127.0.0.1 by echoing what it reads.
+func EchoServer(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Echo sends a line through 127.0.0.1:port and reports whether it came back.
+func Echo(port int) error {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	msg := fmt.Sprintf("hello %d\n", mrand.Int())
+	if _, err := c.Write([]byte(msg)); err != nil {
+		return err
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		return err
+	}
+	if string(got) != msg {
+		return fmt.Errorf("echo returned %q", got)
+	}
+	return nil
+}
+
+// Eventually polls cond every 100 ms until it returns nil or d passes, and
+// returns how long it took.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var err error
+	for time.Since(start) < d {
+		if err = cond(); err == nil {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, d, err)
+	return 0
+}
+
+// Proc is a started process whose output is kept for failure reports.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Out  *SyncBuffer
+	done chan struct{}
+	Err  error
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a reader.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs bin; the process is killed at cleanup and its output logged if
+// the test failed.
+func Start(t testing.TB, name, bin string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Cmd: exec.Command(bin, args...), Out: &SyncBuffer{}, done: make(chan struct{})}
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Out, p.Out
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.Err = p.Cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.Out.String())
+		}
+	})
+	return p
+}
+
+// Stop kills the process and waits for it.
+func (p *Proc) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.Cmd.Process.Kill()
+	<-p.done
+}
+
+// Done is closed when the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Running reports whether the process has not exited.
+func (p *Proc) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitListening waits until 127.0.0.1:port accepts connections.
+func WaitListening(t testing.TB, port int, d time.Duration) {
+	t.Helper()
+	Eventually(t, d, fmt.Sprintf("127.0.0.1:%d listening", port), func() error {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+// RepoRoot is the directory holding go.mod and tools/frp.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if exists(filepath.Join(dir, "go.mod")) && exists(filepath.Join(dir, "tools", "frp", "go.mod")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no repository root (go.mod beside tools/frp) above the test directory")
+		}
+		dir = parent
+	}
+}
+
+func exists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// FRP returns the pinned bin/frps and bin/frpc, running `make frp` first
+// when either is missing (about a minute cold on 2 cores). Call it from
+// TestMain; it exits the test binary when the build fails.
+func FRP() (frps, frpc string) {
+	root, err := RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	frps, frpc = filepath.Join(root, "bin", "frps"), filepath.Join(root, "bin", "frpc")
+	if !exists(frps) || !exists(frpc) {
+		fmt.Fprintln(os.Stderr, "bin/frps or bin/frpc missing; running `make frp`")
+		cmd := exec.Command("make", "-C", root, "frp")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "these tests need frps and frpc: `make frp` failed: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	return frps, frpc
+}
