@@ -12,7 +12,9 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 )
 
 //go:embed openapi.yaml
@@ -23,6 +25,12 @@ type Options struct {
 	Config *config.Config
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	// Banner manages the ban tool; Firewall the firewall mode.
+	Banner   *banner.Service
+	Firewall *firewall.Service
+	// Progress returns the sink for a background operation's log lines (the
+	// log WebSocket); nil sends them to Log.
+	Progress func(operation string) Progress
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// UI serves everything outside /api and /healthz (the embedded SPA).
@@ -36,6 +44,9 @@ type Server struct {
 	cfg      *config.Config
 	auth     *auth.Service
 	audit    *audit.Recorder
+	banner   *banner.Service
+	firewall *firewall.Service
+	progress func(operation string) Progress
 	health   func(*http.Request) error
 	ui       http.Handler
 	log      *slog.Logger
@@ -46,7 +57,8 @@ type Server struct {
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
+		health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -55,6 +67,9 @@ func New(o Options) *Server {
 	}
 	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
 		s.baseHost = u.Hostname()
+	}
+	if s.progress == nil {
+		s.progress = func(operation string) Progress { return logProgress{s, operation} }
 	}
 	if s.ui == nil {
 		s.ui = http.NotFoundHandler()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/activation"
@@ -19,7 +20,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
@@ -36,7 +40,10 @@ type App struct {
 	Auth   *auth.Service
 	Audit  *audit.Recorder
 	Sealer *seal.Sealer
-	HTTP   *http.Server
+	// Banner manages fail2ban; Firewall the firewall mode (issue 9).
+	Banner   *banner.Service
+	Firewall *firewall.Service
+	HTTP     *http.Server
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -61,7 +68,32 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
+	run := cmdrun.Exec{}
+	a.Banner = banner.New(banner.Options{
+		Store: st, Run: run, Log: log,
+		ConfDir: cfg.SystemPath("/etc/fail2ban"),
+		// TODO(lead): the systemd unit layer (daemon/units); nil answers
+		// "systemd is not available".
+		Units: nil,
+	})
+	a.Firewall = firewall.New(firewall.Options{
+		Store: st, Run: run, Log: log,
+		RulesetPath: cfg.SystemPath("/etc/tunnelsvc/firewall.nft"),
+		Ports:       a.firewallPorts,
+	})
 	return a, nil
+}
+
+// firewallPorts is what the svc ruleset follows.
+// TODO(lead): fill ControlPort, PrivatePorts and PublicTCPPorts from the
+// tunnels (issue 6) and DashboardPrivate from the server-ports setting, and
+// call a.Firewall.Reconcile when they change.
+func (a *App) firewallPorts(ctx context.Context) (firewall.Ports, error) {
+	var p firewall.Ports
+	if _, port, err := net.SplitHostPort(a.Config.Listen); err == nil {
+		p.DashboardPort, _ = strconv.Atoi(port)
+	}
+	return p, nil
 }
 
 // Listeners returns the sockets systemd passed (socket activation), or else
@@ -100,9 +132,15 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
 	}
+	// In svc mode our table is put back at every start (it does not survive
+	// a reboot by itself).
+	if err := a.Firewall.Reconcile(ctx); err != nil {
+		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
+	}
 
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
+		Banner: a.Banner, Firewall: a.Firewall,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		UI:     webui.Handler(tunnelsvc.UI()),
 	})
