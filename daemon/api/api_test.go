@@ -29,7 +29,8 @@ type testEnv struct {
 	now     time.Time
 }
 
-func newEnv(t testing.TB) *testEnv {
+// newEnv builds a server on a fresh store; opts adjust its Options.
+func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -46,7 +47,11 @@ func newEnv(t testing.TB) *testEnv {
 		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: clock,
 		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock),
 	}
-	e.srv = New(Options{Config: &cfg, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
+	o := Options{Config: &cfg, Auth: e.authSvc, Audit: rec, Log: log, Now: clock}
+	for _, opt := range opts {
+		opt(&o, st)
+	}
+	e.srv = New(o)
 	return e
 }
 

@@ -94,6 +94,26 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/units/{name}/restart", private, s.unitJob("restart"))
 	api("POST", "/api/units/{name}/reload", private, s.unitJob("reload"))
 
+	// Ban tool (spec §4.3). Status, config and whitelist read and write our
+	// settings and our jail file; unban talks to fail2ban directly.
+	api("GET", "/api/security/banner", private, s.bannerStatus)
+	api("GET", "/api/security/banner/config", private, s.bannerConfig)
+	api("PUT", "/api/security/banner/config", private, s.bannerSetConfig)
+	api("POST", "/api/security/banner/unban", private, s.bannerUnban)
+	api("POST", "/api/security/banner/whitelist", private, s.bannerWhitelistAdd)
+	// {ip} may be a CIDR, so it may contain a slash.
+	api("DELETE", "/api/security/banner/whitelist/{ip:.+}", private, s.bannerWhitelistDelete)
+	api("DELETE", "/api/security/banner/whitelist/", private, s.bannerWhitelistDelete)
+	api("DELETE", "/api/security/banner/whitelist", private, s.bannerWhitelistDelete)
+	// Background; progress goes to the log stream.
+	api("POST", "/api/local/setup-banner", private, s.setupBanner)
+
+	// Firewall (spec §4.2). detect is public (spec §5.6): the setup wizard
+	// shows it before a password exists.
+	api("GET", "/api/local/firewall/detect", public, s.firewallDetect)
+	// svc runs in the background; manual and none are saved at once.
+	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
+
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not found")

@@ -14,7 +14,9 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -34,6 +36,12 @@ type Options struct {
 	Machines *machines.Service
 	// Revtunnel renders and deploys the tunnel server's config.
 	Revtunnel RevtunnelServer
+	// Banner manages the ban tool; Firewall the firewall mode.
+	Banner   *banner.Service
+	Firewall *firewall.Service
+	// Progress returns the sink for a background operation's log lines (the
+	// log WebSocket); nil sends them to Log.
+	Progress func(operation string) Progress
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// Units drives the allow-listed systemd units; nil means no systemd.
@@ -67,13 +75,17 @@ type Server struct {
 	now       func() time.Time
 	baseHost  string
 	handler   http.Handler
+	banner    *banner.Service
+	firewall  *firewall.Service
+	progress  func(operation string) Progress
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 }
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
-		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub}
+		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
+		banner: o.Banner, firewall: o.Firewall, progress: o.Progress}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -85,6 +97,9 @@ func New(o Options) *Server {
 	}
 	if s.units == nil {
 		s.units = units.Unavailable{}
+	}
+	if s.progress == nil {
+		s.progress = func(operation string) Progress { return logProgress{s, operation} }
 	}
 	if s.ui == nil {
 		s.ui = http.NotFoundHandler()

@@ -19,7 +19,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -55,6 +57,10 @@ type App struct {
 	Hub   *logstream.Hub
 	Net   *netcheck.Checker
 	Setup *localsetup.Service
+
+	// Banner manages fail2ban; Firewall the firewall mode.
+	Banner   *banner.Service
+	Firewall *firewall.Service
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -127,15 +133,22 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The SSH key store is wired here when it lands.
 	a.tunnelServices(nil, unitMgr)
 	a.setupServices(ls[0].Addr())
+	a.guardServices(ls[0].Addr())
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
+	}
+	// In svc mode our table is put back at every start (it does not survive
+	// a reboot by itself).
+	if err := a.Firewall.Reconcile(ctx); err != nil {
+		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
 	}
 
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
+		Banner: a.Banner, Firewall: a.Firewall,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		Units:  a.Units,
 		UI:     webui.Handler(tunnelsvc.UI()),

@@ -54,6 +54,11 @@ func (a *App) setupServices(dashboard net.Addr) {
 			if err := a.Setup.DeployProxy(ctx, false); err != nil {
 				a.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
 			}
+			if a.Firewall != nil {
+				if err := a.Firewall.Reconcile(ctx); err != nil {
+					a.Log.Error("updating the firewall after a tunnel change failed; the previous ruleset stays", "err", err)
+				}
+			}
 			cancel()
 		}
 	}()

@@ -330,5 +330,10 @@ func (s *Service) reconcileAll(ctx context.Context) error {
 	if err := s.DeployProxy(ctx, false); err != nil {
 		return fmt.Errorf("web proxy: %w", err)
 	}
+	if s.Firewall != nil {
+		if err := s.Firewall.Reconcile(ctx); err != nil {
+			return fmt.Errorf("firewall: %w", err)
+		}
+	}
 	return nil
 }

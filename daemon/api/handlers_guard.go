@@ -1,0 +1,246 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+)
+
+// Progress receives the log lines of a background operation; the daemon
+// connects it to the log WebSocket (spec §6). Done is called once, last.
+type Progress interface {
+	Line(level, text string)
+	Done(ok bool)
+}
+
+// backgroundTimeout bounds a background operation started by a request.
+const backgroundTimeout = 5 * time.Minute
+
+// background runs op detached from the request (which ends at once). Its
+// lines go to the log WebSocket's hub, which runs one operation at a time:
+// while another runs, the request is refused with 409.
+func (s *Server) background(r *http.Request, operation string, op func(context.Context, Progress)) error {
+	var p Progress
+	if s.hub != nil {
+		hubOp, err := s.hub.Begin(operation)
+		if err != nil {
+			return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
+		}
+		p = hubOp
+	} else {
+		p = s.progress(operation)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), backgroundTimeout)
+	go func() {
+		defer cancel()
+		op(ctx, p)
+	}()
+	return nil
+}
+
+// logProgress is the sink used until a log WebSocket is wired: the lines go
+// to the daemon's log.
+type logProgress struct {
+	s         *Server
+	operation string
+}
+
+func (p logProgress) Line(level, text string) {
+	if level == "error" {
+		p.s.log.Error(text, "operation", p.operation)
+		return
+	}
+	p.s.log.Info(text, "operation", p.operation)
+}
+
+func (p logProgress) Done(ok bool) {
+	p.s.log.Info("operation finished", "operation", p.operation, "ok", ok)
+}
+
+// bannerError maps the ban tool's errors: bad input is 400 with its text,
+// fail2ban's refusals are 500 with fail2ban's words.
+func bannerError(err error, prefix string) error {
+	var bad *banner.ValidationError
+	var apply *banner.ApplyError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &bad):
+		return Errorf(http.StatusBadRequest, "%s", bad.Msg)
+	case errors.As(err, &apply):
+		return Errorf(http.StatusInternalServerError, "%s%s", prefix, apply.Msg)
+	case errors.Is(err, banner.ErrNoSystemd):
+		return Errorf(http.StatusInternalServerError, "%s%s", prefix, err.Error())
+	}
+	return Internal(strings.TrimSuffix(prefix, ": ")+" failed", err)
+}
+
+var errBannerUnwired = Errorf(http.StatusInternalServerError, "the ban tool is not available in this build")
+
+// bannerStatus: spec §4.3 GET /api/security/banner.
+func (s *Server) bannerStatus(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	st, err := s.banner.Status(r.Context())
+	if err != nil {
+		return Errorf(http.StatusInternalServerError, "could not read the ban tool status: %v", err)
+	}
+	writeData(w, http.StatusOK, st)
+	return nil
+}
+
+// bannerConfig: spec §4.3 GET /api/security/banner/config.
+func (s *Server) bannerConfig(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	c, err := s.banner.Config(r.Context())
+	if err != nil {
+		return Internal("could not read the ban tool config", err)
+	}
+	writeData(w, http.StatusOK, c)
+	return nil
+}
+
+// bannerSetConfig: spec §4.3 PUT /api/security/banner/config, §8 minimums.
+func (s *Server) bannerSetConfig(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	var c banner.Config
+	if err := decode(r, &c); err != nil {
+		return err
+	}
+	if err := s.banner.SetConfig(r.Context(), c); err != nil {
+		return bannerError(err, "could not apply the ban tool config: ")
+	}
+	writeData(w, http.StatusOK, message("ban tool config saved"))
+	return nil
+}
+
+// bannerUnban: spec §4.3 POST /api/security/banner/unban.
+func (s *Server) bannerUnban(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	var body struct {
+		Jail string `json:"jail"`
+		IP   string `json:"ip"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	jail, ip := strings.TrimSpace(body.Jail), strings.TrimSpace(body.IP)
+	addr, err := s.banner.Unban(r.Context(), jail, ip)
+	if err != nil {
+		return bannerError(err, "unban failed: ")
+	}
+	writeData(w, http.StatusOK, message("unbanned "+addr+" in "+jail))
+	return nil
+}
+
+// bannerWhitelistAdd: spec §4.3 POST /api/security/banner/whitelist.
+func (s *Server) bannerWhitelistAdd(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	var body struct {
+		IP string `json:"ip"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	entry, added, err := s.banner.AddWhitelist(r.Context(), strings.TrimSpace(body.IP))
+	if err != nil {
+		return bannerError(err, "could not update the whitelist: ")
+	}
+	if !added {
+		writeData(w, http.StatusOK, message(entry+" is already in the whitelist"))
+		return nil
+	}
+	writeData(w, http.StatusOK, message("added "+entry+" to the whitelist"))
+	return nil
+}
+
+// bannerWhitelistDelete: spec §4.3 DELETE /api/security/banner/whitelist/{ip}.
+// A CIDR's slash may come encoded (%2F) or plain.
+func (s *Server) bannerWhitelistDelete(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	ip := strings.TrimSpace(mux.Vars(r)["ip"])
+	if ip == "" {
+		return Errorf(http.StatusBadRequest, "ip is required")
+	}
+	entry, err := s.banner.RemoveWhitelist(r.Context(), ip)
+	if err != nil {
+		return bannerError(err, "could not update the whitelist: ")
+	}
+	writeData(w, http.StatusOK, message("removed "+entry+" from the whitelist"))
+	return nil
+}
+
+// setupBanner: spec §4.2 POST /api/local/setup-banner; runs in the
+// background and streams to the log.
+func (s *Server) setupBanner(w http.ResponseWriter, r *http.Request) error {
+	if s.banner == nil {
+		return errBannerUnwired
+	}
+	if err := s.background(r, "setup-banner", func(ctx context.Context, p Progress) { s.banner.Setup(ctx, p) }); err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, message("ban tool setup started; follow its progress in the log"))
+	return nil
+}
+
+var errFirewallUnwired = Errorf(http.StatusInternalServerError, "the firewall is not available in this build")
+
+// firewallDetect: spec §4.2 GET /api/local/firewall/detect (public, §5.6).
+func (s *Server) firewallDetect(w http.ResponseWriter, r *http.Request) error {
+	if s.firewall == nil {
+		return errFirewallUnwired
+	}
+	writeData(w, http.StatusOK, s.firewall.Detect(r.Context()))
+	return nil
+}
+
+// firewallConfigure: spec §4.2 POST /api/local/firewall/configure, note 4
+// and §3 "Firewall mode": svc in the background, manual and none at once.
+func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error {
+	if s.firewall == nil {
+		return errFirewallUnwired
+	}
+	var body struct {
+		Mode string `json:"mode"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if err := firewall.ValidMode(body.Mode); err != nil {
+		return Errorf(http.StatusBadRequest, "%s", err.Error())
+	}
+	if body.Mode == firewall.ModeSvc {
+		if err := s.background(r, "firewall", func(ctx context.Context, p Progress) { s.firewall.EnterSvc(ctx, p) }); err != nil {
+			return err
+		}
+		writeData(w, http.StatusOK, message("firewall takeover started; follow its progress in the log"))
+		return nil
+	}
+	if err := s.firewall.SetMode(r.Context(), body.Mode); err != nil {
+		var apply *firewall.ApplyError
+		if errors.As(err, &apply) {
+			return Errorf(http.StatusInternalServerError, "%s", apply.Msg)
+		}
+		return Internal("could not save the firewall mode", err)
+	}
+	writeData(w, http.StatusOK, message("firewall mode set to "+body.Mode))
+	return nil
+}

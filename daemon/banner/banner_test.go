@@ -1,0 +1,359 @@
+package banner_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner/bannertest"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+// fail2banTest runs the real `fail2ban-client --test` on a copy of the host's
+// fail2ban config with files laid over it, and returns its output on failure.
+func fail2banTest(t *testing.T, files map[string]string) (ok bool, out string) {
+	t.Helper()
+	if _, err := exec.LookPath("fail2ban-client"); err != nil {
+		t.Skip("fail2ban-client not installed (scripts/install-deps.sh installs fail2ban)")
+	}
+	dir := filepath.Join(t.TempDir(), "conf")
+	if b, err := exec.Command("cp", "-r", "/etc/fail2ban", dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, b)
+	}
+	for rel, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, rel), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := exec.Command("fail2ban-client", "-c", dir, "--test").CombinedOutput()
+	return err == nil, string(b)
+}
+
+func TestRenderGolden(t *testing.T) {
+	cases := []struct {
+		name string
+		p    banner.JailParams
+	}{
+		{"jail-default.golden", banner.JailParams{Config: banner.DefaultConfig}},
+		{"jail-whitelist.golden", banner.JailParams{
+			Config:    banner.Config{MaxRetry: 3, FindTime: 120, BanTime: 86400},
+			Whitelist: []string{"203.0.113.7", "198.51.100.0/24", "2001:db8::/48"},
+		}},
+		{"jail-files.golden", banner.JailParams{
+			Config:  banner.DefaultConfig,
+			Sources: banner.Sources{SSHDLogPath: "/dev/null", AuthLogPath: "/dev/null", Action: "dummy"},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := banner.RenderJail(c.p)
+			golden(t, c.name, got)
+			if ok, out := fail2banTest(t, map[string]string{
+				"jail.d/tunnelsvc.local": got, "filter.d/tunnelsvc-auth.conf": banner.FilterText,
+			}); !ok {
+				t.Fatalf("fail2ban-client --test refused the golden file:\n%s", out)
+			}
+		})
+	}
+	golden(t, "filter.golden", banner.FilterText)
+}
+
+// TestFilterMatchesDaemonLines runs fail2ban-regex over the daemon's real
+// failure line and over lines that must not match (an attacker's text in a
+// later field, other messages).
+func TestFilterMatchesDaemonLines(t *testing.T) {
+	if _, err := exec.LookPath("fail2ban-regex"); err != nil {
+		t.Skip("fail2ban-regex not installed (scripts/install-deps.sh installs fail2ban)")
+	}
+	dir := t.TempDir()
+	filter := filepath.Join(dir, "tunnelsvc-auth.conf")
+	os.WriteFile(filter, []byte(banner.FilterText), 0o644)
+	ts := time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	lines := []string{
+		`time=` + ts + ` level=WARN msg="auth failure from 203.0.113.9" kind=LOGIN_FAILED detail=""`,
+		`time=` + ts + ` level=WARN msg="auth failure from 2001:db8::9" kind=LOGIN_RATE_LIMITED detail=""`,
+		`time=` + ts + ` level=INFO msg="login" detail="msg=\"auth failure from 192.0.2.1\""`,
+		`time=` + ts + ` level=WARN msg="auth failure from 192.0.2.2 extra"`,
+		`time=` + ts + ` level=INFO msg="logged in" client=192.0.2.3`,
+	}
+	log := filepath.Join(dir, "log")
+	os.WriteFile(log, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	out, err := exec.Command("fail2ban-regex", "--print-all-matched", log, filter).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fail2ban-regex: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "5 lines, 0 ignored, 2 matched, 3 missed") {
+		t.Fatalf("want exactly the two failure lines matched:\n%s", out)
+	}
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		if strings.Contains(string(out), "| "+ip) {
+			t.Errorf("%s matched", ip)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		c   banner.Config
+		msg string
+	}{
+		{banner.Config{MaxRetry: 1, FindTime: 10, BanTime: 10}, ""},
+		{banner.Config{MaxRetry: 0, FindTime: 10, BanTime: 10}, "max_retry must be between 1 and 1000"},
+		{banner.Config{MaxRetry: 1, FindTime: 9, BanTime: 10}, "find_time must be between 10 and 315360000 seconds"},
+		{banner.Config{MaxRetry: 1, FindTime: 10, BanTime: 9}, "ban_time must be between 10 and 315360000 seconds"},
+		{banner.Config{MaxRetry: -5, FindTime: -1, BanTime: -1}, "max_retry must be between 1 and 1000"},
+	}
+	for _, c := range cases {
+		err := c.c.Validate()
+		if (err == nil) != (c.msg == "") || (err != nil && err.Error() != c.msg) {
+			t.Errorf("%+v: err %v, want %q", c.c, err, c.msg)
+		}
+	}
+}
+
+func TestNormalizeEntry(t *testing.T) {
+	cases := map[string]string{
+		"203.0.113.7":        "203.0.113.7",
+		"203.0.113.7/24":     "203.0.113.0/24",
+		"203.0.113.7/32":     "203.0.113.7",
+		"::ffff:203.0.113.7": "203.0.113.7",
+		"2001:DB8::1":        "2001:db8::1",
+		"2001:db8::1/48":     "2001:db8::/48",
+		"":                   "ERR ip is required",
+		"example.com":        "ERR invalid ip",
+		"10.0.0.1/33":        "ERR invalid ip",
+		"0.0.0.0/0":          "ERR 0.0.0.0/0 would whitelist every address",
+		"fe80::1%eth0":       "ERR invalid ip",
+		"1.2.3.4 5.6.7.8":    "ERR invalid ip",
+	}
+	for in, want := range cases {
+		got, err := banner.NormalizeEntry(in)
+		if strings.HasPrefix(want, "ERR ") {
+			if err == nil || !strings.HasPrefix(err.Error(), strings.TrimPrefix(want, "ERR ")) {
+				t.Errorf("%q: got %q, %v; want error %q", in, got, err, want)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: got %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+type recorder struct {
+	mu    sync.Mutex
+	lines []string
+	done  chan bool
+}
+
+func newRecorder() *recorder { return &recorder{done: make(chan bool, 1)} }
+
+func (r *recorder) Line(level, text string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, level+": "+text)
+}
+func (r *recorder) Done(ok bool) { r.done <- ok }
+func (r *recorder) text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
+}
+
+func openStore(t *testing.T) *store.Store {
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestSetupWithoutSystemdChangesNothing(t *testing.T) {
+	in := bannertest.New(t)
+	o := in.Options()
+	o.Store, o.Units = openStore(t), nil
+	svc := banner.New(o)
+	rec := newRecorder()
+	svc.Setup(context.Background(), rec)
+	if ok := <-rec.done; ok {
+		t.Fatal("setup without systemd succeeded")
+	}
+	if !strings.Contains(rec.text(), "error: ban tool setup failed: systemd is not available") {
+		t.Fatalf("progress:\n%s", rec.text())
+	}
+	if _, err := os.Stat(svc.JailPath()); err == nil {
+		t.Fatal("jail file written without systemd")
+	}
+}
+
+// TestRefusedConfigKeepsOldFile breaks the copied fail2ban config so that
+// --test fails, and checks that fail2ban's own words are reported and the
+// managed file is untouched.
+func TestRefusedConfigKeepsOldFile(t *testing.T) {
+	in := bannertest.New(t)
+	o := in.Options()
+	o.Store = openStore(t)
+	svc := banner.New(o)
+	os.MkdirAll(filepath.Dir(svc.JailPath()), 0o755)
+	const old = "# previous\n"
+	os.WriteFile(svc.JailPath(), []byte(old), 0o644)
+	os.WriteFile(filepath.Join(in.ConfDir, "jail.d", "broken.local"), []byte("[x\nfoo"), 0o644)
+
+	err := svc.SetConfig(context.Background(), banner.Config{MaxRetry: 2, FindTime: 60, BanTime: 60})
+	if err == nil || !strings.Contains(err.Error(), "fail2ban refused the configuration: ") ||
+		!strings.Contains(err.Error(), "File contains no section headers") ||
+		!strings.Contains(err.Error(), filepath.Join(in.ConfDir, "jail.d", "broken.local")) {
+		t.Fatalf("err = %v", err)
+	}
+	if b, _ := os.ReadFile(svc.JailPath()); string(b) != old {
+		t.Fatalf("jail file changed to:\n%s", b)
+	}
+	if c, _ := svc.Config(context.Background()); c != banner.DefaultConfig {
+		t.Fatalf("refused config was saved: %+v", c)
+	}
+	if in.Reloads() != 0 {
+		t.Fatal("fail2ban was reloaded after a refused check")
+	}
+}
+
+// TestRealServer drives a private fail2ban-server through the Service:
+// setup, banning after max_retry daemon lines, whitelist, config reload.
+func TestRealServer(t *testing.T) {
+	in := bannertest.New(t)
+	o := in.Options()
+	o.Store = openStore(t)
+	svc := banner.New(o)
+	ctx := context.Background()
+	if err := svc.SetConfig(ctx, banner.Config{MaxRetry: 3, FindTime: 600, BanTime: 600}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.AddWhitelist(ctx, "198.51.100.7"); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	go svc.Setup(ctx, rec)
+	select {
+	case ok := <-rec.done:
+		if !ok {
+			t.Fatalf("setup failed:\n%s", rec.text())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("setup did not finish:\n%s", rec.text())
+	}
+	for _, want := range []string{"fail2ban accepted the configuration", "wrote " + svc.JailPath(), "fail2ban is running with jails: sshd, tunnelsvc-auth", "ban tool set up"} {
+		if !strings.Contains(rec.text(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, rec.text())
+		}
+	}
+	if got := in.Get(banner.AuthJail, "maxretry"); got != "3" {
+		t.Fatalf("maxretry = %s", got)
+	}
+	if got := in.Get(banner.AuthJail, "ignoreip"); !strings.Contains(got, "198.51.100.7") {
+		t.Fatalf("ignoreip = %s", got)
+	}
+
+	// Whitelisted first: once the later address is banned, these lines
+	// have been read too.
+	in.AuthFailures("198.51.100.7", 5)
+	in.AuthFailures("203.0.113.9", 2)
+	if !bannertest.WaitFor(10*time.Second, func() bool {
+		st, _ := svc.Status(ctx)
+		for _, j := range st.Jails {
+			if j.Name == banner.AuthJail && j.CurrentlyFailed == 1 {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("fail2ban did not count the failures")
+	}
+	if b := in.Banned(banner.AuthJail); len(b) != 0 {
+		t.Fatalf("banned before max_retry: %v", b)
+	}
+	in.AuthFailures("203.0.113.9", 1)
+	if !bannertest.WaitFor(10*time.Second, func() bool { return slices.Contains(in.Banned(banner.AuthJail), "203.0.113.9") }) {
+		t.Fatalf("not banned after max_retry; banned = %v", in.Banned(banner.AuthJail))
+	}
+	if b := in.Banned(banner.AuthJail); slices.Contains(b, "198.51.100.7") {
+		t.Fatalf("whitelisted address banned: %v", b)
+	}
+	st, err := svc.Status(ctx)
+	if err != nil || !st.Installed || !st.Running || !st.Managed {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	var auth banner.Jail
+	for _, j := range st.Jails {
+		if j.Name == banner.AuthJail {
+			auth = j
+		}
+	}
+	if auth.CurrentlyBanned != 1 || !slices.Equal(auth.Banned, []string{"203.0.113.9"}) {
+		t.Fatalf("auth jail status %+v", auth)
+	}
+	if ban, _ := os.ReadFile(in.BanFile); !strings.Contains(string(ban), "+203.0.113.9") {
+		t.Fatalf("dummy action file: %s", ban)
+	}
+
+	if _, err := svc.Unban(ctx, banner.AuthJail, "203.0.113.9"); err != nil {
+		t.Fatal(err)
+	}
+	if b := in.Banned(banner.AuthJail); len(b) != 0 {
+		t.Fatalf("still banned after unban: %v", b)
+	}
+	if _, err := svc.Unban(ctx, banner.AuthJail, "203.0.113.9"); err == nil || err.Error() != "203.0.113.9 is not banned in tunnelsvc-auth" {
+		t.Fatalf("second unban: %v", err)
+	}
+	if _, err := svc.Unban(ctx, "nojail", "203.0.113.9"); err == nil || err.Error() != "Sorry but the jail 'nojail' does not exist" {
+		t.Fatalf("unknown jail: %v", err)
+	}
+
+	before := in.Reloads()
+	if err := svc.SetConfig(ctx, banner.Config{MaxRetry: 7, FindTime: 300, BanTime: 900}); err != nil {
+		t.Fatal(err)
+	}
+	if in.Reloads() != before+1 {
+		t.Fatal("config change did not reload fail2ban")
+	}
+	for what, want := range map[string]string{"maxretry": "7", "findtime": "300", "bantime": "900"} {
+		if got := in.Get(banner.AuthJail, what); got != want {
+			t.Errorf("%s = %s, want %s", what, got, want)
+		}
+		if got := in.Get(banner.SSHDJail, what); got != want {
+			t.Errorf("sshd %s = %s, want %s", what, got, want)
+		}
+	}
+	if _, err := svc.RemoveWhitelist(ctx, "198.51.100.7"); err != nil {
+		t.Fatal(err)
+	}
+	if got := in.Get(banner.AuthJail, "ignoreip"); strings.Contains(got, "198.51.100.7") {
+		t.Fatalf("ignoreip after removal = %s", got)
+	}
+}

@@ -1,0 +1,74 @@
+package banner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+)
+
+// readyTimeout bounds how long Setup waits for fail2ban to answer after the
+// reload.
+const readyTimeout = 15 * time.Second
+
+// Setup writes the managed filter and jail files from the saved settings,
+// checked by fail2ban first, and reloads (or starts) fail2ban. It is the
+// background half of POST /api/local/setup-banner: every step goes to p,
+// and p.Done reports the outcome.
+func (s *Service) Setup(ctx context.Context, p Progress) {
+	ok := s.setup(ctx, p)
+	p.Done(ok)
+}
+
+func (s *Service) setup(ctx context.Context, p Progress) bool {
+	fail := func(err error) bool {
+		p.Line("error", "ban tool setup failed: "+err.Error())
+		return false
+	}
+	p.Line("info", "setting up the ban tool (fail2ban)")
+	if res := s.run.Run(ctx, "fail2ban-client", "--version"); res.Err != nil {
+		if errors.Is(res.Err, cmdrun.ErrNotInstalled) {
+			return fail(errors.New("fail2ban is not installed (apt-get install fail2ban)"))
+		}
+		return fail(errors.New(res.Words()))
+	} else {
+		p.Line("info", "found "+strings.TrimSpace(res.Stdout))
+	}
+	if s.units == nil {
+		return fail(ErrNoSystemd)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	params, err := s.params(ctx, nil, nil)
+	if err != nil {
+		return fail(err)
+	}
+	if err := s.apply(ctx, params, p); err != nil {
+		return fail(err)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		res := s.client(ctx, "status")
+		if res.Err == nil {
+			names := parseJailList(res.Stdout)
+			p.Line("info", "fail2ban is running with jails: "+strings.Join(names, ", "))
+			for _, want := range []string{SSHDJail, AuthJail} {
+				found := false
+				for _, n := range names {
+					found = found || n == want
+				}
+				if !found {
+					return fail(errors.New("jail " + want + " is not running; see fail2ban's log (journalctl -u fail2ban)"))
+				}
+			}
+			p.Line("info", "ban tool set up")
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fail(errors.New("fail2ban did not answer after the reload: " + clientWords(res)))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,81 @@
+// Package cmdrun runs the system tools the domain packages drive (nft,
+// fail2ban-client, ufw...). Domain packages take a Runner so tests can point
+// them at a network namespace or a private fail2ban instance, and so the API
+// layer never touches os/exec.
+package cmdrun
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds every command: a hung tool must not hang a request.
+const DefaultTimeout = 30 * time.Second
+
+// ErrNotInstalled is wrapped by Result.Err when the program is not on PATH.
+var ErrNotInstalled = errors.New("not installed")
+
+// Result is what a command printed and how it ended.
+type Result struct {
+	Stdout, Stderr string
+	// Err is nil when the command exited 0.
+	Err error
+}
+
+// Runner runs one program with arguments (never through a shell).
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) Result
+}
+
+// Exec runs programs on this machine.
+type Exec struct {
+	// Prefix is prepended to every command line, e.g. ["ip", "netns", "exec",
+	// "ns1"] to run everything inside a network namespace.
+	Prefix []string
+	// Timeout defaults to DefaultTimeout.
+	Timeout time.Duration
+}
+
+var _ Runner = Exec{}
+
+// Run implements Runner.
+func (e Exec) Run(ctx context.Context, name string, args ...string) Result {
+	if _, err := exec.LookPath(name); err != nil {
+		return Result{Err: fmt.Errorf("%s: %w", name, ErrNotInstalled)}
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	argv := append(append([]string{}, e.Prefix...), name)
+	argv = append(argv, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("%s timed out after %s", name, timeout)
+	}
+	return Result{Stdout: out.String(), Stderr: errOut.String(), Err: err}
+}
+
+// Words is the tool's own explanation of a failure: its stderr, else its
+// stdout, else the exit error, trimmed to one readable string.
+func (r Result) Words() string {
+	for _, s := range []string{r.Stderr, r.Stdout} {
+		if s = strings.TrimSpace(s); s != "" {
+			return s
+		}
+	}
+	if r.Err != nil {
+		return r.Err.Error()
+	}
+	return ""
+}

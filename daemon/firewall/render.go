@@ -1,0 +1,141 @@
+package firewall
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Table is our nftables table; we never touch any other.
+const Table = "inet tunnelsvc"
+
+// Ports is what the svc ruleset is rendered from. The tunnels and settings
+// packages provide it (see Options.Ports).
+type Ports struct {
+	// ControlPort is the tunnel server's control port machines connect to.
+	ControlPort int
+	// PrivatePorts are tunnel ports reachable only from the box itself.
+	PrivatePorts []int
+	// PublicTCPPorts are public TCP tunnel ports.
+	PublicTCPPorts []int
+	// DashboardPort is the dashboard's own listener (0 when unknown).
+	DashboardPort int
+	// DashboardPrivate keeps the dashboard port loopback-only (spec §2,
+	// "Server ports setting").
+	DashboardPrivate bool
+	// BindIP, when set, is the only address public TCP tunnels are
+	// accepted on.
+	BindIP string
+}
+
+// alwaysOpen are the ports svc mode always accepts: SSH and the web proxy.
+var alwaysOpen = []int{22, 80, 443}
+
+// Render returns the nft script for svc mode. It replaces our table in one
+// transaction (the add-then-delete idiom works whether or not the table
+// exists) and touches nothing else.
+func Render(p Ports) (string, error) {
+	check := func(what string, ports ...int) error {
+		for _, n := range ports {
+			if n < 1 || n > 65535 {
+				return fmt.Errorf("%s %d is not a port (1-65535)", what, n)
+			}
+		}
+		return nil
+	}
+	if err := check("private tunnel port", p.PrivatePorts...); err != nil {
+		return "", err
+	}
+	if err := check("public tunnel port", p.PublicTCPPorts...); err != nil {
+		return "", err
+	}
+	var open []int
+	open = append(open, alwaysOpen...)
+	if p.ControlPort != 0 {
+		if err := check("control port", p.ControlPort); err != nil {
+			return "", err
+		}
+		open = append(open, p.ControlPort)
+	}
+	private := slices.Clone(p.PrivatePorts)
+	if p.DashboardPort != 0 {
+		if err := check("dashboard port", p.DashboardPort); err != nil {
+			return "", err
+		}
+		if p.DashboardPrivate {
+			private = append(private, p.DashboardPort)
+		} else {
+			open = append(open, p.DashboardPort)
+		}
+	}
+	var bind netip.Addr
+	if p.BindIP != "" {
+		a, err := netip.ParseAddr(p.BindIP)
+		if err != nil || a.Zone() != "" {
+			return "", fmt.Errorf("bind ip %q is not an IP address", p.BindIP)
+		}
+		bind = a.Unmap()
+	}
+	// A private port wins over every accept: it is dropped first.
+	open = slices.DeleteFunc(sortedUnique(open), func(n int) bool { return slices.Contains(private, n) })
+	public := slices.DeleteFunc(sortedUnique(p.PublicTCPPorts), func(n int) bool {
+		return slices.Contains(private, n) || slices.Contains(open, n)
+	})
+	private = sortedUnique(private)
+
+	var b strings.Builder
+	b.WriteString(`# Managed by tunnelsvc (firewall mode "svc"): rewritten from the dashboard's
+# tunnels and settings on every change. Other tables are never touched.
+# Undo by hand: nft delete table inet tunnelsvc
+table inet tunnelsvc
+delete table inet tunnelsvc
+table inet tunnelsvc {
+	chain input {
+		type filter hook input priority filter; policy drop;
+		iif "lo" accept
+		ct state established,related accept
+		ct state invalid drop
+`)
+	if len(private) > 0 {
+		fmt.Fprintf(&b, "\t\ttcp dport %s drop comment \"private: loopback only\"\n", set(private))
+	}
+	b.WriteString(`		meta l4proto { icmp, ipv6-icmp } accept
+		udp sport 67 udp dport 68 accept comment "DHCP client"
+		udp sport 547 udp dport 546 accept comment "DHCPv6 client"
+`)
+	fmt.Fprintf(&b, "\t\ttcp dport %s accept\n", set(open))
+	if !slices.Contains(private, 443) {
+		b.WriteString("\t\tudp dport 443 accept comment \"HTTP/3\"\n")
+	}
+	if len(public) > 0 {
+		switch {
+		case !bind.IsValid():
+			fmt.Fprintf(&b, "\t\ttcp dport %s accept comment \"public tunnels\"\n", set(public))
+		case bind.Is4():
+			fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
+		default:
+			fmt.Fprintf(&b, "\t\tip6 daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
+		}
+	}
+	b.WriteString("\t}\n}\n")
+	return b.String(), nil
+}
+
+// removeScript deletes our table, and succeeds when it is already gone.
+const removeScript = "table inet tunnelsvc\ndelete table inet tunnelsvc\n"
+
+func sortedUnique(ns []int) []int {
+	out := slices.Clone(ns)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func set(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return "{ " + strings.Join(s, ", ") + " }"
+}
