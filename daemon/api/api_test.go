@@ -15,7 +15,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
 
 const goodPassword = "correct horse battery staple"
@@ -26,10 +28,20 @@ type testEnv struct {
 	st      *store.Store
 	cfg     *config.Config
 	authSvc *auth.Service
+	totp    *totp.Service
 	now     time.Time
 }
 
 func newEnv(t *testing.T) *testEnv {
+	t.Helper()
+	e := buildEnv(t)
+	e.t = t
+	return e
+}
+
+// buildEnv is newEnv for any testing.TB (a fuzz target builds one env for
+// all its inputs); the caller sets e.t.
+func buildEnv(t testing.TB) *testEnv {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -38,7 +50,7 @@ func newEnv(t *testing.T) *testEnv {
 	t.Cleanup(func() { st.Close() })
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
-	e := &testEnv{t: t, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
+	e := &testEnv{st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
@@ -46,7 +58,13 @@ func newEnv(t *testing.T) *testEnv {
 		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: clock,
 		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock),
 	}
-	e.srv = New(Options{Config: &cfg, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
+	sealer, err := seal.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.totp = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
+	e.authSvc.SecondFactor = e.totp
+	e.srv = New(Options{Config: &cfg, Auth: e.authSvc, Audit: rec, TOTP: e.totp, Log: log, Now: clock})
 	return e
 }
 

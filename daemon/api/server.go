@@ -13,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
 
 //go:embed openapi.yaml
@@ -23,6 +24,8 @@ type Options struct {
 	Config *config.Config
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	// TOTP is the second factor and step-up check.
+	TOTP *totp.Service
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// UI serves everything outside /api and /healthz (the embedded SPA).
@@ -36,6 +39,7 @@ type Server struct {
 	cfg      *config.Config
 	auth     *auth.Service
 	audit    *audit.Recorder
+	totp     *totp.Service
 	health   func(*http.Request) error
 	ui       http.Handler
 	log      *slog.Logger
@@ -46,7 +50,7 @@ type Server struct {
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, totp: o.TOTP, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
