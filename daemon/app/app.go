@@ -22,6 +22,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
 )
 
@@ -36,6 +37,7 @@ type App struct {
 	Auth   *auth.Service
 	Audit  *audit.Recorder
 	Sealer *seal.Sealer
+	TOTP   *totp.Service
 	HTTP   *http.Server
 }
 
@@ -61,6 +63,8 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
+	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
+	a.Auth.SecondFactor = a.TOTP
 	return a, nil
 }
 
@@ -102,7 +106,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	handler := api.New(api.Options{
-		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
+		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, Log: log,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		UI:     webui.Handler(tunnelsvc.UI()),
 	})
