@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
@@ -29,6 +30,7 @@ type testEnv struct {
 	cfg     *config.Config
 	authSvc *auth.Service
 	totp    *totp.Service
+	sshkeys *sshkeys.Service
 	now     time.Time
 }
 
@@ -64,7 +66,8 @@ func buildEnv(t testing.TB) *testEnv {
 	}
 	e.totp = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
 	e.authSvc.SecondFactor = e.totp
-	e.srv = New(Options{Config: &cfg, Auth: e.authSvc, Audit: rec, TOTP: e.totp, Log: log, Now: clock})
+	e.sshkeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: clock})
+	e.srv = New(Options{Config: &cfg, Auth: e.authSvc, Audit: rec, TOTP: e.totp, SSHKeys: e.sshkeys, Log: log, Now: clock})
 	return e
 }
 

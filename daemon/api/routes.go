@@ -53,6 +53,15 @@ func (s *Server) routes() http.Handler {
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
 
+	// SSH keys (spec §4.2). Private keys leave only through download, after
+	// a step-up check (spec §5.5).
+	api("GET", "/api/local/ssh-keys", private, s.sshKeysList)
+	api("POST", "/api/local/ssh-keys/generate", private, s.sshKeysGenerate)
+	api("POST", "/api/local/ssh-keys/upload", private, s.sshKeysUpload)
+	api("DELETE", "/api/local/ssh-keys/{id}", private, s.sshKeyDelete)
+	api("PUT", "/api/local/ssh-keys/{id}/default", private, s.sshKeySetDefault)
+	api("POST", "/api/local/ssh-keys/{id}/download", private, s.sshKeyDownload)
+
 	// Security (spec §4.3).
 	api("GET", "/api/security/logs", private, s.securityLogs)
 

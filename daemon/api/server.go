@@ -13,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
 
@@ -26,6 +27,8 @@ type Options struct {
 	Audit  *audit.Recorder
 	// TOTP is the second factor and step-up check.
 	TOTP *totp.Service
+	// SSHKeys manages the server's key pairs.
+	SSHKeys *sshkeys.Service
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
 	// UI serves everything outside /api and /healthz (the embedded SPA).
@@ -40,6 +43,7 @@ type Server struct {
 	auth     *auth.Service
 	audit    *audit.Recorder
 	totp     *totp.Service
+	sshkeys  *sshkeys.Service
 	health   func(*http.Request) error
 	ui       http.Handler
 	log      *slog.Logger
@@ -50,7 +54,7 @@ type Server struct {
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, totp: o.TOTP, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, totp: o.TOTP, sshkeys: o.SSHKeys, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
@@ -38,7 +39,10 @@ type App struct {
 	Audit  *audit.Recorder
 	Sealer *seal.Sealer
 	TOTP   *totp.Service
-	HTTP   *http.Server
+	// SSHKeys is the server's key pairs; machine registration calls its
+	// EnsureDefault and DefaultPublicKey.
+	SSHKeys *sshkeys.Service
+	HTTP    *http.Server
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -65,6 +69,7 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 	}
 	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
 	a.Auth.SecondFactor = a.TOTP
+	a.SSHKeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: now})
 	return a, nil
 }
 
@@ -106,7 +111,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	handler := api.New(api.Options{
-		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, Log: log,
+		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
 		UI:     webui.Handler(tunnelsvc.UI()),
 	})
