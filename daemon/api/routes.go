@@ -49,6 +49,7 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/2fa/disable", private, s.twoFADisable)
 	api("DELETE", "/api/auth/2fa/devices/{id}", private, s.twoFARemoveDevice)
 	api("DELETE", "/api/auth/2fa/devices/", private, s.twoFARemoveDevice) // no id: 400
+	api("DELETE", "/api/auth/2fa/devices", private, s.twoFARemoveDevice)  // no id: 400
 	api("POST", "/api/auth/2fa/backup-codes/regenerate", private, s.twoFARegenerate)
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)

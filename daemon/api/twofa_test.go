@@ -232,6 +232,7 @@ func TestTwoFactorLifecycle(t *testing.T) {
 	}
 	wantError(t, del("", `{"code":"123456"}`), 400, "device id is required")
 	wantError(t, del("%20", `{"code":"123456"}`), 400, "device id is required")
+	wantError(t, e.do(req{method: "DELETE", path: "/api/auth/2fa/devices", cookie: session, body: `{"code":"123456"}`}), 400, "device id is required")
 	wantError(t, del(tablet["id"].(string), `{}`), 400, "code is required")
 	wantError(t, del("nope", `{"code":"`+codeFor(t, secret, e.now)+`"}`), 404, "device not found")
 	wantError(t, del(tablet["id"].(string), `{"code":"`+codeFor(t, secret2, e.now)+`"}`), 400,
