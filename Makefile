@@ -9,12 +9,20 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui run test test-go test-fuzz test-system deps bench clean
+.PHONY: all build daemon ui frp run test test-go test-fuzz test-system deps package bench clean
 
 all: build
 
-## build: the UI, then the daemon with the UI embedded.
-build: ui daemon
+## build: the UI, then the daemon with the UI embedded, and the tunnel engine.
+build: ui daemon frp
+
+## frp: frps and frpc, built from the one pinned version in tools/frp/go.mod
+## (bump it there with `go get github.com/fatedier/frp@vX.Y.Z`). Rebuilt only
+## when that module changes; Go's build cache makes a rebuild cheap.
+FRP_DIR := tools/frp
+frp: bin/frps bin/frpc
+bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
+	cd $(FRP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
 daemon:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tunnelsvc ./daemon/cmd/tunnelsvc
@@ -29,18 +37,23 @@ ui:
 ## run: build and serve the dashboard on 127.0.0.1 with data in ./data.
 run: build
 	@mkdir -p $(RUN_DATA)
-	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root
+	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root --bin-dir ./bin
 
 ## deps: install what the tests need, only what is missing.
 deps:
 	bash scripts/install-deps.sh
 
-## test: every test (unit, black-box, real tools, system), then brief fuzzing.
-test: deps build test-go test-fuzz
+## test: brief fuzzing, then every test (unit, black-box, real tools, system);
+## gotestsum's summary line comes last.
+test: deps build test-fuzz test-go
 
 test-go:
 	$(GO) vet ./...
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m ./...
+
+## test-system: only the system tests and the testbed's own test (root: a real systemd).
+test-system:
+	$(GO) test -count=1 -v -timeout 10m ./daemon/internal/testbed/... ./daemon/systemtest/...
 
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
@@ -51,6 +64,14 @@ test-fuzz:
 	  echo "fuzz $$name ($(FUZZ_TIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
 	done
+
+## package: .deb and .rpm in dist/ (nfpm, pinned).
+NFPM_VERSION := v2.48.0
+package: build
+	@[ -x $(GOBIN)/nfpm ] || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@mkdir -p dist
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
+	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt

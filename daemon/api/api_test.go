@@ -24,7 +24,7 @@ import (
 const goodPassword = "correct horse battery staple"
 
 type testEnv struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	st      *store.Store
 	cfg     *config.Config
@@ -34,16 +34,7 @@ type testEnv struct {
 	now     time.Time
 }
 
-func newEnv(t *testing.T) *testEnv {
-	t.Helper()
-	e := buildEnv(t)
-	e.t = t
-	return e
-}
-
-// buildEnv is newEnv for any testing.TB (a fuzz target builds one env for
-// all its inputs); the caller sets e.t.
-func buildEnv(t testing.TB) *testEnv {
+func newEnv(t testing.TB) *testEnv {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -52,7 +43,7 @@ func buildEnv(t testing.TB) *testEnv {
 	t.Cleanup(func() { st.Close() })
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
-	e := &testEnv{st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
+	e := &testEnv{t: t, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
@@ -82,7 +73,7 @@ type resp struct {
 	*httptest.ResponseRecorder
 }
 
-func (r resp) json(t *testing.T) map[string]any {
+func (r resp) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.Body.Bytes(), &m); err != nil {
@@ -117,7 +108,7 @@ func (e *testEnv) do(q req) resp {
 	return resp{w}
 }
 
-func sessionCookie(t *testing.T, r resp) *http.Cookie {
+func sessionCookie(t testing.TB, r resp) *http.Cookie {
 	t.Helper()
 	for _, c := range r.Result().Cookies() {
 		if c.Name == SessionCookie {

@@ -62,9 +62,59 @@ func (s *Server) routes() http.Handler {
 	api("DELETE", "/api/local/ssh-keys/{id}", private, s.sshKeyDelete)
 	api("PUT", "/api/local/ssh-keys/{id}/default", private, s.sshKeySetDefault)
 	api("POST", "/api/local/ssh-keys/{id}/download", private, s.sshKeyDownload)
+	// Local set-up and the web proxy (spec §4.2, §4.4).
+	api("GET", "/api/local/status", private, s.localStatus)
+	api("POST", "/api/local/install", private, s.localInstall)
+	api("POST", "/api/local/skip", private, s.localSkip)
+	api("PUT", "/api/local/server-ports", private, s.localServerPorts)
+	api("PUT", "/api/local/bind-ip", private, s.localBindIP)
+	api("GET", "/api/local/resolve-ip", private, s.resolveIP)
+	api("GET", "/api/local/check-dns", public, s.checkDNS)
+	api("GET", "/api/local/detect-ip", public, s.detectIP)
+	api("GET", "/api/debug/webproxyfile", private, s.debugWebproxyFile)
+	// Log lines of background operations, as a WebSocket.
+	api("GET", "/api/local/logs/ws", private, s.logsWS)
 
 	// Security (spec §4.3).
 	api("GET", "/api/security/logs", private, s.securityLogs)
+	api("GET", "/api/security/stale-tokens", private, s.staleTokens)
+
+	// Bootstrap and machines (spec §4.5). POST /api/bootstrap is the machines'
+	// own door (a one-time token, rate-limited per address); self-delete is
+	// authenticated by the machine's agent token.
+	api("POST", "/api/bootstrap", public, s.bootstrap)
+	api("POST", "/api/bootstrap/tokens", private, s.createBootstrapToken)
+	api("GET", "/api/bootstrap/tokens", private, s.listBootstrapTokens)
+	api("DELETE", "/api/bootstrap/tokens/{token_id}", private, s.revokeBootstrapToken)
+	api("POST", "/api/machines/self-delete", public, s.selfDelete)
+	api("GET", "/api/machines", private, s.listMachines)
+	api("GET", "/api/machines/{machine_id}", private, s.getMachine)
+	api("PATCH", "/api/machines/{machine_id}", private, s.renameMachine)
+	api("DELETE", "/api/machines/{machine_id}", private, s.deleteMachine)
+	api("GET", "/api/machines/{machine_id}/revtunnel-client", private, s.machineClientConfig)
+
+	// Tunnels.
+	api("GET", "/api/tunnels", private, s.listTunnels)
+	api("POST", "/api/tunnels", private, s.createTunnel)
+	api("GET", "/api/tunnels/{tunnel_id}", private, s.getTunnel)
+	api("PATCH", "/api/tunnels/{tunnel_id}", private, s.updateTunnel)
+	api("DELETE", "/api/tunnels/{tunnel_id}", private, s.deleteTunnel)
+
+	// Local operations and activity (spec §4.2).
+	api("POST", "/api/local/reconcile", private, s.reconcile)
+	api("GET", "/api/local/activity", private, s.activity)
+
+	// Diagnostics (spec §4.4).
+	api("GET", "/api/debug/revtunnel-server", private, s.revtunnelServerFile)
+
+	// Units (systemd): the allow-listed units only (revtunnel-server, caddy,
+	// fail2ban); 400 for any other name, 503 without systemd.
+	api("GET", "/api/units", private, s.unitsList)
+	api("GET", "/api/units/{name}", private, s.unitGet)
+	api("POST", "/api/units/{name}/start", private, s.unitJob("start"))
+	api("POST", "/api/units/{name}/stop", private, s.unitJob("stop"))
+	api("POST", "/api/units/{name}/restart", private, s.unitJob("restart"))
+	api("POST", "/api/units/{name}/reload", private, s.unitJob("reload"))
 
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

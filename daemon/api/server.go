@@ -13,8 +13,13 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 //go:embed openapi.yaml
@@ -29,8 +34,20 @@ type Options struct {
 	TOTP *totp.Service
 	// SSHKeys manages the server's key pairs.
 	SSHKeys *sshkeys.Service
+	// Machines is the machines, tunnels and bootstrap domain.
+	Machines *machines.Service
+	// Revtunnel renders and deploys the tunnel server's config.
+	Revtunnel RevtunnelServer
 	// Health reports whether the daemon can serve (the store answers).
 	Health func(*http.Request) error
+	// Units drives the allow-listed systemd units; nil means no systemd.
+	Units units.Manager
+	// Setup is the VPS set-up (install, settings, proxy file).
+	Setup *localsetup.Service
+	// Net answers the DNS and public-address checks.
+	Net *netcheck.Checker
+	// Hub carries background operations' log lines to the WebSocket.
+	Hub *logstream.Hub
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -39,22 +56,30 @@ type Options struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg      *config.Config
-	auth     *auth.Service
-	audit    *audit.Recorder
-	totp     *totp.Service
-	sshkeys  *sshkeys.Service
-	health   func(*http.Request) error
-	ui       http.Handler
-	log      *slog.Logger
-	now      func() time.Time
-	baseHost string
-	handler  http.Handler
+	cfg       *config.Config
+	auth      *auth.Service
+	audit     *audit.Recorder
+	totp      *totp.Service
+	sshkeys   *sshkeys.Service
+	machines  *machines.Service
+	revtunnel RevtunnelServer
+	health    func(*http.Request) error
+	units     units.Manager
+	ui        http.Handler
+	setup     *localsetup.Service
+	net       *netcheck.Checker
+	hub       *logstream.Hub
+	log       *slog.Logger
+	now       func() time.Time
+	baseHost  string
+	handler   http.Handler
 }
 
 // New builds the Server and its route table.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, totp: o.TOTP, sshkeys: o.SSHKeys, health: o.Health, ui: o.UI, log: o.Log, now: o.Now}
+	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, totp: o.TOTP, sshkeys: o.SSHKeys,
+		machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
+		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -63,6 +88,9 @@ func New(o Options) *Server {
 	}
 	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
 		s.baseHost = u.Hostname()
+	}
+	if s.units == nil {
+		s.units = units.Unavailable{}
 	}
 	if s.ui == nil {
 		s.ui = http.NotFoundHandler()

@@ -27,7 +27,7 @@ func FuzzSSHKeyBodies(f *testing.F) {
 	f.Add(uint8(3), "x y", ``)
 	// One env for every input (see FuzzTwoFABodies), with 2FA on so the
 	// download challenge is a cheap code check rather than argon2id.
-	e := buildEnv(f)
+	e := newEnv(f)
 	ctx := context.Background()
 	session, err := e.authSvc.Sessions.Create(ctx, "127.0.0.1", "")
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-func keyList(t *testing.T, r resp) []map[string]any {
+func keyList(t testing.TB, r resp) []map[string]any {
 	t.Helper()
 	if r.Code != 200 {
 		t.Fatalf("list: %d %s", r.Code, r.Body)
@@ -30,7 +30,7 @@ func keyList(t *testing.T, r resp) []map[string]any {
 	return body.Data
 }
 
-func noPrivate(t *testing.T, what string, r resp) {
+func noPrivate(t testing.TB, what string, r resp) {
 	t.Helper()
 	if strings.Contains(r.Body.String(), "PRIVATE KEY") {
 		t.Fatalf("%s answer contains private key material: %s", what, r.Body)

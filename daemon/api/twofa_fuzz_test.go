@@ -28,7 +28,7 @@ func FuzzTwoFABodies(f *testing.F) {
 	}
 	// One env for every input: building one per input (database,
 	// migrations, QR) would leave the fuzzer a few executions a second.
-	e := buildEnv(f)
+	e := newEnv(f)
 	session, err := e.authSvc.Sessions.Create(context.Background(), "127.0.0.1", "")
 	if err != nil {
 		f.Fatal(err)

@@ -34,7 +34,7 @@ func codeFor(t testing.TB, secret string, at time.Time) string {
 	return c
 }
 
-func data(t *testing.T, r resp) map[string]any {
+func data(t testing.TB, r resp) map[string]any {
 	t.Helper()
 	if r.Code != 200 {
 		t.Fatalf("status %d, body %s", r.Code, r.Body)
@@ -423,7 +423,7 @@ func TestEnrollQR(t *testing.T) {
 	checkQR(t, qr, secret, "tunnels.example.org")
 }
 
-func checkQR(t *testing.T, dataURL, secret, account string) {
+func checkQR(t testing.TB, dataURL, secret, account string) {
 	t.Helper()
 	const prefix = "data:image/png;base64,"
 	if !strings.HasPrefix(dataURL, prefix) {

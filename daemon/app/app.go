@@ -20,10 +20,17 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
 )
 
@@ -42,7 +49,18 @@ type App struct {
 	// SSHKeys is the server's key pairs; machine registration calls its
 	// EnsureDefault and DefaultPublicKey.
 	SSHKeys *sshkeys.Service
-	HTTP    *http.Server
+	// Units drives the allow-listed systemd units; without systemd every
+	// call answers units.ErrUnavailable.
+	Units units.Manager
+	HTTP  *http.Server
+
+	Machines  *machines.Service
+	Plugin    *revtunnel.Plugin
+	Revtunnel *revtunnel.Deployer
+
+	Hub   *logstream.Hub
+	Net   *netcheck.Checker
+	Setup *localsetup.Service
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -105,6 +123,20 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.Store.Close()
+	unitMgr := sdbus.New(sdbus.Options{Log: log})
+	defer unitMgr.Close()
+	a.Units = unitMgr
+	if !sdbus.Booted() {
+		log.Info("systemd is not the init system: unit control is unavailable")
+	}
+	ls, err := Listeners(cfg)
+	if err != nil {
+		return err
+	}
+	// Registration hands out the default key's public half, generating an
+	// ed25519 default at the first registration when no key exists.
+	a.tunnelServices(a.SSHKeys, unitMgr)
+	a.setupServices(ls[0].Addr())
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -112,7 +144,10 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
+		Machines: a.Machines, Revtunnel: a.Revtunnel,
+		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Units:  a.Units,
 		UI:     webui.Handler(tunnelsvc.UI()),
 	})
 	a.HTTP = &http.Server{
@@ -122,10 +157,24 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	ls, err := Listeners(cfg)
+	// frps's plugin calls arrive on their own loopback listener, never on
+	// the dashboard's.
+	pl, err := net.Listen("tcp", cfg.PluginListen)
 	if err != nil {
-		return err
+		return fmt.Errorf("frps plugin listener: %w", err)
 	}
+	plugin := a.pluginServer()
+	go plugin.Serve(pl)
+	defer plugin.Close()
+	// Bring server.toml up to date with this version and the settings; a
+	// failure is logged and the previous file stays.
+	go func() {
+		if msg, err := a.Revtunnel.Reconcile(ctx); err != nil {
+			log.Warn("revtunnel-server reconcile at start failed", "err", err)
+		} else {
+			log.Info(msg)
+		}
+	}()
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())
@@ -133,6 +182,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
+	go a.watchdog(ctx)
 
 	select {
 	case <-ctx.Done():
@@ -168,4 +218,37 @@ func (a *App) announceSetupCode(ctx context.Context) error {
 	a.Log.Info("not set up yet: finish setup in the dashboard; from a remote address send this one-time code in X-Setup-Code",
 		"setup_code", code, "new", created)
 	return nil
+}
+
+// watchdog pings systemd at half of WatchdogSec for as long as the store
+// answers, so a daemon whose database is wedged gets restarted rather than
+// kept alive by a goroutine that still ticks. Silent without a watchdog.
+func (a *App) watchdog(ctx context.Context) {
+	interval, err := daemon.SdWatchdogEnabled(false)
+	if err != nil {
+		a.Log.Warn("watchdog settings unreadable; not pinging", "err", err)
+		return
+	}
+	if interval <= 0 {
+		return
+	}
+	every := interval / 2
+	a.Log.Info("pinging the systemd watchdog", "every", every.String())
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, every/2)
+		err := a.Store.Ping(pctx)
+		cancel()
+		if err != nil {
+			a.Log.Warn("store does not answer; skipping the watchdog ping", "err", err)
+			continue
+		}
+		daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	}
 }

@@ -5,9 +5,11 @@ package config
 import (
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +28,25 @@ type Config struct {
 	LocalNets []netip.Prefix
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// DNSServer (host:port) answers check-dns and resolve-ip; empty means
+	// the system resolver.
+	DNSServer string
+	// EchoURLs are the public IP-echo services detect-ip asks, in order.
+	EchoURLs []string
+
+	// ServerHost is the address machines dial frps at; empty means the host
+	// they reached the dashboard by.
+	ServerHost string
+	// FRPSPort is frps's bindPort.
+	FRPSPort int
+	// PluginListen is the loopback address of the frps plugin listener.
+	PluginListen string
+	// TunnelPortLo and TunnelPortHi bound the ports machines and tunnels get.
+	TunnelPortLo, TunnelPortHi int
+	// BinDir holds frps and frpc.
+	BinDir string
+
+	frpsPort, tunnelPorts string
 }
 
 // Default returns the built-in defaults.
@@ -36,6 +57,10 @@ func Default() Config {
 		SystemRoot: "/",
 		LocalNets:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		LogLevel:   "info",
+
+		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
+		BinDir:   "/usr/lib/tunnelsvc",
+		frpsPort: "7000", tunnelPorts: "20000-29999",
 	}
 }
 
@@ -52,6 +77,13 @@ var Flags = []Flag{
 	{"base-url", "TUNNELSVC_BASE_URL", "public URL machines use to reach the dashboard (default: from each request)"},
 	{"local-nets", "TUNNELSVC_LOCAL_NETS", "comma-separated CIDRs counted as local clients"},
 	{"log-level", "TUNNELSVC_LOG_LEVEL", "debug, info, warn or error"},
+	{"dns-server", "TUNNELSVC_DNS_SERVER", "DNS server (host:port) for check-dns and resolve-ip (default: the system resolver)"},
+	{"ip-echo-urls", "TUNNELSVC_IP_ECHO_URLS", "comma-separated IP-echo URLs detect-ip asks, in order"},
+	{"server-host", "TUNNELSVC_SERVER_HOST", "address machines dial the tunnel server at (default: the host they reached the dashboard by)"},
+	{"frps-port", "TUNNELSVC_FRPS_PORT", "port the tunnel server (frps) listens on for machines"},
+	{"frps-plugin-listen", "TUNNELSVC_FRPS_PLUGIN_LISTEN", "loopback address where the daemon answers frps's plugin calls"},
+	{"tunnel-ports", "TUNNELSVC_TUNNEL_PORTS", "range LO-HI of ports given to machines and tunnels"},
+	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -75,7 +107,30 @@ func Register(fs *flag.FlagSet, c *Config) *string {
 	localNets := new(string)
 	fs.StringVar(localNets, "local-nets", env("TUNNELSVC_LOCAL_NETS", strings.Join(nets, ",")), Flags[4].Help+" [$TUNNELSVC_LOCAL_NETS]")
 	fs.StringVar(&c.LogLevel, "log-level", env("TUNNELSVC_LOG_LEVEL", c.LogLevel), Flags[5].Help+" [$TUNNELSVC_LOG_LEVEL]")
+	fs.StringVar(&c.DNSServer, "dns-server", env("TUNNELSVC_DNS_SERVER", c.DNSServer), Flags[6].Help+" [$TUNNELSVC_DNS_SERVER]")
+	fs.Func("ip-echo-urls", Flags[7].Help+" [$TUNNELSVC_IP_ECHO_URLS]", func(v string) error {
+		c.EchoURLs = splitList(v)
+		return nil
+	})
+	if v, ok := os.LookupEnv("TUNNELSVC_IP_ECHO_URLS"); ok {
+		c.EchoURLs = splitList(v)
+	}
+	fs.StringVar(&c.ServerHost, "server-host", env("TUNNELSVC_SERVER_HOST", c.ServerHost), Flags[8].Help+" [$TUNNELSVC_SERVER_HOST]")
+	fs.StringVar(&c.frpsPort, "frps-port", env("TUNNELSVC_FRPS_PORT", c.frpsPort), Flags[9].Help+" [$TUNNELSVC_FRPS_PORT]")
+	fs.StringVar(&c.PluginListen, "frps-plugin-listen", env("TUNNELSVC_FRPS_PLUGIN_LISTEN", c.PluginListen), Flags[10].Help+" [$TUNNELSVC_FRPS_PLUGIN_LISTEN]")
+	fs.StringVar(&c.tunnelPorts, "tunnel-ports", env("TUNNELSVC_TUNNEL_PORTS", c.tunnelPorts), Flags[11].Help+" [$TUNNELSVC_TUNNEL_PORTS]")
+	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
 	return localNets
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Finish validates the parsed values and fills derived fields.
@@ -111,10 +166,46 @@ func (c *Config) Finish(localNets string) error {
 		return err
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	for _, u := range c.EchoURLs {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("--ip-echo-urls: %q is not an http(s) URL", u)
+		}
+	}
+	if c.DNSServer != "" {
+		if _, _, err := net.SplitHostPort(c.DNSServer); err != nil {
+			return fmt.Errorf("--dns-server: want host:port, got %q", c.DNSServer)
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level must be debug, info, warn or error")
+	}
+	return c.finishTunnels()
+}
+
+func (c *Config) finishTunnels() error {
+	port, err := strconv.Atoi(strings.TrimSpace(c.frpsPort))
+	if err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("--frps-port: %q is not a port", c.frpsPort)
+	}
+	c.FRPSPort = port
+	lo, hi, ok := strings.Cut(strings.TrimSpace(c.tunnelPorts), "-")
+	l, errL := strconv.Atoi(strings.TrimSpace(lo))
+	h, errH := strconv.Atoi(strings.TrimSpace(hi))
+	if !ok || errL != nil || errH != nil || l < 1 || h > 65535 || l > h {
+		return fmt.Errorf("--tunnel-ports: %q is not a range LO-HI of ports", c.tunnelPorts)
+	}
+	if port >= l && port <= h {
+		return fmt.Errorf("--frps-port %d lies inside --tunnel-ports %s", port, c.tunnelPorts)
+	}
+	c.TunnelPortLo, c.TunnelPortHi = l, h
+	ap, err := netip.ParseAddrPort(c.PluginListen)
+	if err != nil || !ap.Addr().IsLoopback() {
+		return fmt.Errorf("--frps-plugin-listen: %q must be a loopback address:port", c.PluginListen)
+	}
+	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
+		return err
 	}
 	return nil
 }

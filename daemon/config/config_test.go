@@ -56,3 +56,25 @@ func TestSystemPath(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestTunnelFlags(t *testing.T) {
+	c, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.FRPSPort != 7000 || c.TunnelPortLo != 20000 || c.TunnelPortHi != 29999 || c.PluginListen != "127.0.0.1:7381" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c, err = parse(t, "--tunnel-ports", "40000-40099", "--frps-port", "7100")
+	if err != nil || c.TunnelPortLo != 40000 || c.TunnelPortHi != 40099 || c.FRPSPort != 7100 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range [][]string{
+		{"--tunnel-ports", "30000"}, {"--tunnel-ports", "3-2"}, {"--tunnel-ports", "1-70000"},
+		{"--frps-port", "x"}, {"--frps-port", "25000"}, {"--frps-plugin-listen", "0.0.0.0:7381"},
+	} {
+		if _, err := parse(t, bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

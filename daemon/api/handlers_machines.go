@@ -1,0 +1,369 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// RevtunnelServer renders and deploys the tunnel server's config. The
+// revtunnel package implements it; api only sees this interface, so it never
+// runs frps itself.
+type RevtunnelServer interface {
+	// Render returns the config as it would be deployed, custom block empty.
+	Render(ctx context.Context) (string, error)
+	// Reconcile deploys it when it changed and says what it did.
+	Reconcile(ctx context.Context) (message string, err error)
+}
+
+// baseURL is --base-url, else the scheme and host this request came by.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.cfg.BaseURL != "" {
+		return s.cfg.BaseURL
+	}
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// fallbackHost is the host machines reached the dashboard by, without port.
+func (s *Server) fallbackHost(r *http.Request) string {
+	host := s.baseHost
+	if host == "" {
+		host = r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+	}
+	return host
+}
+
+func pathID(r *http.Request, name string) (int64, error) {
+	id, err := strconv.ParseInt(mux.Vars(r)[name], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, Errorf(http.StatusNotFound, "%s not found", strings.TrimSuffix(name, "_id"))
+	}
+	return id, nil
+}
+
+// domainError maps the machines domain's errors to what the client sees.
+func domainError(err error, what string) error {
+	var in machines.InputError
+	var limited *auth.RateLimitedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &in):
+		return Errorf(http.StatusBadRequest, "%s", in.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return Errorf(http.StatusNotFound, "%s not found", what)
+	case errors.As(err, &limited):
+		return limited
+	case errors.Is(err, store.ErrNoFreePort):
+		return &Error{Status: http.StatusServiceUnavailable, Msg: store.ErrNoFreePort.Error(), Err: err}
+	}
+	return Internal("could not "+strings.TrimSpace("handle the "+what), err)
+}
+
+type tokenBody struct {
+	ExpiresInMinutes *int `json:"expires_in_minutes"`
+}
+
+// createBootstrapToken: POST /api/bootstrap/tokens.
+func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) error {
+	var body tokenBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	ttl := time.Duration(0)
+	if body.ExpiresInMinutes != nil {
+		if *body.ExpiresInMinutes <= 0 {
+			return Errorf(http.StatusBadRequest, "expires_in_minutes must be between 1 and %d", int(machines.MaxTokenTTL.Minutes()))
+		}
+		ttl = time.Duration(*body.ExpiresInMinutes) * time.Minute
+	}
+	tok, err := s.machines.CreateToken(r.Context(), ttl)
+	if err != nil {
+		return domainError(err, "token")
+	}
+	writeData(w, http.StatusOK, map[string]any{
+		"id":         tok.ID,
+		"token":      tok.Token,
+		"expires_at": tok.ExpiresAt,
+		"command":    "curl -fsSL " + s.baseURL(r) + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
+	})
+	return nil
+}
+
+func (s *Server) listBootstrapTokens(w http.ResponseWriter, r *http.Request) error {
+	ts, err := s.machines.PendingTokens(r.Context())
+	if err != nil {
+		return Internal("could not list the tokens", err)
+	}
+	writeData(w, http.StatusOK, ts)
+	return nil
+}
+
+func (s *Server) revokeBootstrapToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "token_id")
+	if err != nil {
+		return err
+	}
+	if err := s.machines.RevokeToken(r.Context(), id); err != nil {
+		return domainError(err, "token")
+	}
+	writeData(w, http.StatusOK, message("token revoked"))
+	return nil
+}
+
+type bootstrapBody struct {
+	Token    string `json:"token"`
+	Name     string `json:"name"`
+	Username string `json:"username"`
+}
+
+// bootstrap: spec §4.5 POST /api/bootstrap (public, rate-limited).
+func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request) error {
+	var body bootstrapBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	reg, err := s.machines.Bootstrap(r.Context(), machines.BootstrapRequest{
+		Token: body.Token, Name: body.Name, Username: body.Username,
+		Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
+	})
+	var limited *auth.RateLimitedError
+	switch {
+	case errors.Is(err, machines.ErrInvalidToken):
+		return Errorf(http.StatusUnauthorized, "invalid or expired token")
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
+		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
+	case err != nil:
+		return domainError(err, "registration")
+	}
+	writeData(w, http.StatusOK, reg)
+	return nil
+}
+
+func (s *Server) staleTokens(w http.ResponseWriter, r *http.Request) error {
+	as, err := s.machines.StaleTokenAttempts(r.Context())
+	if err != nil {
+		return Internal("could not read the stale-token attempts", err)
+	}
+	writeData(w, http.StatusOK, as)
+	return nil
+}
+
+func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
+	ms, err := s.machines.Machines(r.Context())
+	if err != nil {
+		return Internal("could not list the machines", err)
+	}
+	writeData(w, http.StatusOK, ms)
+	return nil
+}
+
+func (s *Server) getMachine(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "machine_id")
+	if err != nil {
+		return err
+	}
+	m, err := s.machines.Machine(r.Context(), id)
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	writeData(w, http.StatusOK, m)
+	return nil
+}
+
+type renameBody struct {
+	Name *string `json:"name"`
+}
+
+func (s *Server) renameMachine(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "machine_id")
+	if err != nil {
+		return err
+	}
+	var body renameBody
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Name == nil {
+		return Errorf(http.StatusBadRequest, "name is required")
+	}
+	m, err := s.machines.Rename(r.Context(), id, *body.Name)
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	writeData(w, http.StatusOK, m)
+	return nil
+}
+
+func (s *Server) deleteMachine(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "machine_id")
+	if err != nil {
+		return err
+	}
+	if err := s.machines.Delete(r.Context(), id); err != nil {
+		return domainError(err, "machine")
+	}
+	writeData(w, http.StatusOK, message("machine deleted"))
+	return nil
+}
+
+// machineClientConfig: the machine's current frpc config, which the agent
+// (or the operator) puts in /etc/revtunnel/client.toml.
+func (s *Server) machineClientConfig(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "machine_id")
+	if err != nil {
+		return err
+	}
+	cfg, err := s.machines.ClientConfig(r.Context(), id, s.fallbackHost(r))
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte(cfg))
+	return nil
+}
+
+// selfDelete: the machine's uninstall script, authenticated by its agent token.
+func (s *Server) selfDelete(w http.ResponseWriter, r *http.Request) error {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(tok) == "" {
+		return Errorf(http.StatusUnauthorized, "agent token required")
+	}
+	_, err := s.machines.SelfDelete(r.Context(), strings.TrimSpace(tok))
+	if errors.Is(err, machines.ErrInvalidToken) {
+		return Errorf(http.StatusUnauthorized, "invalid agent token")
+	}
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	writeData(w, http.StatusOK, message("machine deleted"))
+	return nil
+}
+
+func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
+	var machineID int64
+	if v := r.URL.Query().Get("machine_id"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return Errorf(http.StatusBadRequest, "machine_id must be a positive integer")
+		}
+		machineID = id
+	}
+	ts, err := s.machines.Tunnels(r.Context(), machineID)
+	if err != nil {
+		return Internal("could not list the tunnels", err)
+	}
+	writeData(w, http.StatusOK, ts)
+	return nil
+}
+
+func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {
+	var body machines.TunnelInput
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	t, err := s.machines.CreateTunnel(r.Context(), body)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
+	writeData(w, http.StatusCreated, t)
+	return nil
+}
+
+func (s *Server) getTunnel(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "tunnel_id")
+	if err != nil {
+		return err
+	}
+	t, err := s.machines.Tunnel(r.Context(), id)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
+	writeData(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "tunnel_id")
+	if err != nil {
+		return err
+	}
+	var body machines.TunnelInput
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	t, err := s.machines.UpdateTunnel(r.Context(), id, body)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
+	writeData(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) deleteTunnel(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "tunnel_id")
+	if err != nil {
+		return err
+	}
+	if err := s.machines.DeleteTunnel(r.Context(), id); err != nil {
+		return domainError(err, "tunnel")
+	}
+	writeData(w, http.StatusOK, message("tunnel deleted"))
+	return nil
+}
+
+func (s *Server) activity(w http.ResponseWriter, r *http.Request) error {
+	es, err := s.machines.Activity(r.Context())
+	if err != nil {
+		return Internal("could not read the activity", err)
+	}
+	writeData(w, http.StatusOK, es)
+	return nil
+}
+
+// revtunnelServerFile: spec §4.4 GET /api/debug/revtunnel-server.
+func (s *Server) revtunnelServerFile(w http.ResponseWriter, r *http.Request) error {
+	if s.revtunnel == nil {
+		return Errorf(http.StatusInternalServerError, "the tunnel server is not configured in this daemon")
+	}
+	cfg, err := s.revtunnel.Render(r.Context())
+	if err != nil {
+		return Internal("could not render the tunnel server configuration", err)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte(cfg))
+	return nil
+}
+
+// reconcile: spec §4.2 POST /api/local/reconcile. A refused config answers
+// 500 with frps's own words; the deployed file stays as it was.
+func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) error {
+	if s.revtunnel == nil {
+		return Errorf(http.StatusInternalServerError, "the tunnel server is not configured in this daemon")
+	}
+	msg, err := s.revtunnel.Reconcile(r.Context())
+	if err != nil {
+		return &Error{Status: http.StatusInternalServerError, Msg: "reconcile failed: " + err.Error(), Err: err}
+	}
+	writeData(w, http.StatusOK, message(msg))
+	return nil
+}

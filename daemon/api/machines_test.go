@@ -1,0 +1,460 @@
+package api
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+type fakeKeys struct{ key string }
+
+func (k fakeKeys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
+
+func newKey(t *testing.T) string {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
+}
+
+type fakeRevtunnel struct {
+	file   string
+	msg    string
+	err    error
+	called int
+}
+
+func (f *fakeRevtunnel) Render(context.Context) (string, error) { return f.file, nil }
+func (f *fakeRevtunnel) Reconcile(context.Context) (string, error) {
+	f.called++
+	return f.msg, f.err
+}
+
+// machinesEnv is newEnv plus the machines domain, logged in.
+type machinesEnv struct {
+	*testEnv
+	svc    *machines.Service
+	rt     *fakeRevtunnel
+	cookie string
+	vpsKey string
+}
+
+func newMachinesEnv(t *testing.T, ports store.PortRange) *machinesEnv {
+	e := newEnv(t)
+	sealer, err := seal.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time { return e.now }
+	me := &machinesEnv{testEnv: e, rt: &fakeRevtunnel{file: "bindPort = 7000\n", msg: "revtunnel-server configuration unchanged"}, vpsKey: newKey(t)}
+	me.svc = &machines.Service{
+		Store: e.st, Sealer: sealer, Keys: fakeKeys{me.vpsKey}, Now: clock,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
+		Ports: ports, FRPSPort: 7000,
+	}
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt})
+	me.cookie = e.setup()
+	return me
+}
+
+func (e *machinesEnv) data(t *testing.T, r resp, status int) map[string]any {
+	t.Helper()
+	if r.Code != status {
+		t.Fatalf("status = %d, want %d; body %s", r.Code, status, r.Body)
+	}
+	d, ok := r.json(t)["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("data is not an object: %s", r.Body)
+	}
+	return d
+}
+
+func (e *machinesEnv) list(t *testing.T, path string) []any {
+	t.Helper()
+	r := e.do(req{method: "GET", path: path, cookie: e.cookie})
+	if r.Code != 200 {
+		t.Fatalf("GET %s: %d %s", path, r.Code, r.Body)
+	}
+	l, ok := r.json(t)["data"].([]any)
+	if !ok {
+		t.Fatalf("GET %s: data is not a list: %s", path, r.Body)
+	}
+	return l
+}
+
+func (e *machinesEnv) token(t *testing.T) string {
+	t.Helper()
+	return e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie}), 200)["token"].(string)
+}
+
+func (e *machinesEnv) bootstrap(t *testing.T, token, name string) resp {
+	b, _ := json.Marshal(map[string]string{"token": token, "name": name, "username": "pi"})
+	return e.do(req{method: "POST", path: "/api/bootstrap", body: string(b), peer: "198.51.100.7:5000"})
+}
+
+var wide = store.PortRange{Lo: 20000, Hi: 29999}
+
+func TestBootstrapTokenLifecycle(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	d := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
+		header: map[string]string{"Host": "vps.example.com:7380"}}), 200)
+	tok := d["token"].(string)
+	if raw, err := base64Len(tok); err != nil || raw != 32 {
+		t.Fatalf("token %q is not 32 random bytes (%d, %v)", tok, raw, err)
+	}
+	if want := "curl -fsSL http://vps.example.com:7380/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok; d["command"] != want {
+		t.Fatalf("command = %q, want %q", d["command"], want)
+	}
+	exp, _ := time.Parse(time.RFC3339, d["expires_at"].(string))
+	if !exp.Equal(e.now.Add(60 * time.Minute)) {
+		t.Fatalf("expires_at = %v, want now+60m", exp)
+	}
+	// --base-url wins over the request.
+	e.cfg.BaseURL = "https://tunnels.example.org"
+	d2 := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: e.cookie}), 200)
+	if !strings.HasPrefix(d2["command"].(string), "curl -fsSL https://tunnels.example.org/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh ") {
+		t.Fatalf("command = %q", d2["command"])
+	}
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 0}`, cookie: e.cookie}), 400, "expires_in_minutes must be between 1 and 10080")
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`}), 401, "authentication required")
+
+	pending := e.list(t, "/api/bootstrap/tokens")
+	if len(pending) != 2 {
+		t.Fatalf("pending = %v", pending)
+	}
+	if strings.Contains(fmt.Sprint(pending), tok) || pending[0].(map[string]any)["token"] != nil {
+		t.Fatal("the token list shows a secret")
+	}
+	// Revoke the second; it no longer registers a machine.
+	id := fmt.Sprint(d2["id"])
+	e.data(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 200)
+	wantError(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 404, "token not found")
+	wantError(t, e.bootstrap(t, d2["token"].(string), "web"), 401, "invalid or expired token")
+
+	// Expiry: the first token stops working after its hour.
+	e.now = e.now.Add(61 * time.Minute)
+	wantError(t, e.bootstrap(t, tok, "web"), 401, "invalid or expired token")
+	if got := e.list(t, "/api/bootstrap/tokens"); len(got) != 0 {
+		t.Fatalf("expired token still pending: %v", got)
+	}
+}
+
+func base64Len(s string) (int, error) {
+	b, err := base64RawURL(s)
+	return len(b), err
+}
+
+func TestBootstrapRegisters(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	tok := e.token(t)
+	d := e.data(t, e.bootstrap(t, tok, "raspberry"), 200)
+	port := int(d["tunnel_port"].(float64))
+	if port < 20000 || port > 29999 {
+		t.Fatalf("tunnel_port %d outside the range", port)
+	}
+	if d["vps_ssh_public_key"] != e.vpsKey || d["agent_token"].(string) == "" || d["agent_local_port"].(float64) != machines.DefaultAgentLocalPort {
+		t.Fatalf("registration = %v", d)
+	}
+	cfg := d["revtunnel_client_config"].(string)
+	for _, want := range []string{"serverAddr = '127.0.0.1'", "serverPort = 7000", "user = 'm1'", fmt.Sprintf("remotePort = %d", port), "enable = true"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("client config lacks %q:\n%s", want, cfg)
+		}
+	}
+	// Single use.
+	wantError(t, e.bootstrap(t, tok, "again"), 401, "invalid or expired token")
+	ms := e.list(t, "/api/machines")
+	if len(ms) != 1 || ms[0].(map[string]any)["name"] != "raspberry" || ms[0].(map[string]any)["status"] != "pending" {
+		t.Fatalf("machines = %v", ms)
+	}
+	// The failures are on the stale-token list, newest first, with address and reason.
+	stale := e.list(t, "/api/security/stale-tokens")
+	if len(stale) != 1 || stale[0].(map[string]any)["client_addr"] != "198.51.100.7" || stale[0].(map[string]any)["reason"] != "token already used" {
+		t.Fatalf("stale = %v", stale)
+	}
+}
+
+func TestBootstrapBadInput(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":"x"}`}), 400, "name, username required")
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap", body: `{}`}), 400, "token, name, username required")
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":`}), 400, "invalid request body")
+	wantError(t, e.bootstrap(t, "not-a-token", "web"), 401, "invalid or expired token")
+	tok := e.token(t)
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":"` + tok + `","name":"web","username":"bad user"}`}), 400, "")
+	// The token survived the bad request.
+	e.data(t, e.bootstrap(t, tok, "web"), 200)
+	stale := e.list(t, "/api/security/stale-tokens")
+	if len(stale) != 4 || stale[0].(map[string]any)["reason"] == "" || stale[3].(map[string]any)["reason"] != "missing name, username" {
+		t.Fatalf("stale = %v", stale)
+	}
+	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+		t.Fatalf("bad requests created machines: %v", ms)
+	}
+}
+
+func TestBootstrapRateLimit(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	for i := 0; i < auth.MaxFailures; i++ {
+		wantError(t, e.bootstrap(t, "guess", "web"), 401, "invalid or expired token")
+	}
+	r := e.bootstrap(t, e.token(t), "web")
+	wantError(t, r, 429, "")
+	if r.Header().Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+}
+
+func TestParallelBootstraps(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	const n = 50
+	toks := make([]string, n)
+	for i := range toks {
+		toks[i] = e.token(t)
+	}
+	var wg sync.WaitGroup
+	res := make([]resp, n)
+	for i := range toks {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res[i] = e.bootstrap(t, toks[i], fmt.Sprintf("m%d", i))
+		}(i)
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i, r := range res {
+		if r.Code != 200 {
+			t.Fatalf("bootstrap %d: %d %s", i, r.Code, r.Body)
+		}
+		var body struct {
+			Data struct {
+				TunnelPort int `json:"tunnel_port"`
+			} `json:"data"`
+		}
+		json.Unmarshal(r.Body.Bytes(), &body)
+		if seen[body.Data.TunnelPort] {
+			t.Fatalf("port %d handed out twice", body.Data.TunnelPort)
+		}
+		seen[body.Data.TunnelPort] = true
+	}
+	// Tunnel and agent ports together are all distinct too.
+	all := map[int]bool{}
+	for _, m := range e.list(t, "/api/machines") {
+		mm := m.(map[string]any)
+		for _, k := range []string{"tunnel_port", "agent_port"} {
+			p := int(mm[k].(float64))
+			if all[p] {
+				t.Fatalf("port %d used twice", p)
+			}
+			all[p] = true
+		}
+	}
+	if len(all) != 2*n {
+		t.Fatalf("%d ports for %d machines", len(all), n)
+	}
+}
+
+func TestOneTokenTenRequests(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	tok := e.token(t)
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	for i := range codes {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			codes[i] = e.bootstrap(t, tok, fmt.Sprintf("race%d", i)).Code
+		}(i)
+	}
+	wg.Wait()
+	ok, unauthorized := 0, 0
+	for _, c := range codes {
+		switch c {
+		case 200:
+			ok++
+		case 401:
+			unauthorized++
+		}
+	}
+	if ok != 1 || unauthorized != 9 {
+		t.Fatalf("codes = %v: want exactly one 200 and nine 401", codes)
+	}
+	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+		t.Fatalf("%d machines from one token", len(ms))
+	}
+}
+
+func TestPortRangeExhausted(t *testing.T) {
+	e := newMachinesEnv(t, store.PortRange{Lo: 20000, Hi: 20002})
+	e.data(t, e.bootstrap(t, e.token(t), "a"), 200)
+	wantError(t, e.bootstrap(t, e.token(t), "b"), 503, "no free port left in the tunnel port range")
+	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+		t.Fatalf("a failed registration left a machine: %v", ms)
+	}
+}
+
+func (e *machinesEnv) machine(t *testing.T) (id string, agentToken string) {
+	t.Helper()
+	d := e.data(t, e.bootstrap(t, e.token(t), "box"), 200)
+	ms := e.list(t, "/api/machines")
+	return fmt.Sprint(ms[len(ms)-1].(map[string]any)["id"]), d["agent_token"].(string)
+}
+
+func TestTunnelsValidation(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	mid, _ := e.machine(t)
+	post := func(body string) resp {
+		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})
+	}
+	cases := []struct{ body, msg string }{
+		{`{"name":"web","kind":"http","local_port":80,"subdomain":"web"}`, "machine_id is required"},
+		{`{"machine_id":` + mid + `,"kind":"http","local_port":80,"subdomain":"web"}`, "name is required"},
+		{`{"machine_id":` + mid + `,"name":"web","local_port":80}`, "kind is required"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"udp","local_port":80}`, `kind must be "http" or "tcp"`},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","subdomain":"web"}`, "local_port is required"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":70000,"subdomain":"web"}`, "local_port must be between 1 and 65535"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80}`, "subdomain is required for http tunnels"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80,"subdomain":"-web"}`, "subdomain must be a hostname label: lowercase letters, digits and inner hyphens"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80,"subdomain":"web","public":true}`, "public is only for tcp tunnels"},
+		{`{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"subdomain":"db"}`, "subdomain is only for http tunnels"},
+		{`{"machine_id":` + mid + `,"name":"a b","kind":"tcp","local_port":5432}`, "name must be a hostname label: lowercase letters, digits and inner hyphens"},
+		{`{"machine_id":999,"name":"db","kind":"tcp","local_port":5432}`, "machine 999 does not exist"},
+	}
+	for _, c := range cases {
+		wantError(t, post(c.body), 400, c.msg)
+	}
+	if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
+		t.Fatalf("invalid tunnels were stored: %v", ts)
+	}
+	web := e.data(t, post(`{"machine_id":`+mid+`,"name":"web","kind":"http","local_port":80,"subdomain":"Web"}`), 201)
+	if web["subdomain"] != "web" || web["public"] != false || web["status"] != "pending" || web["remote_port"].(float64) < 20000 {
+		t.Fatalf("tunnel = %v", web)
+	}
+	wantError(t, post(`{"machine_id":`+mid+`,"name":"web2","kind":"http","local_port":81,"subdomain":"web"}`), 400, "subdomain is already in use")
+	wantError(t, post(`{"machine_id":`+mid+`,"name":"web","kind":"tcp","local_port":81}`), 400, "name is already in use")
+	db := e.data(t, post(`{"machine_id":`+mid+`,"name":"db","kind":"tcp","local_port":5432,"public":true}`), 201)
+	if db["subdomain"] != nil || db["public"] != true {
+		t.Fatalf("tcp tunnel = %v", db)
+	}
+	id := fmt.Sprint(db["id"])
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"kind":"http"}`, cookie: e.cookie}), 400, "kind cannot be changed; delete the tunnel and create another")
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"local_port":0}`, cookie: e.cookie}), 400, "local_port must be between 1 and 65535")
+	got := e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"local_port":5433,"name":"pg"}`, cookie: e.cookie}), 200)
+	if got["local_port"].(float64) != 5433 || got["name"] != "pg" || got["remote_port"] != db["remote_port"] {
+		t.Fatalf("patched = %v", got)
+	}
+	wantError(t, e.do(req{method: "GET", path: "/api/tunnels/12345", cookie: e.cookie}), 404, "tunnel not found")
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/12345", body: `{}`, cookie: e.cookie}), 404, "tunnel not found")
+	wantError(t, e.do(req{method: "DELETE", path: "/api/tunnels/abc", cookie: e.cookie}), 404, "tunnel not found")
+	e.data(t, e.do(req{method: "DELETE", path: "/api/tunnels/" + id, cookie: e.cookie}), 200)
+	if ts := e.list(t, "/api/tunnels?machine_id="+mid); len(ts) != 1 {
+		t.Fatalf("tunnels after delete = %v", ts)
+	}
+}
+
+func TestMachinesCRUDAndSelfDelete(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	id, agentToken := e.machine(t)
+	wantError(t, e.do(req{method: "GET", path: "/api/machines/77", cookie: e.cookie}), 404, "machine not found")
+	wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{}`, cookie: e.cookie}), 400, "name is required")
+	wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"  "}`, cookie: e.cookie}), 400, "name is required")
+	if d := e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"kitchen"}`, cookie: e.cookie}), 200); d["name"] != "kitchen" {
+		t.Fatalf("renamed = %v", d)
+	}
+	cfg := e.do(req{method: "GET", path: "/api/machines/" + id + "/revtunnel-client", cookie: e.cookie})
+	if cfg.Code != 200 || !strings.Contains(cfg.Body.String(), "name = 'ssh'") || cfg.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("client config: %d %s", cfg.Code, cfg.Body)
+	}
+	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete"}), 401, "agent token required")
+	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer nope"}}), 401, "invalid agent token")
+	e.data(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 200)
+	wantError(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 404, "machine not found")
+	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 401, "invalid agent token")
+
+	id2, _ := e.machine(t)
+	e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + id2 + `,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
+	e.data(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 200)
+	if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
+		t.Fatalf("deleting the machine left tunnels: %v", ts)
+	}
+	wantError(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 404, "machine not found")
+}
+
+func TestActivityFeed(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	base := e.now
+	for i := 0; i < 30; i++ {
+		for _, src := range []string{"machine", "tunnel"} {
+			if err := e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Duration(i) * time.Second), Source: src, Kind: "k", Message: fmt.Sprintf("%s %d", src, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Tunnel events are older than half of the machine events: the feed
+	// still carries 25 of each.
+	for i := 0; i < 10; i++ {
+		e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Hour + time.Duration(i)*time.Second), Source: "machine", Kind: "k", Message: "late"})
+	}
+	ev := e.list(t, "/api/local/activity")
+	if len(ev) != 50 {
+		t.Fatalf("%d events, want 50", len(ev))
+	}
+	count := map[string]int{}
+	var prev time.Time
+	for i, x := range ev {
+		m := x.(map[string]any)
+		count[m["source"].(string)]++
+		at, _ := time.Parse(time.RFC3339Nano, m["created_at"].(string))
+		if i > 0 && at.After(prev) {
+			t.Fatalf("event %d is newer than event %d", i, i-1)
+		}
+		prev = at
+	}
+	if count["machine"] != 25 || count["tunnel"] != 25 {
+		t.Fatalf("sources = %v", count)
+	}
+	if ev[0].(map[string]any)["message"] != "late" {
+		t.Fatalf("newest = %v", ev[0])
+	}
+	wantError(t, e.do(req{method: "GET", path: "/api/local/activity"}), 401, "authentication required")
+}
+
+func TestReconcileAndServerFile(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	r := e.do(req{method: "GET", path: "/api/debug/revtunnel-server", cookie: e.cookie})
+	if r.Code != 200 || r.Header().Get("Content-Type") != "text/plain; charset=utf-8" || r.Body.String() != e.rt.file {
+		t.Fatalf("%d %q %s", r.Code, r.Header().Get("Content-Type"), r.Body)
+	}
+	wantError(t, e.do(req{method: "GET", path: "/api/debug/revtunnel-server"}), 401, "authentication required")
+	if d := e.data(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 200); d["message"] != e.rt.msg {
+		t.Fatal(d)
+	}
+	e.rt.err = fmt.Errorf("frps verify: json: cannot unmarshal string into Go struct field ServerConfig.bindPort of type int")
+	wantError(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 500,
+		"reconcile failed: frps verify: json: cannot unmarshal string into Go struct field ServerConfig.bindPort of type int")
+}
+
+func base64RawURL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

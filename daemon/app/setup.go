@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
+)
+
+// CaddyfilePath is the managed Caddyfile; the package's drop-in for
+// caddy.service points Caddy at it (Debian's /etc/caddy/Caddyfile is a
+// conffile of the caddy package and is left alone).
+const CaddyfilePath = "/etc/tunnelsvc/Caddyfile"
+
+// setupServices builds the VPS set-up: the log hub, the network checks and
+// the web proxy. dashboard is the daemon's own listener address.
+func (a *App) setupServices(dashboard net.Addr) {
+	cfg := a.Config
+	a.Hub = logstream.NewHub(time.Now)
+	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
+	a.Setup = &localsetup.Service{
+		Settings:     localsetup.Settings{Store: a.Store},
+		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: sysexec.Exec{}, Units: a.Units},
+		Units:        a.Units,
+		Tunnels:      httpTunnels{a.Store},
+		TunnelServer: reconciler{a.Revtunnel},
+		Hub:          a.Hub,
+		Dashboard:    func() string { return loopbackOf(dashboard) },
+		Run:          sysexec.Exec{},
+		FRPS:         filepath.Join(cfg.BinDir, "frps"),
+		Log:          a.Log,
+		Now:          time.Now,
+	}
+	// Tunnel changes reach Caddy through one worker that always deploys the
+	// latest state, so a burst of changes costs one reload.
+	dirty := make(chan struct{}, 1)
+	a.Machines.OnChange = func(int64) {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		for range dirty {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := a.Setup.DeployProxy(ctx, false); err != nil {
+				a.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
+			}
+			cancel()
+		}
+	}()
+}
+
+// loopbackOf turns a listener address into one the proxy on this box can
+// dial: a wildcard address becomes loopback.
+func loopbackOf(addr net.Addr) string {
+	if addr == nil {
+		return "127.0.0.1:7380"
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return addr.String()
+	}
+	if ap.Addr().IsUnspecified() {
+		lo := netip.MustParseAddr("127.0.0.1")
+		if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+			lo = netip.IPv6Loopback()
+		}
+		return netip.AddrPortFrom(lo, ap.Port()).String()
+	}
+	return ap.String()
+}
+
+// httpTunnels lists the published HTTP tunnels for the Caddyfile.
+type httpTunnels struct{ st *store.Store }
+
+func (h httpTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error) {
+	ts, err := h.st.ListTunnels(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []webproxy.HTTPTunnel
+	for _, t := range ts {
+		if t.Kind == "http" && t.Subdomain != "" {
+			out = append(out, webproxy.HTTPTunnel{Subdomain: t.Subdomain, Port: t.RemotePort})
+		}
+	}
+	return out, nil
+}
+
+// reconciler adapts the frps deployer to the set-up's TunnelServer.
+type reconciler struct{ d *revtunnel.Deployer }
+
+func (r reconciler) Reconcile(ctx context.Context) error {
+	_, err := r.d.Reconcile(ctx)
+	return err
+}

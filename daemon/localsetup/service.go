@@ -1,0 +1,315 @@
+package localsetup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
+)
+
+// Units the installation drives.
+const (
+	UnitWebproxy     = "caddy.service"
+	UnitTunnelServer = "revtunnel-server.service"
+)
+
+// InputError is a bad request; its text is shown to the user.
+type InputError string
+
+func (e InputError) Error() string { return string(e) }
+
+// ErrBusy is returned when another background operation runs.
+var ErrBusy = logstream.ErrBusy
+
+// TunnelSource lists the published HTTP tunnels.
+type TunnelSource interface {
+	HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error)
+}
+
+// TunnelServer rebuilds and applies the tunnel server's configuration.
+type TunnelServer interface {
+	Reconcile(ctx context.Context) error
+}
+
+// Service runs the set-up operations.
+type Service struct {
+	Settings Settings
+	Proxy    *webproxy.Deployer
+	Units    units.Manager
+	// Tunnels and TunnelServer may be nil until the tunnel engine is wired.
+	Tunnels      TunnelSource
+	TunnelServer TunnelServer
+	// Firewall, when set, is told when a setting it follows changes.
+	Firewall interface {
+		Reconcile(ctx context.Context) error
+	}
+	Hub *logstream.Hub
+	// Dashboard is the daemon's own loopback address for the proxy.
+	Dashboard func() string
+	Run       sysexec.Runner
+	// FRPS is the frps binary, for its version in the status.
+	FRPS string
+	Log  *slog.Logger
+	Now  func() time.Time
+}
+
+// InstallRequest is POST /api/local/install's body.
+type InstallRequest struct {
+	Domain       string `json:"domain"`
+	ServerHost   string `json:"server_host"`
+	SkipWebproxy bool   `json:"skip_webproxy"`
+}
+
+func validHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	return netcheck.ValidHostname(h)
+}
+
+// Validate applies the spec's rules and normalizes req.
+func (r *InstallRequest) Validate() error {
+	r.Domain = strings.ToLower(strings.TrimSpace(r.Domain))
+	r.ServerHost = strings.TrimSpace(r.ServerHost)
+	switch {
+	case !r.SkipWebproxy && r.Domain == "":
+		return InputError("domain is required")
+	case r.SkipWebproxy && r.ServerHost == "":
+		return InputError("server_host is required when skipping the proxy")
+	case r.Domain != "" && !netcheck.ValidHostname(r.Domain):
+		return InputError("invalid domain")
+	case r.ServerHost != "" && !validHost(r.ServerHost):
+		return InputError("invalid server_host: give a hostname or an IP address")
+	}
+	if r.ServerHost == "" {
+		// Machines reach the tunnel server under the dashboard's name, which
+		// check-dns verifies points here.
+		r.ServerHost = "router." + r.Domain
+	}
+	return nil
+}
+
+// StartInstall validates req and starts the installation in the background,
+// streaming its steps to the log hub.
+func (s *Service) StartInstall(req InstallRequest) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	op, err := s.Hub.Begin("install")
+	if err != nil {
+		return err
+	}
+	go s.install(context.Background(), op, req)
+	return nil
+}
+
+func (s *Service) install(ctx context.Context, op *logstream.Op, req InstallRequest) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	step := func(text string) { op.Line("info", text) }
+	fail := func(err error) {
+		op.Line("error", err.Error())
+		op.Line("error", "installation failed; the previous configuration is unchanged")
+		s.Log.Error("install failed", "err", err)
+		op.Done(false)
+	}
+
+	step(fmt.Sprintf("saving settings: domain %q, server host %q", req.Domain, req.ServerHost))
+	v := VPS{Domain: req.Domain, ServerHost: req.ServerHost, SkipWebproxy: req.SkipWebproxy}
+	if err := s.Settings.SaveVPS(ctx, v); err != nil {
+		fail(fmt.Errorf("saving settings: %w", err))
+		return
+	}
+
+	if req.SkipWebproxy {
+		step("skipping the web proxy as asked")
+	} else {
+		step("rendering the Caddyfile and checking it with caddy validate")
+		if err := s.DeployProxy(ctx, true); err != nil {
+			fail(err)
+			return
+		}
+		step("Caddyfile deployed to " + s.Proxy.Path)
+		if err := s.enableStart(ctx, UnitWebproxy, step); err != nil {
+			fail(err)
+			return
+		}
+	}
+
+	if s.TunnelServer != nil {
+		step("writing the tunnel server configuration and checking it with frps verify")
+		if err := s.TunnelServer.Reconcile(ctx); err != nil {
+			fail(fmt.Errorf("tunnel server configuration: %w", err))
+			return
+		}
+	}
+	if err := s.enableStart(ctx, UnitTunnelServer, step); err != nil {
+		fail(err)
+		return
+	}
+
+	v.InstalledAt = s.Now().UTC()
+	if err := s.Settings.SaveVPS(ctx, v); err != nil {
+		fail(fmt.Errorf("saving settings: %w", err))
+		return
+	}
+	step("installation complete")
+	op.Done(true)
+}
+
+func (s *Service) enableStart(ctx context.Context, unit string, step func(string)) error {
+	step("enabling " + unit)
+	if err := s.Units.Enable(ctx, unit); err != nil {
+		return fmt.Errorf("enabling %s: %w", unit, err)
+	}
+	st, err := s.Units.State(ctx, unit)
+	if err != nil {
+		return fmt.Errorf("%s: %w", unit, err)
+	}
+	if st.ActiveState == "active" || st.ActiveState == "reloading" {
+		step(unit + " is running")
+		return nil
+	}
+	step("starting " + unit)
+	if err := s.Units.Start(ctx, unit); err != nil {
+		return fmt.Errorf("starting %s: %w", unit, err)
+	}
+	step(unit + " started")
+	return nil
+}
+
+// ProxyInput gathers what the Caddyfile is made of. ok is false when
+// neither a VPS record nor a domain exists.
+func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, err error) {
+	domain, err := s.Settings.Domain(ctx)
+	if err != nil || domain == "" {
+		return in, false, err
+	}
+	in.Domain = domain
+	if s.Dashboard != nil {
+		in.Dashboard = s.Dashboard()
+	}
+	if in.BindIP, err = s.Settings.BindIP(ctx); err != nil {
+		return in, false, err
+	}
+	if s.Tunnels != nil {
+		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {
+			return in, false, err
+		}
+	}
+	return in, true, nil
+}
+
+// ErrNoDomain: nothing to render the proxy configuration from.
+var ErrNoDomain = errors.New("no VPS or domain configured")
+
+// ProxyFile renders the Caddyfile that would be deployed (keeping the
+// deployed custom block).
+func (s *Service) ProxyFile(ctx context.Context) ([]byte, error) {
+	in, ok, err := s.ProxyInput(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNoDomain
+	}
+	return s.Proxy.RenderWithCustom(in)
+}
+
+// proxyManaged reports whether the web proxy was installed by us.
+func (s *Service) proxyManaged(ctx context.Context) (bool, error) {
+	v, err := s.Settings.VPS(ctx)
+	return v != nil && !v.SkipWebproxy && !v.InstalledAt.IsZero(), err
+}
+
+// DeployProxy re-renders and applies the Caddyfile. Unless force is set it
+// does nothing while the proxy is not installed.
+func (s *Service) DeployProxy(ctx context.Context, force bool) error {
+	if !force {
+		if ok, err := s.proxyManaged(ctx); err != nil || !ok {
+			return err
+		}
+	}
+	in, ok, err := s.ProxyInput(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNoDomain
+	}
+	_, err = s.Proxy.Deploy(ctx, in)
+	return err
+}
+
+// Skip saves the domain (if given) without installing anything.
+func (s *Service) Skip(ctx context.Context, domain string) error {
+	domain = strings.ToLower(strings.TrimSpace(domain))
+	if domain == "" {
+		return nil
+	}
+	if !netcheck.ValidHostname(domain) {
+		return InputError("invalid domain")
+	}
+	return s.Settings.SetDomain(ctx, domain)
+}
+
+// SetDashboardPrivate saves the setting and lets the firewall follow it.
+func (s *Service) SetDashboardPrivate(ctx context.Context, on bool) error {
+	if err := s.Settings.SetDashboardPrivate(ctx, on); err != nil {
+		return err
+	}
+	if s.Firewall != nil {
+		return s.Firewall.Reconcile(ctx)
+	}
+	return nil
+}
+
+// SetBindIP validates and saves the bind address, then reconciles the tunnel
+// server and the proxy at once. When either refuses, the old address is put
+// back and re-applied, and the tool's words are returned.
+func (s *Service) SetBindIP(ctx context.Context, ip string) (string, error) {
+	ip = strings.TrimSpace(ip)
+	if ip != "" {
+		a, err := netip.ParseAddr(ip)
+		if err != nil {
+			return "", InputError("bind_ip must be an IP address (or empty to clear it)")
+		}
+		ip = a.String()
+	}
+	old, err := s.Settings.BindIP(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := s.Settings.SetBindIP(ctx, ip); err != nil {
+		return "", err
+	}
+	if err := s.reconcileAll(ctx); err != nil {
+		if rerr := s.Settings.SetBindIP(ctx, old); rerr == nil {
+			s.reconcileAll(ctx)
+		}
+		return "", err
+	}
+	return ip, nil
+}
+
+// reconcileAll applies the tunnel server and proxy configuration.
+func (s *Service) reconcileAll(ctx context.Context) error {
+	if s.TunnelServer != nil {
+		if err := s.TunnelServer.Reconcile(ctx); err != nil {
+			return fmt.Errorf("tunnel server: %w", err)
+		}
+	}
+	if err := s.DeployProxy(ctx, false); err != nil {
+		return fmt.Errorf("web proxy: %w", err)
+	}
+	return nil
+}

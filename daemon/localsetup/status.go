@@ -1,0 +1,96 @@
+package localsetup
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+)
+
+// UnitStatus is one managed unit's state, or why it is unknown.
+type UnitStatus struct {
+	ActiveState string    `json:"active_state,omitempty"`
+	SubState    string    `json:"sub_state,omitempty"`
+	Since       time.Time `json:"since,omitzero"`
+	Error       string    `json:"error,omitempty"`
+}
+
+// Status is GET /api/local/status's answer.
+type Status struct {
+	Domain           string                `json:"domain"`
+	ServerHost       string                `json:"server_host"`
+	Webproxy         string                `json:"webproxy"` // installed, skipped, not_installed
+	InstalledAt      time.Time             `json:"installed_at,omitzero"`
+	Units            map[string]UnitStatus `json:"units"`
+	Versions         map[string]string     `json:"versions"`
+	FirewallMode     string                `json:"firewall_mode"`
+	DashboardPrivate bool                  `json:"dashboard_private"`
+	BindIP           string                `json:"bind_ip"`
+	Operation        string                `json:"operation,omitempty"`
+}
+
+// Status gathers the settings, unit states and tool versions.
+func (s *Service) Status(ctx context.Context) (Status, error) {
+	st := Status{Webproxy: "not_installed", Units: map[string]UnitStatus{}, Versions: map[string]string{}}
+	v, err := s.Settings.VPS(ctx)
+	if err != nil {
+		return st, err
+	}
+	if st.Domain, err = s.Settings.Domain(ctx); err != nil {
+		return st, err
+	}
+	if v != nil {
+		st.ServerHost = v.ServerHost
+		st.InstalledAt = v.InstalledAt
+		switch {
+		case v.SkipWebproxy:
+			st.Webproxy = "skipped"
+		case !v.InstalledAt.IsZero():
+			st.Webproxy = "installed"
+		}
+	}
+	if st.FirewallMode, err = s.Settings.FirewallMode(ctx); err != nil {
+		return st, err
+	}
+	if st.FirewallMode == "" {
+		st.FirewallMode = "none"
+	}
+	if st.DashboardPrivate, err = s.Settings.DashboardPrivate(ctx); err != nil {
+		return st, err
+	}
+	if st.BindIP, err = s.Settings.BindIP(ctx); err != nil {
+		return st, err
+	}
+	st.Operation, _ = s.Hub.Running()
+	for _, u := range units.Managed {
+		name := strings.TrimSuffix(u, ".service")
+		us, err := s.Units.State(ctx, u)
+		if err != nil {
+			st.Units[name] = UnitStatus{Error: err.Error()}
+			continue
+		}
+		st.Units[name] = UnitStatus{ActiveState: us.ActiveState, SubState: us.SubState, Since: us.Since}
+	}
+	st.Versions["caddy"] = s.version(ctx, "caddy", "version")
+	st.Versions["frps"] = s.version(ctx, s.FRPS, "--version")
+	return st, nil
+}
+
+// version asks a tool for its version; "" when it is absent or says nothing.
+func (s *Service) version(ctx context.Context, tool string, arg string) string {
+	if tool == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	out, err := s.Run.Run(ctx, tool, arg)
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}

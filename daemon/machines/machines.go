@@ -1,0 +1,336 @@
+// Package machines owns machine registration (one-time bootstrap tokens),
+// machines, their tunnels and the activity feed. It reaches frp only through
+// revtunnel's pure rendering; it runs no tools.
+package machines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Defaults.
+const (
+	DefaultTokenTTL = 60 * time.Minute
+	MaxTokenTTL     = 7 * 24 * time.Hour
+	// DefaultAgentLocalPort is where the agent listens on each machine (127.0.0.1).
+	DefaultAgentLocalPort = 7390
+	// ActivityPerSource is the activity feed's size per source (spec §8).
+	ActivityPerSource = 25
+	staleTokenLimit   = 200
+)
+
+// KeySource provides the VPS's default SSH public key, which bootstrap
+// appends to the machine user's authorized keys.
+type KeySource interface {
+	DefaultPublicKey(ctx context.Context) (string, error)
+}
+
+// InputError is a bad request: the message says which field and why.
+type InputError string
+
+func (e InputError) Error() string { return string(e) }
+
+// ErrInvalidToken is answered for every bad, used or expired bootstrap token.
+var ErrInvalidToken = errors.New("invalid or expired token")
+
+// ErrNotFound is an unknown machine or tunnel id.
+var ErrNotFound = store.ErrNotFound
+
+// Service is the machines domain.
+type Service struct {
+	Store  *store.Store
+	Sealer *seal.Sealer
+	Keys   KeySource
+	Log    *slog.Logger
+	Now    func() time.Time
+	// Limiter counts failed bootstraps per client address.
+	Limiter *auth.Limiter
+	// Ports is the range tunnel and agent ports come from.
+	Ports store.PortRange
+	// ServerHost, when set, is the address machines dial frps at; otherwise
+	// the caller's fallback (the host machines reached the dashboard by).
+	ServerHost string
+	FRPSPort   int
+	// AgentLocalPort is where the agent listens on machines.
+	AgentLocalPort int
+	// SSHLocalPort is the machines' sshd port (22); tests point it at an
+	// echo server.
+	SSHLocalPort int
+	// OnChange, when set, is called after a machine's tunnels changed (a
+	// tunnel created, updated or deleted, or the machine deleted), so the
+	// web proxy and the machine's client configuration can follow.
+	OnChange func(machineID int64)
+}
+
+func (s *Service) changed(machineID int64) {
+	if s.OnChange != nil {
+		s.OnChange(machineID)
+	}
+}
+
+func (s *Service) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Service) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+func (s *Service) event(ctx context.Context, e store.Event) {
+	e.CreatedAt = s.now()
+	if err := s.Store.InsertEvent(context.WithoutCancel(ctx), e); err != nil {
+		s.log().Error("activity event write failed", "kind", e.Kind, "err", err)
+	}
+}
+
+// NewToken is a freshly issued bootstrap token; Token is shown only now.
+type NewToken struct {
+	ID        int64
+	Token     string
+	ExpiresAt time.Time
+}
+
+// CreateToken issues a single-use bootstrap token valid for ttl (0: the default).
+func (s *Service) CreateToken(ctx context.Context, ttl time.Duration) (NewToken, error) {
+	if ttl == 0 {
+		ttl = DefaultTokenTTL
+	}
+	if ttl < time.Minute || ttl > MaxTokenTTL {
+		return NewToken{}, InputError(fmt.Sprintf("expires_in_minutes must be between 1 and %d", int(MaxTokenTTL.Minutes())))
+	}
+	tok, err := auth.NewToken()
+	if err != nil {
+		return NewToken{}, err
+	}
+	now := s.now()
+	exp := now.Add(ttl)
+	id, err := s.Store.InsertBootstrapToken(ctx, auth.HashToken(tok), now, exp)
+	if err != nil {
+		return NewToken{}, err
+	}
+	return NewToken{ID: id, Token: tok, ExpiresAt: exp.UTC()}, nil
+}
+
+// PendingTokens lists unused, unexpired tokens (without their secret).
+func (s *Service) PendingTokens(ctx context.Context) ([]store.BootstrapToken, error) {
+	return s.Store.ListPendingBootstrapTokens(ctx, s.now())
+}
+
+// RevokeToken deletes a pending token.
+func (s *Service) RevokeToken(ctx context.Context, id int64) error {
+	return s.Store.DeleteBootstrapToken(ctx, id)
+}
+
+// BootstrapRequest is POST /api/bootstrap's input plus who sent it.
+type BootstrapRequest struct {
+	Token, Name, Username string
+	Client                netip.Addr
+	// FallbackHost is the dashboard's host as the machine reached it, used
+	// as the frps address when none is configured.
+	FallbackHost string
+}
+
+// Registration is POST /api/bootstrap's answer.
+type Registration struct {
+	MachineID      int64  `json:"-"`
+	TunnelPort     int    `json:"tunnel_port"`
+	VPSKey         string `json:"vps_ssh_public_key"`
+	ClientConfig   string `json:"revtunnel_client_config"`
+	AgentToken     string `json:"agent_token"`
+	AgentLocalPort int    `json:"agent_local_port"`
+}
+
+// RateLimitedError says how long an address must wait.
+type RateLimitedError = auth.RateLimitedError
+
+// Bootstrap registers a machine with a one-time token. Every failure is
+// recorded as a stale-token attempt; bad tokens count against the address.
+func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registration, error) {
+	if s.Limiter != nil {
+		if ok, wait := s.Limiter.Check(req.Client); !ok {
+			s.stale(ctx, req.Client, "rate limited")
+			return Registration{}, &auth.RateLimitedError{RetryAfter: wait}
+		}
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"token", req.Token}, {"name", req.Name}, {"username", req.Username}} {
+		if strings.TrimSpace(f.v) == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		s.stale(ctx, req.Client, "missing "+strings.Join(missing, ", "))
+		return Registration{}, InputError(strings.Join(missing, ", ") + " required")
+	}
+	name, username := strings.TrimSpace(req.Name), strings.TrimSpace(req.Username)
+	if err := checkName("name", name); err != nil {
+		s.stale(ctx, req.Client, err.Error())
+		return Registration{}, err
+	}
+	if err := checkUsername(username); err != nil {
+		s.stale(ctx, req.Client, err.Error())
+		return Registration{}, err
+	}
+	host := s.ServerHost
+	if host == "" {
+		host = req.FallbackHost
+	}
+	vpsKey, err := s.Keys.DefaultPublicKey(ctx)
+	if err != nil {
+		return Registration{}, fmt.Errorf("read the VPS SSH public key: %w", err)
+	}
+	secret, err := auth.NewToken()
+	if err != nil {
+		return Registration{}, err
+	}
+	agentToken, err := auth.NewToken()
+	if err != nil {
+		return Registration{}, err
+	}
+	hash := auth.HashToken(req.Token)
+	now := s.now()
+	m, err := s.Store.RegisterMachine(ctx, store.NewMachine{
+		Name: name, Username: username, ClientAddr: addrString(req.Client),
+		SecretHash: auth.HashToken(secret), AgentTokenHash: auth.HashToken(agentToken),
+		AgentLocalPort: s.agentLocalPort(), SSHLocalPort: s.sshLocalPort(),
+		Seal: func(id int64) (string, error) { return s.Sealer.Seal([]byte(secret), secretAAD(id)), nil },
+		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true,
+	})
+	if errors.Is(err, store.ErrTokenInvalid) {
+		s.stale(ctx, req.Client, s.Store.TokenFailureReason(ctx, hash, now))
+		if s.Limiter != nil {
+			s.Limiter.Fail(req.Client)
+		}
+		return Registration{}, ErrInvalidToken
+	}
+	if err != nil {
+		s.stale(ctx, req.Client, "registration failed: "+err.Error())
+		return Registration{}, err
+	}
+	cfg, err := s.clientConfig(m, secret, host, nil)
+	if err != nil {
+		return Registration{}, err
+	}
+	s.event(ctx, store.Event{Source: "machine", Kind: "registered", MachineID: m.ID,
+		Message: fmt.Sprintf("machine %q (user %s) registered from %s with tunnel port %d", m.Name, m.Username, addrString(req.Client), m.TunnelPort)})
+	return Registration{
+		MachineID: m.ID, TunnelPort: m.TunnelPort, VPSKey: vpsKey, ClientConfig: cfg,
+		AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort,
+	}, nil
+}
+
+func (s *Service) agentLocalPort() int {
+	if s.AgentLocalPort == 0 {
+		return DefaultAgentLocalPort
+	}
+	return s.AgentLocalPort
+}
+
+func (s *Service) sshLocalPort() int {
+	if s.SSHLocalPort == 0 {
+		return 22
+	}
+	return s.SSHLocalPort
+}
+
+func secretAAD(id int64) []byte { return []byte("machine-secret:" + strconv.FormatInt(id, 10)) }
+
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
+
+func (s *Service) stale(ctx context.Context, client netip.Addr, reason string) {
+	err := s.Store.InsertStaleTokenAttempt(context.WithoutCancel(ctx), store.StaleTokenAttempt{
+		CreatedAt: s.now(), ClientAddr: addrString(client), Reason: reason,
+	})
+	if err != nil {
+		s.log().Error("stale-token attempt write failed", "err", err)
+	}
+}
+
+// StaleTokenAttempts lists failed bootstraps, newest first.
+func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAttempt, error) {
+	return s.Store.ListStaleTokenAttempts(ctx, staleTokenLimit)
+}
+
+func (s *Service) clientConfig(m store.Machine, secret, host string, tunnels []store.Tunnel) (string, error) {
+	return frpconf.ClientConfig(frpconf.ClientParams{
+		ServerAddr: host, ServerPort: s.FRPSPort, MachineID: m.ID, Secret: secret,
+		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
+		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels,
+	})
+}
+
+// ClientConfig renders a machine's current frpc config (its tunnels
+// included) from its sealed secret.
+func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost string) (string, error) {
+	m, err := s.Store.GetMachine(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
+	if err != nil {
+		return "", fmt.Errorf("machine %d credential: %w", m.ID, err)
+	}
+	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	if err != nil {
+		return "", err
+	}
+	host := s.ServerHost
+	if host == "" {
+		host = fallbackHost
+	}
+	return s.clientConfig(m, string(secret), host, tunnels)
+}
+
+// checkName accepts 1–64 printable characters.
+func checkName(field, v string) error {
+	if v == "" {
+		return InputError(field + " is required")
+	}
+	if len(v) > 64 {
+		return InputError(field + " must be at most 64 characters")
+	}
+	for _, r := range v {
+		if !unicode.IsPrint(r) {
+			return InputError(field + " must contain only printable characters")
+		}
+	}
+	return nil
+}
+
+// checkUsername accepts a Unix login name.
+func checkUsername(v string) error {
+	if len(v) > 32 {
+		return InputError("username must be at most 32 characters")
+	}
+	for i, r := range v {
+		ok := r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') ||
+			(i > 0 && (r == '-' || r == '.' || r == '$' || (r >= '0' && r <= '9')))
+		if !ok {
+			return InputError("username must be a valid login name (letters, digits, '_', '-', '.')")
+		}
+	}
+	return nil
+}

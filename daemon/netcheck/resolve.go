@@ -1,0 +1,159 @@
+package netcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Limits from spec §4.2 notes 1 and 2.
+const (
+	LookupTimeout = 5 * time.Second
+	EchoTimeout   = 4 * time.Second
+	EchoReadBytes = 64
+)
+
+// DefaultEchoURLs are the public IP-echo services detect-ip asks, in order.
+var DefaultEchoURLs = []string{
+	"https://api.ipify.org",
+	"https://ifconfig.me/ip",
+	"https://icanhazip.com",
+}
+
+// Checker does lookups through a configurable DNS server and echo URLs, so
+// tests point both at local servers.
+type Checker struct {
+	// DNSServer is host:port of the DNS server to ask; empty means the
+	// system resolver.
+	DNSServer string
+	// EchoURLs are tried in order by DetectIP.
+	EchoURLs []string
+	// Client does the echo requests; its per-attempt timeout is EchoTimeout.
+	Client *http.Client
+}
+
+func (c *Checker) resolver() *net.Resolver {
+	if c.DNSServer == "" {
+		return net.DefaultResolver
+	}
+	server := c.DNSServer
+	return &net.Resolver{
+		PreferGo: true,
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, server)
+		},
+	}
+}
+
+// ErrInvalidHost is returned for a host that is neither an IP literal nor a
+// valid hostname.
+var ErrInvalidHost = errors.New("invalid host")
+
+// ResolveIP returns host as parsed when it is an IP literal, else the first
+// address it resolves to, or "" when the lookup fails or finds nothing.
+func (c *Checker) ResolveIP(ctx context.Context, host string) (string, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.String(), nil
+	}
+	if !ValidHostname(host) {
+		return "", ErrInvalidHost
+	}
+	addrs, err := c.lookup(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return "", nil
+	}
+	return addrs[0].String(), nil
+}
+
+func (c *Checker) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+	defer cancel()
+	return c.resolver().LookupNetIP(ctx, "ip", host)
+}
+
+// DNSResult is check-dns's answer.
+type DNSResult struct {
+	OK         bool   `json:"ok"`
+	ResolvedTo string `json:"resolved_to,omitempty"`
+	Host       string `json:"host,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// CheckDNS resolves router.<domain>, the dashboard's public name.
+func (c *Checker) CheckDNS(ctx context.Context, domain string) (DNSResult, error) {
+	host := "router." + domain
+	if !ValidHostname(domain) || !ValidHostname(host) {
+		return DNSResult{}, ErrInvalidHost
+	}
+	addrs, err := c.lookup(ctx, host)
+	switch {
+	case err != nil:
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return DNSResult{Message: fmt.Sprintf("%s does not resolve: add an A (or AAAA) record pointing at this server", host)}, nil
+		}
+		if errors.As(err, &dnsErr) && dnsErr.IsTimeout {
+			return DNSResult{Message: fmt.Sprintf("looking up %s timed out after %s", host, LookupTimeout)}, nil
+		}
+		return DNSResult{Message: fmt.Sprintf("looking up %s failed: %v", host, err)}, nil
+	case len(addrs) == 0:
+		return DNSResult{Message: fmt.Sprintf("%s has no address records", host)}, nil
+	}
+	return DNSResult{OK: true, ResolvedTo: addrs[0].String(), Host: host}, nil
+}
+
+// ErrNoPublicIP is returned when no echo service gave an address.
+var ErrNoPublicIP = errors.New("could not detect public IP")
+
+// DetectIP asks each echo URL in order and returns the first address that
+// one of them answers with status 200.
+func (c *Checker) DetectIP(ctx context.Context) (string, error) {
+	client := c.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	urls := c.EchoURLs
+	if urls == nil {
+		urls = DefaultEchoURLs
+	}
+	for _, u := range urls {
+		if ip, ok := c.echo(ctx, client, u); ok {
+			return ip, nil
+		}
+	}
+	return "", ErrNoPublicIP
+}
+
+func (c *Checker) echo(ctx context.Context, client *http.Client, url string) (string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, EchoTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", false
+	}
+	req.Header.Set("Accept", "text/plain")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, EchoReadBytes))
+	if err != nil {
+		return "", false
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(string(body)))
+	if err != nil {
+		return "", false
+	}
+	return a.Unmap().String(), true
+}

@@ -1,0 +1,166 @@
+package revtunnel_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Fatalf("%s differs from %s (go test -update rewrites it):\n%s", name, path, got)
+	}
+}
+
+var serverParams = frpconf.ServerParams{
+	BindPort: 7000, ProxyBindAddr: "127.0.0.1", PluginAddr: "127.0.0.1:7381",
+	Ports: store.PortRange{Lo: 20000, Hi: 29999},
+}
+
+func TestServerConfigGolden(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		p      frpconf.ServerParams
+		custom string
+	}{
+		{"server", serverParams, ""},
+		{"server-bind-ip", func() frpconf.ServerParams { p := serverParams; p.ProxyBindAddr = "203.0.113.10"; return p }(),
+			"# operator's own settings\nmaxPortsPerClient = 20\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := frpconf.ServerConfig(c.p, c.custom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(got, frpconf.CustomBegin+"\n"+c.custom+frpconf.CustomEnd+"\n") {
+				t.Fatalf("config does not end with the custom block:\n%s", got)
+			}
+			golden(t, c.name+".toml", got)
+			if err := revtunnel.Verify(context.Background(), frps, got); err != nil {
+				t.Fatalf("frps refuses the rendered config: %v", err)
+			}
+		})
+	}
+}
+
+func TestClientConfigGolden(t *testing.T) {
+	p := frpconf.ClientParams{
+		ServerAddr: "vps.example.com", ServerPort: 7000, MachineID: 7, Secret: "s3cr3t-of-machine-7",
+		SSHLocalPort: 22, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
+	}
+	for _, c := range []struct {
+		name    string
+		tunnels []store.Tunnel
+	}{
+		{"client", nil},
+		{"client-tunnels", []store.Tunnel{
+			{ID: 3, MachineID: 7, Name: "web", Kind: "http", LocalPort: 8080, Subdomain: "web", RemotePort: 20003},
+			{ID: 4, MachineID: 7, Name: "db", Kind: "tcp", LocalPort: 5432, Public: true, RemotePort: 20004},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p.Tunnels = c.tunnels
+			got, err := frpconf.ClientConfig(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, c.name+".toml", got)
+			if err := revtunnel.Verify(context.Background(), frpc, got); err != nil {
+				t.Fatalf("frpc refuses the rendered config: %v", err)
+			}
+		})
+	}
+}
+
+func TestVerifyReportsToolWords(t *testing.T) {
+	err := revtunnel.Verify(context.Background(), frps, "bindPort = \"seven\"\n")
+	var te *revtunnel.ToolError
+	if !errors.As(err, &te) || !strings.Contains(te.Output, "bindPort") {
+		t.Fatalf("err = %v, want frps's own words about bindPort", err)
+	}
+}
+
+type fakeUnits struct {
+	restarts []string
+	err      error
+}
+
+func (f *fakeUnits) Restart(_ context.Context, name string) error {
+	f.restarts = append(f.restarts, name)
+	return f.err
+}
+
+func TestReconcileKeepsCustomBlock(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	params := serverParams
+	units := &fakeUnits{}
+	d := &revtunnel.Deployer{
+		Path: filepath.Join(root, revtunnel.ServerConfigPath), FRPS: frps, Units: units,
+		Params: func(context.Context) (frpconf.ServerParams, error) { return params, nil },
+	}
+	msg, err := d.Reconcile(ctx)
+	if err != nil || msg != "revtunnel-server configuration written and revtunnel-server restarted" || len(units.restarts) != 1 || units.restarts[0] != "revtunnel-server.service" {
+		t.Fatalf("first reconcile: %q %v %v", msg, err, units.restarts)
+	}
+	first, _ := os.ReadFile(d.Path)
+	if view, _ := d.Render(ctx); view != string(first) {
+		t.Fatal("the diagnostic view differs from the deployed file with an empty custom block")
+	}
+	// Unchanged: no write, no restart.
+	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration unchanged" || len(units.restarts) != 1 {
+		t.Fatalf("second reconcile: %q %v %v", msg, err, units.restarts)
+	}
+	// The operator writes in the custom block; a settings change keeps it.
+	edited := strings.Replace(string(first), frpconf.CustomEnd, "maxPortsPerClient = 20\n"+frpconf.CustomEnd, 1)
+	os.WriteFile(d.Path, []byte(edited), 0o640)
+	params.ProxyBindAddr = "0.0.0.0"
+	if _, err := d.Reconcile(ctx); err != nil || len(units.restarts) != 2 {
+		t.Fatalf("reconcile after bind change: %v %v", err, units.restarts)
+	}
+	now, _ := os.ReadFile(d.Path)
+	if !strings.Contains(string(now), "proxyBindAddr = '0.0.0.0'") || !strings.Contains(string(now), "maxPortsPerClient = 20\n"+frpconf.CustomEnd) {
+		t.Fatalf("custom block lost or settings not applied:\n%s", now)
+	}
+	// A custom block frps refuses: the file stays, no restart, frps's words.
+	bad := strings.Replace(string(now), "maxPortsPerClient = 20", "maxPortsPerClient = \"many\"", 1)
+	os.WriteFile(d.Path, []byte(bad), 0o640)
+	params.ProxyBindAddr = "127.0.0.1"
+	_, err = d.Reconcile(ctx)
+	if err == nil || !strings.Contains(err.Error(), "frps verify: ") || !strings.Contains(err.Error(), "maxPortsPerClient") {
+		t.Fatalf("err = %v, want frps's refusal", err)
+	}
+	if kept, _ := os.ReadFile(d.Path); string(kept) != bad || len(units.restarts) != 2 {
+		t.Fatal("a refused config replaced the file or restarted the unit")
+	}
+	// Without a unit manager the file is written and the message says so.
+	os.WriteFile(d.Path, []byte(now), 0o640)
+	d.Units = nil
+	if msg, err := d.Reconcile(ctx); err != nil || !strings.Contains(msg, "not restarted") {
+		t.Fatalf("%q %v", msg, err)
+	}
+	// A restart failure is reported after the write.
+	d.Units = &fakeUnits{err: errors.New("unit revtunnel-server.service not found")}
+	params.ProxyBindAddr = "0.0.0.0"
+	if _, err := d.Reconcile(ctx); err == nil || !strings.Contains(err.Error(), "unit revtunnel-server.service not found") {
+		t.Fatalf("restart failure: %v", err)
+	}
+}

@@ -1,0 +1,335 @@
+package revtunnel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Activity event kinds the plugin records.
+const (
+	EventConnected     = "connected"
+	EventDisconnected  = "disconnected"
+	EventLoginRefused  = "login_refused"
+	EventProxyRefused  = "proxy_refused"
+	EventTunnelUp      = "tunnel_up"
+	EventTunnelDown    = "tunnel_down"
+	pluginBodyLimit    = 1 << 20
+	pluginStoreTimeout = 5 * time.Second
+)
+
+// Plugin answers frps's HTTP server-plugin calls (frp doc/server_plugin.md).
+// Every call is checked against the database as it is now, so a deleted
+// machine or tunnel is refused from its next call on, and adding a tunnel
+// needs no frps restart.
+type Plugin struct {
+	Store *store.Store
+	Log   *slog.Logger
+	Now   func() time.Time
+}
+
+type pluginRequest struct {
+	Version string          `json:"version"`
+	Op      string          `json:"op"`
+	Content json.RawMessage `json:"content"`
+}
+
+type pluginResponse struct {
+	Reject       bool   `json:"reject"`
+	RejectReason string `json:"reject_reason,omitempty"`
+	Unchange     bool   `json:"unchange"`
+}
+
+type userInfo struct {
+	User  string            `json:"user"`
+	Metas map[string]string `json:"metas"`
+	RunID string            `json:"run_id"`
+}
+
+type loginContent struct {
+	User          string            `json:"user"`
+	Metas         map[string]string `json:"metas"`
+	RunID         string            `json:"run_id"`
+	ClientAddress string            `json:"client_address"`
+}
+
+type proxyContent struct {
+	User       userInfo `json:"user"`
+	ProxyName  string   `json:"proxy_name"`
+	ProxyType  string   `json:"proxy_type"`
+	RemotePort int      `json:"remote_port"`
+	RemoteAddr string   `json:"remote_addr"`
+}
+
+// refusal is a reason to reject, shown to frpc and recorded.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+// ServeHTTP answers one plugin call. Only loopback peers are served: the
+// listener is on 127.0.0.1, and this check keeps it so if it is ever mounted
+// elsewhere.
+func (p *Plugin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err != nil || !ap.Addr().Unmap().IsLoopback() {
+		http.Error(w, "plugin calls are accepted from loopback only", http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodPost || r.URL.Path != frpconf.PluginPath {
+		http.Error(w, "not found", http.StatusNotFound)
+		return
+	}
+	var req pluginRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, pluginBodyLimit)).Decode(&req); err != nil {
+		http.Error(w, "invalid plugin request", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), pluginStoreTimeout)
+	defer cancel()
+	err := p.handle(ctx, req)
+	var ref refusal
+	switch {
+	case err == nil:
+		writeJSON(w, pluginResponse{Unchange: true})
+	case errors.As(err, &ref):
+		writeJSON(w, pluginResponse{Reject: true, RejectReason: string(ref)})
+	default:
+		// A failing database must not let anyone in: non-200 makes frps fail the operation.
+		p.log().Error("frp plugin call failed", "op", req.Op, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (p *Plugin) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.Default()
+	}
+	return p.Log
+}
+
+func (p *Plugin) now() time.Time {
+	if p.Now == nil {
+		return time.Now()
+	}
+	return p.Now()
+}
+
+func (p *Plugin) handle(ctx context.Context, req pluginRequest) error {
+	switch req.Op {
+	case "Login":
+		var c loginContent
+		if err := json.Unmarshal(req.Content, &c); err != nil {
+			return refusal("malformed Login content")
+		}
+		return p.login(ctx, c)
+	case "NewProxy", "CloseProxy", "NewUserConn":
+		var c proxyContent
+		if err := json.Unmarshal(req.Content, &c); err != nil {
+			return refusal("malformed " + req.Op + " content")
+		}
+		switch req.Op {
+		case "NewProxy":
+			return p.newProxy(ctx, c)
+		case "CloseProxy":
+			return p.closeProxy(ctx, c)
+		}
+		return p.newUserConn(ctx, c)
+	case "Ping", "NewWorkConn":
+		var c struct {
+			User userInfo `json:"user"`
+		}
+		if err := json.Unmarshal(req.Content, &c); err != nil {
+			return refusal("malformed " + req.Op + " content")
+		}
+		m, err := p.machine(ctx, c.User.User, c.User.Metas)
+		if err != nil {
+			return err
+		}
+		if req.Op == "Ping" {
+			return p.Store.TouchMachine(ctx, m.ID, p.now())
+		}
+		return nil
+	}
+	return refusal("unsupported operation " + req.Op)
+}
+
+// machine authenticates a frp user by the secret in its metadata: the secret
+// must belong to a live machine whose frp user name is the one presented.
+func (p *Plugin) machine(ctx context.Context, user string, metas map[string]string) (store.Machine, error) {
+	secret := metas[frpconf.MetaToken]
+	if secret == "" {
+		return store.Machine{}, refusal("no machine credential")
+	}
+	m, err := p.Store.MachineBySecretHash(ctx, auth.HashToken(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return m, refusal("unknown or deleted machine credential")
+	}
+	if err != nil {
+		return m, err
+	}
+	if frpconf.User(m.ID) != user {
+		return m, refusal(fmt.Sprintf("credential of machine %d presented as user %q", m.ID, user))
+	}
+	return m, nil
+}
+
+func (p *Plugin) event(ctx context.Context, e store.Event) {
+	e.CreatedAt = p.now()
+	if err := p.Store.InsertEvent(context.WithoutCancel(ctx), e); err != nil {
+		p.log().Error("activity event write failed", "kind", e.Kind, "err", err)
+	}
+}
+
+// claimedMachine is the machine id a frp user name claims to be, or 0.
+func claimedMachine(user string) int64 {
+	id, err := strconv.ParseInt(strings.TrimPrefix(user, "m"), 10, 64)
+	if err != nil || !strings.HasPrefix(user, "m") {
+		return 0
+	}
+	return id
+}
+
+func (p *Plugin) login(ctx context.Context, c loginContent) error {
+	m, err := p.machine(ctx, c.User, c.Metas)
+	var ref refusal
+	if errors.As(err, &ref) {
+		p.log().Warn("frp login refused", "user", c.User, "client", c.ClientAddress, "reason", string(ref))
+		p.event(ctx, store.Event{Source: "machine", Kind: EventLoginRefused, MachineID: claimedMachine(c.User),
+			Message: fmt.Sprintf("tunnel login as %q from %s refused: %s", c.User, c.ClientAddress, ref)})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if err := p.Store.SetMachineStatus(ctx, m.ID, "online", p.now()); err != nil {
+		return err
+	}
+	p.event(ctx, store.Event{Source: "machine", Kind: EventConnected, MachineID: m.ID,
+		Message: fmt.Sprintf("machine %q connected from %s", m.Name, c.ClientAddress)})
+	return nil
+}
+
+// owned checks that proxy name (with the user prefix) and remote port are
+// the machine's: its ssh port, its agent port, or one of its tunnels.
+// It returns the tunnel id for tunnel proxies (0 otherwise).
+func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool) (int64, error) {
+	prefix := frpconf.User(m.ID) + "."
+	if !strings.HasPrefix(name, prefix) {
+		return 0, refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
+	}
+	short := strings.TrimPrefix(name, prefix)
+	want, tunnelID := 0, int64(0)
+	switch {
+	case short == frpconf.ProxySSH:
+		want = m.TunnelPort
+	case short == frpconf.ProxyAgent:
+		want = m.AgentPort
+	case strings.HasPrefix(short, "tunnel-"):
+		id, err := strconv.ParseInt(strings.TrimPrefix(short, "tunnel-"), 10, 64)
+		if err != nil {
+			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+		}
+		t, err := p.Store.GetTunnel(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && t.MachineID != m.ID) {
+			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+		}
+		if err != nil {
+			return 0, err
+		}
+		want, tunnelID = t.RemotePort, t.ID
+	default:
+		return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+	}
+	if checkPort && remotePort != want {
+		return 0, refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
+	}
+	return tunnelID, nil
+}
+
+func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
+	m, err := p.machine(ctx, c.User.User, c.User.Metas)
+	if err != nil {
+		return err
+	}
+	tunnelID, err := func() (int64, error) {
+		if c.ProxyType != "tcp" {
+			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp", c.ProxyName, c.ProxyType))
+		}
+		return p.owned(ctx, m, c.ProxyName, c.RemotePort, true)
+	}()
+	var ref refusal
+	if errors.As(err, &ref) {
+		p.log().Warn("frp proxy refused", "machine", m.ID, "proxy", c.ProxyName, "port", c.RemotePort, "reason", string(ref))
+		p.event(ctx, store.Event{Source: "machine", Kind: EventProxyRefused, MachineID: m.ID,
+			Message: fmt.Sprintf("machine %q: %s", m.Name, ref)})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if tunnelID != 0 {
+		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "online"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		p.event(ctx, store.Event{Source: "tunnel", Kind: EventTunnelUp, MachineID: m.ID, TunnelID: tunnelID,
+			Message: fmt.Sprintf("tunnel %d of machine %q is up on port %d", tunnelID, m.Name, c.RemotePort)})
+	}
+	return nil
+}
+
+// closeProxy records a proxy going away. Closing the ssh proxy, which every
+// session has, means the machine disconnected. A deleted machine's proxies
+// close silently.
+func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
+	m, err := p.machine(ctx, c.User.User, c.User.Metas)
+	if err != nil {
+		return nil
+	}
+	tunnelID, err := p.owned(ctx, m, c.ProxyName, 0, false)
+	if err != nil {
+		return nil
+	}
+	now := p.now()
+	if tunnelID != 0 {
+		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "offline"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		p.event(ctx, store.Event{Source: "tunnel", Kind: EventTunnelDown, MachineID: m.ID, TunnelID: tunnelID,
+			Message: fmt.Sprintf("tunnel %d of machine %q is down", tunnelID, m.Name)})
+		return nil
+	}
+	if c.ProxyName == frpconf.User(m.ID)+"."+frpconf.ProxySSH {
+		if err := p.Store.SetMachineStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		p.event(ctx, store.Event{Source: "machine", Kind: EventDisconnected, MachineID: m.ID,
+			Message: fmt.Sprintf("machine %q disconnected", m.Name)})
+	}
+	return nil
+}
+
+// newUserConn lets a connection through only while the machine and the
+// tunnel still exist: deleting either stops new traffic at once.
+func (p *Plugin) newUserConn(ctx context.Context, c proxyContent) error {
+	m, err := p.machine(ctx, c.User.User, c.User.Metas)
+	if err != nil {
+		return err
+	}
+	_, err = p.owned(ctx, m, c.ProxyName, 0, false)
+	return err
+}

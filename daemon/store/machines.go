@@ -1,0 +1,373 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// ErrTokenInvalid means a bootstrap token is unknown, used, revoked or expired.
+var ErrTokenInvalid = errors.New("invalid or expired token")
+
+// ErrNoFreePort means every port of the configured range is taken.
+var ErrNoFreePort = errors.New("no free port left in the tunnel port range")
+
+// ErrConflict is a uniqueness violation the caller can name (a duplicate
+// tunnel name or subdomain).
+var ErrConflict = errors.New("conflict")
+
+// PortRange is the inclusive range remote ports are allocated from.
+type PortRange struct{ Lo, Hi int }
+
+// BootstrapToken is a pending token as listed (the secret is never stored).
+type BootstrapToken struct {
+	ID        int64     `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// InsertBootstrapToken stores a token's hash.
+func (s *Store) InsertBootstrapToken(ctx context.Context, hash string, created, expires time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx,
+		"INSERT INTO bootstrap_tokens(token_hash, created_at, expires_at) VALUES (?, ?, ?)",
+		hash, created.UnixMilli(), expires.UnixMilli())
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// ListPendingBootstrapTokens returns unused, unexpired tokens, newest first.
+func (s *Store) ListPendingBootstrapTokens(ctx context.Context, now time.Time) ([]BootstrapToken, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, created_at, expires_at FROM bootstrap_tokens WHERE used_at IS NULL AND expires_at > ? ORDER BY created_at DESC, id DESC",
+		now.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []BootstrapToken{}
+	for rows.Next() {
+		var t BootstrapToken
+		var c, e int64
+		if err := rows.Scan(&t.ID, &c, &e); err != nil {
+			return nil, err
+		}
+		t.CreatedAt, t.ExpiresAt = time.UnixMilli(c).UTC(), time.UnixMilli(e).UTC()
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// DeleteBootstrapToken revokes a pending token; ErrNotFound when there is none.
+func (s *Store) DeleteBootstrapToken(ctx context.Context, id int64) error {
+	res, err := s.db.ExecContext(ctx, "DELETE FROM bootstrap_tokens WHERE id = ? AND used_at IS NULL", id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Machine is a registered machine.
+type Machine struct {
+	ID             int64
+	Name           string
+	Username       string
+	Status         string
+	CreatedAt      time.Time
+	LastSeen       time.Time // zero when never seen
+	ClientAddr     string
+	SecretHash     string
+	SecretSealed   string
+	AgentTokenHash string
+	TunnelPort     int
+	AgentPort      int
+	AgentLocalPort int
+	SSHLocalPort   int
+}
+
+// NewMachine is what registration stores besides the ports it allocates.
+type NewMachine struct {
+	Name, Username, ClientAddr   string
+	SecretHash, AgentTokenHash   string
+	AgentLocalPort, SSHLocalPort int
+	Seal                         func(id int64) (string, error) // seals the secret bound to the new id
+	Now                          time.Time
+	TokenHash                    string
+	Ports                        PortRange
+	ConsumeToken                 bool
+}
+
+// RegisterMachine claims the bootstrap token (when ConsumeToken), creates
+// the machine and allocates its SSH tunnel port and agent port, all in one
+// transaction. ErrTokenInvalid when the token cannot be claimed.
+func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, error) {
+	var m Machine
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		if n.ConsumeToken {
+			res, err := tx.ExecContext(ctx,
+				"UPDATE bootstrap_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?",
+				n.Now.UnixMilli(), n.TokenHash, n.Now.UnixMilli())
+			if err != nil {
+				return err
+			}
+			if k, err := res.RowsAffected(); err != nil {
+				return err
+			} else if k != 1 {
+				return ErrTokenInvalid
+			}
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO machines(name, username, created_at, client_addr, secret_hash, secret_sealed,
+			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port) VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?)`,
+			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort)
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		sealed, err := n.Seal(id)
+		if err != nil {
+			return err
+		}
+		sshPort, err := allocatePort(ctx, tx, n.Ports, id, "ssh")
+		if err != nil {
+			return err
+		}
+		agentPort, err := allocatePort(ctx, tx, n.Ports, id, "agent")
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE machines SET secret_sealed = ?, tunnel_port = ?, agent_port = ? WHERE id = ?",
+			sealed, sshPort, agentPort, id); err != nil {
+			return err
+		}
+		if n.ConsumeToken {
+			if _, err := tx.ExecContext(ctx, "UPDATE bootstrap_tokens SET machine_id = ? WHERE token_hash = ?", id, n.TokenHash); err != nil {
+				return err
+			}
+		}
+		m, err = scanMachine(tx.QueryRowContext(ctx, machineSelect+" WHERE id = ?", id))
+		return err
+	})
+	return m, err
+}
+
+// allocatePort takes a free port of r for machineID. It reads the ports in
+// use, starts at a random offset and inserts the first free one; the primary
+// key of ports is what makes a duplicate impossible, and a conflict (which
+// the immediate transaction should already prevent) makes it try again.
+func allocatePort(ctx context.Context, tx *sql.Tx, r PortRange, machineID int64, purpose string) (int, error) {
+	size := r.Hi - r.Lo + 1
+	if size <= 0 {
+		return 0, fmt.Errorf("empty port range %d-%d", r.Lo, r.Hi)
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		used := make(map[int]bool)
+		rows, err := tx.QueryContext(ctx, "SELECT port FROM ports WHERE port BETWEEN ? AND ?", r.Lo, r.Hi)
+		if err != nil {
+			return 0, err
+		}
+		for rows.Next() {
+			var p int
+			if err := rows.Scan(&p); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			used[p] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		if len(used) >= size {
+			return 0, ErrNoFreePort
+		}
+		start := rand.IntN(size)
+		port := 0
+		for i := 0; i < size; i++ {
+			p := r.Lo + (start+i)%size
+			if !used[p] {
+				port = p
+				break
+			}
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO ports(port, machine_id, purpose) VALUES (?, ?, ?)", port, machineID, purpose)
+		if err == nil {
+			return port, nil
+		}
+		if !isUniqueViolation(err) {
+			return 0, err
+		}
+	}
+	return 0, errors.New("port allocation kept conflicting")
+}
+
+func isUniqueViolation(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "UNIQUE constraint failed") || strings.Contains(err.Error(), "PRIMARY KEY"))
+}
+
+const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
+	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port FROM machines`
+
+type rowScanner interface{ Scan(...any) error }
+
+func scanMachine(r rowScanner) (Machine, error) {
+	var m Machine
+	var created int64
+	var seen sql.NullInt64
+	err := r.Scan(&m.ID, &m.Name, &m.Username, &m.Status, &created, &seen, &m.ClientAddr, &m.SecretHash, &m.SecretSealed,
+		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, ErrNotFound
+	}
+	m.CreatedAt = time.UnixMilli(created).UTC()
+	if seen.Valid {
+		m.LastSeen = time.UnixMilli(seen.Int64).UTC()
+	}
+	return m, err
+}
+
+// GetMachine returns one machine or ErrNotFound.
+func (s *Store) GetMachine(ctx context.Context, id int64) (Machine, error) {
+	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE id = ?", id))
+}
+
+// MachineBySecretHash finds the machine whose frp secret hashes to h.
+func (s *Store) MachineBySecretHash(ctx context.Context, h string) (Machine, error) {
+	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE secret_hash = ?", h))
+}
+
+// MachineByAgentTokenHash finds the machine whose agent token hashes to h.
+func (s *Store) MachineByAgentTokenHash(ctx context.Context, h string) (Machine, error) {
+	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE agent_token_hash = ?", h))
+}
+
+// ListMachines returns every machine, oldest first.
+func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
+	rows, err := s.db.QueryContext(ctx, machineSelect+" ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Machine{}
+	for rows.Next() {
+		m, err := scanMachine(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// RenameMachine sets a machine's name; ErrNotFound when it does not exist.
+func (s *Store) RenameMachine(ctx context.Context, id int64, name string) error {
+	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET name = ? WHERE id = ?", name, id))
+}
+
+// SetMachineStatus records a status and, when seen is not zero, last_seen.
+func (s *Store) SetMachineStatus(ctx context.Context, id int64, status string, seen time.Time) error {
+	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
+		status, nullTime(seen), id))
+}
+
+// TouchMachine updates last_seen only.
+func (s *Store) TouchMachine(ctx context.Context, id int64, seen time.Time) error {
+	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id))
+}
+
+// DeleteMachine removes a machine, its tunnels and its ports at once.
+func (s *Store) DeleteMachine(ctx context.Context, id int64) error {
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM tunnels WHERE machine_id = ?", id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM ports WHERE machine_id = ?", id); err != nil {
+			return err
+		}
+		return affectOne(tx.ExecContext(ctx, "DELETE FROM machines WHERE id = ?", id))
+	})
+}
+
+func affectOne(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
+}
+
+// StaleTokenAttempt is one failed bootstrap.
+type StaleTokenAttempt struct {
+	ID         int64     `json:"id"`
+	CreatedAt  time.Time `json:"created_at"`
+	ClientAddr string    `json:"client_addr"`
+	Reason     string    `json:"reason"`
+}
+
+// InsertStaleTokenAttempt records a failed bootstrap.
+func (s *Store) InsertStaleTokenAttempt(ctx context.Context, a StaleTokenAttempt) error {
+	_, err := s.db.ExecContext(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason) VALUES (?, ?, ?)",
+		a.CreatedAt.UnixMilli(), a.ClientAddr, a.Reason)
+	return err
+}
+
+// ListStaleTokenAttempts returns at most limit attempts, newest first.
+func (s *Store) ListStaleTokenAttempts(ctx context.Context, limit int) ([]StaleTokenAttempt, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, created_at, client_addr, reason FROM stale_token_attempts ORDER BY created_at DESC, id DESC LIMIT ?", limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []StaleTokenAttempt{}
+	for rows.Next() {
+		var a StaleTokenAttempt
+		var ms int64
+		if err := rows.Scan(&a.ID, &ms, &a.ClientAddr, &a.Reason); err != nil {
+			return nil, err
+		}
+		a.CreatedAt = time.UnixMilli(ms).UTC()
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// TokenFailureReason says why a bootstrap token with this hash could not be
+// claimed: unknown, already used, or expired.
+func (s *Store) TokenFailureReason(ctx context.Context, hash string, now time.Time) string {
+	var used sql.NullInt64
+	var expires int64
+	err := s.db.QueryRowContext(ctx, "SELECT used_at, expires_at FROM bootstrap_tokens WHERE token_hash = ?", hash).Scan(&used, &expires)
+	switch {
+	case err != nil:
+		return "unknown token"
+	case used.Valid:
+		return "token already used"
+	case expires <= now.UnixMilli():
+		return "token expired"
+	}
+	return "token not claimable"
+}

@@ -1,0 +1,195 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Tunnel is one tunnel of a machine. Subdomain is empty for tcp tunnels.
+type Tunnel struct {
+	ID         int64
+	MachineID  int64
+	Name       string
+	Kind       string
+	LocalPort  int
+	Subdomain  string
+	Public     bool
+	RemotePort int
+	Status     string
+	CreatedAt  time.Time
+}
+
+const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at FROM tunnels"
+
+func scanTunnel(r rowScanner) (Tunnel, error) {
+	var t Tunnel
+	var created int64
+	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	t.CreatedAt = time.UnixMilli(created).UTC()
+	return t, err
+}
+
+// ConflictError names the field whose value is already taken.
+type ConflictError struct{ Field string }
+
+func (e *ConflictError) Error() string { return e.Field + " is already in use" }
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+func tunnelConflict(err error) error {
+	if !isUniqueViolation(err) {
+		return err
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "tunnels.subdomain"):
+		return &ConflictError{Field: "subdomain"}
+	case strings.Contains(msg, "tunnels.machine_id, tunnels.name"):
+		return &ConflictError{Field: "name"}
+	}
+	return err
+}
+
+// InsertTunnel allocates a remote port and stores t; ErrNotFound when the
+// machine does not exist, a *ConflictError for a taken name or subdomain.
+func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now time.Time) (Tunnel, error) {
+	var out Tunnel
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, "SELECT 1 FROM machines WHERE id = ?", t.MachineID).Scan(&one); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		port, err := allocatePort(ctx, tx, r, t.MachineID, "tunnel")
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at)
+			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli())
+		if err != nil {
+			return tunnelConflict(err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		out, err = scanTunnel(tx.QueryRowContext(ctx, tunnelSelect+" WHERE id = ?", id))
+		return err
+	})
+	return out, err
+}
+
+// UpdateTunnel writes name, local_port, subdomain and public of t.
+func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
+	res, err := s.db.ExecContext(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ? WHERE id = ?",
+		t.Name, t.LocalPort, t.Subdomain, t.Public, t.ID)
+	if err != nil {
+		return tunnelConflict(err)
+	}
+	return affectOne(res, nil)
+}
+
+// SetTunnelStatus records a tunnel's live status.
+func (s *Store) SetTunnelStatus(ctx context.Context, id int64, status string) error {
+	return affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id))
+}
+
+// GetTunnel returns one tunnel or ErrNotFound.
+func (s *Store) GetTunnel(ctx context.Context, id int64) (Tunnel, error) {
+	return scanTunnel(s.db.QueryRowContext(ctx, tunnelSelect+" WHERE id = ?", id))
+}
+
+// ListTunnels returns the tunnels of machineID, or of every machine when it
+// is 0, oldest first.
+func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, error) {
+	q, args := tunnelSelect+" ORDER BY id", []any{}
+	if machineID != 0 {
+		q, args = tunnelSelect+" WHERE machine_id = ? ORDER BY id", []any{machineID}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Tunnel{}
+	for rows.Next() {
+		t, err := scanTunnel(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// DeleteTunnel removes a tunnel and frees its port.
+func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		var port int
+		if err := tx.QueryRowContext(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return ErrNotFound
+			}
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM ports WHERE port = ?", port); err != nil {
+			return fmt.Errorf("free port %d: %w", port, err)
+		}
+		return nil
+	})
+}
+
+// Event is one machine or tunnel activity event.
+type Event struct {
+	ID        int64     `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Source    string    `json:"source"`
+	Kind      string    `json:"kind"`
+	MachineID int64     `json:"machine_id,omitempty"`
+	TunnelID  int64     `json:"tunnel_id,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// InsertEvent appends an activity event.
+func (s *Store) InsertEvent(ctx context.Context, e Event) error {
+	_, err := s.db.ExecContext(ctx,
+		"INSERT INTO activity_events(created_at, source, kind, machine_id, tunnel_id, message) VALUES (?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), ?)",
+		e.CreatedAt.UnixMilli(), e.Source, e.Kind, e.MachineID, e.TunnelID, e.Message)
+	return err
+}
+
+// RecentEvents returns the perSource newest events of each source, merged
+// newest first.
+func (s *Store) RecentEvents(ctx context.Context, perSource int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message FROM (
+		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'machine' ORDER BY created_at DESC, id DESC LIMIT ?)
+		UNION ALL
+		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'tunnel' ORDER BY created_at DESC, id DESC LIMIT ?)
+	) ORDER BY created_at DESC, id DESC`, perSource, perSource)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var ms int64
+		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = time.UnixMilli(ms).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,62 @@
+package sdbus
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+)
+
+// Every call fails with exactly `systemd is not available`, whether systemd
+// is not the init system or its bus cannot be reached, and a name off the
+// allow-list is refused before any dial.
+func TestNoSystemd(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		booted bool
+	}{{"not booted with systemd", false}, {"bus unreachable", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dials := 0
+			m := New(Options{
+				Booted: func() bool { return tc.booted },
+				Dial: func(context.Context) (*sd.Conn, error) {
+					dials++
+					return nil, errors.New("dial unix /run/systemd/private: connect: no such file or directory")
+				},
+			})
+			calls := map[string]func(string) error{
+				"start":   func(n string) error { return m.Start(ctx, n) },
+				"stop":    func(n string) error { return m.Stop(ctx, n) },
+				"restart": func(n string) error { return m.Restart(ctx, n) },
+				"reload":  func(n string) error { return m.Reload(ctx, n) },
+				"enable":  func(n string) error { return m.Enable(ctx, n) },
+				"disable": func(n string) error { return m.Disable(ctx, n) },
+				"state":   func(n string) error { _, err := m.State(ctx, n); return err },
+			}
+			for op, call := range calls {
+				err := call("revtunnel-server")
+				if err == nil || err.Error() != "systemd is not available" || !errors.Is(err, units.ErrUnavailable) {
+					t.Fatalf("%s: %v", op, err)
+				}
+				before := dials
+				var na *units.NotAllowedError
+				if err := call("sshd.service"); !errors.As(err, &na) {
+					t.Fatalf("%s sshd: %v", op, err)
+				}
+				if dials != before {
+					t.Fatalf("%s of a refused unit dialed systemd", op)
+				}
+			}
+			if tc.booted && dials != len(calls) {
+				t.Fatalf("dials = %d, want one per call (%d)", dials, len(calls))
+			}
+			if !tc.booted && dials != 0 {
+				t.Fatalf("dialed %d times without systemd", dials)
+			}
+		})
+	}
+}

@@ -1,0 +1,247 @@
+package webproxy
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func needCaddy(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		os.WriteFile(path, got, 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("%s differs from the golden file:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func validate(t *testing.T, content []byte) error {
+	t.Helper()
+	d := &Deployer{Path: filepath.Join(t.TempDir(), "Caddyfile"), Run: sysexec.Exec{}}
+	return d.Validate(context.Background(), content)
+}
+
+func TestGoldenCaddyfiles(t *testing.T) {
+	needCaddy(t)
+	tunnels := []HTTPTunnel{{"wiki", 20011}, {"grafana", 20007}, {"nas-ui", 20003}}
+	cases := map[string]Input{
+		"no-tunnels": {Domain: "example.com", Dashboard: "127.0.0.1:7380"},
+		"tunnels":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels},
+		"custom":     {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Custom: "static.example.com {\n\trespond \"hello\"\n}\n"},
+		"bind-ip":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:2], BindIP: "203.0.113.5"},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Render(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, name, got)
+			if err := validate(t, got); err != nil {
+				t.Fatalf("caddy validate refused the golden %s: %v", name, err)
+			}
+		})
+	}
+}
+
+func TestRenderNeedsDomain(t *testing.T) {
+	if _, err := Render(Input{}); err == nil {
+		t.Fatal("rendered without a domain")
+	}
+}
+
+type fakeUnits struct {
+	active    bool
+	reloadErr error
+	reloads   int
+}
+
+func (f *fakeUnits) State(context.Context, string) (units.State, error) {
+	if f.active {
+		return units.State{ActiveState: "active"}, nil
+	}
+	return units.State{ActiveState: "inactive"}, nil
+}
+func (f *fakeUnits) Reload(context.Context, string) error {
+	f.reloads++
+	return f.reloadErr
+}
+
+func TestDeployKeepsCustomAndRefusesInvalid(t *testing.T) {
+	needCaddy(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "etc", "tunnelsvc", "Caddyfile")
+	units := &fakeUnits{active: true}
+	d := &Deployer{Path: path, Run: sysexec.Exec{}, Units: units}
+	in := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380"}
+	if changed, err := d.Deploy(ctx, in); err != nil || !changed || units.reloads != 1 {
+		t.Fatalf("first deploy: %v %v reloads=%d", changed, err, units.reloads)
+	}
+	// Same state: nothing to do, no reload.
+	if changed, err := d.Deploy(ctx, in); err != nil || changed || units.reloads != 1 {
+		t.Fatalf("unchanged deploy: %v %v reloads=%d", changed, err, units.reloads)
+	}
+	// The operator adds a site in the custom block; a new tunnel keeps it.
+	b, _ := os.ReadFile(path)
+	custom := "extra.example.com {\n\trespond \"kept\"\n}\n"
+	os.WriteFile(path, []byte(strings.Replace(string(b), BeginCustom+"\n", BeginCustom+"\n"+custom, 1)), 0o644)
+	in.Tunnels = []HTTPTunnel{{"app", 20001}}
+	if _, err := d.Deploy(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if ExtractCustom(b) != custom || !strings.Contains(string(b), "app.example.com {") {
+		t.Fatalf("custom block lost or tunnel missing:\n%s", b)
+	}
+
+	// A broken custom block makes every new render invalid: nothing is
+	// written, and the error carries caddy's own words.
+	broken := strings.Replace(string(b), custom, "extra.example.com {\n\tnot_a_directive\n}\n", 1)
+	os.WriteFile(path, []byte(broken), 0o644)
+	in.Tunnels = append(in.Tunnels, HTTPTunnel{"blog", 20002})
+	_, err := d.Deploy(ctx, in)
+	var te *sysexec.ToolError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "not_a_directive") {
+		t.Fatalf("invalid deploy error = %v", err)
+	}
+	if now, _ := os.ReadFile(path); string(now) != broken {
+		t.Fatal("a rejected Caddyfile replaced the deployed one")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %v", entries)
+	}
+}
+
+func TestDeployRestoresOnReloadFailure(t *testing.T) {
+	needCaddy(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	units := &fakeUnits{active: true}
+	d := &Deployer{Path: path, Run: sysexec.Exec{}, Units: units}
+	if _, err := d.Deploy(ctx, Input{Domain: "example.com", Dashboard: "127.0.0.1:7380"}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	units.reloadErr = errors.New("Job for caddy.service failed")
+	_, err := d.Deploy(ctx, Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{"x", 20001}}})
+	if err == nil || !strings.Contains(err.Error(), "Job for caddy.service failed") {
+		t.Fatalf("err = %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("the previous Caddyfile was not restored after a failed reload")
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startCaddy runs a real caddy on the rendered file and waits until it serves.
+func startCaddy(t *testing.T, file []byte, port int) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(path, file, 0o644)
+	cmd := exec.Command("caddy", "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out, _ := os.Create(filepath.Join(dir, "caddy.log"))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "caddy.log"))
+	t.Fatalf("caddy did not listen on %d:\n%s", port, log)
+}
+
+// fetch asks 127.0.0.1:port for / with the given Host header.
+func fetch(t *testing.T, port int, host string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+	req.Host = host
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRealCaddyRoutesByHost: the rendered file, served by a real caddy,
+// sends router.<domain> to the dashboard and <sub>.<domain> to its port,
+// with the client's address in X-Forwarded-For.
+func TestRealCaddyRoutesByHost(t *testing.T) {
+	needCaddy(t)
+	dash := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "dashboard xff=%s", r.Header.Get("X-Forwarded-For"))
+	}))
+	defer dash.Close()
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "app says hi")
+	}))
+	defer app.Close()
+	appPort := app.Listener.Addr().(*net.TCPAddr).Port
+	port := freePort(t)
+	file, err := Render(Input{
+		Domain: "example.test", Dashboard: dash.Listener.Addr().String(),
+		Tunnels: []HTTPTunnel{{"app", appPort}}, PlainHTTPPort: port, Admin: "off",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, file, port)
+	if code, body := fetch(t, port, "router.example.test"); code != 200 || body != "dashboard xff=127.0.0.1" {
+		t.Fatalf("dashboard: %d %q", code, body)
+	}
+	if code, body := fetch(t, port, "app.example.test"); code != 200 || body != "app says hi" {
+		t.Fatalf("tunnel: %d %q", code, body)
+	}
+}
