@@ -57,7 +57,7 @@ test-system:
 
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
-FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies
+FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies ./daemon/api:FuzzTwoFABodies ./daemon/api:FuzzSSHKeyBodies
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

@@ -15,7 +15,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
 
 const goodPassword = "correct horse battery staple"
@@ -26,6 +29,8 @@ type testEnv struct {
 	st      *store.Store
 	cfg     *config.Config
 	authSvc *auth.Service
+	totp    *totp.Service
+	sshkeys *sshkeys.Service
 	now     time.Time
 }
 
@@ -47,7 +52,14 @@ func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
 		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: clock,
 		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock),
 	}
-	o := Options{Config: &cfg, Auth: e.authSvc, Audit: rec, Log: log, Now: clock}
+	sealer, err := seal.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.totp = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
+	e.authSvc.SecondFactor = e.totp
+	e.sshkeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: clock})
+	o := Options{Config: &cfg, Auth: e.authSvc, Audit: rec, TOTP: e.totp, SSHKeys: e.sshkeys, Log: log, Now: clock}
 	for _, opt := range opts {
 		opt(&o, st)
 	}

@@ -40,6 +40,28 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/login", public, s.authLogin)
 	api("POST", "/api/auth/logout", public, s.authLogout)
 
+	// Two-factor (spec §4.1). The 2FA login is public: it completes a login.
+	// Changes to 2FA need a session and, except enroll/confirm, a code.
+	api("POST", "/api/auth/login/2fa", public, s.login2FA)
+	api("GET", "/api/auth/2fa/status", private, s.twoFAStatus)
+	api("POST", "/api/auth/2fa/enroll", private, s.twoFAEnroll)
+	api("POST", "/api/auth/2fa/confirm", private, s.twoFAConfirm)
+	api("POST", "/api/auth/2fa/disable", private, s.twoFADisable)
+	api("DELETE", "/api/auth/2fa/devices/{id}", private, s.twoFARemoveDevice)
+	api("DELETE", "/api/auth/2fa/devices/", private, s.twoFARemoveDevice) // no id: 400
+	api("DELETE", "/api/auth/2fa/devices", private, s.twoFARemoveDevice)  // no id: 400
+	api("POST", "/api/auth/2fa/backup-codes/regenerate", private, s.twoFARegenerate)
+	// What the step-up of a key download asks for (spec §4.2, §5.5).
+	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
+
+	// SSH keys (spec §4.2). Private keys leave only through download, after
+	// a step-up check (spec §5.5).
+	api("GET", "/api/local/ssh-keys", private, s.sshKeysList)
+	api("POST", "/api/local/ssh-keys/generate", private, s.sshKeysGenerate)
+	api("POST", "/api/local/ssh-keys/upload", private, s.sshKeysUpload)
+	api("DELETE", "/api/local/ssh-keys/{id}", private, s.sshKeyDelete)
+	api("PUT", "/api/local/ssh-keys/{id}/default", private, s.sshKeySetDefault)
+	api("POST", "/api/local/ssh-keys/{id}/download", private, s.sshKeyDownload)
 	// Local set-up and the web proxy (spec §4.2, §4.4).
 	api("GET", "/api/local/status", private, s.localStatus)
 	api("POST", "/api/local/install", private, s.localInstall)

@@ -21,6 +21,8 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -32,6 +34,10 @@ type Options struct {
 	Config *config.Config
 	Auth   *auth.Service
 	Audit  *audit.Recorder
+	// TOTP is the second factor and step-up check.
+	TOTP *totp.Service
+	// SSHKeys manages the server's key pairs.
+	SSHKeys *sshkeys.Service
 	// Machines is the machines, tunnels and bootstrap domain.
 	Machines *machines.Service
 	// Revtunnel renders and deploys the tunnel server's config.
@@ -63,6 +69,8 @@ type Server struct {
 	cfg       *config.Config
 	auth      *auth.Service
 	audit     *audit.Recorder
+	totp      *totp.Service
+	sshkeys   *sshkeys.Service
 	machines  *machines.Service
 	revtunnel RevtunnelServer
 	health    func(*http.Request) error
@@ -85,7 +93,8 @@ type Server struct {
 func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
-		banner: o.Banner, firewall: o.Firewall, progress: o.Progress}
+		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
+		totp: o.TOTP, sshkeys: o.SSHKeys}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -28,7 +28,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
@@ -45,6 +47,10 @@ type App struct {
 	Auth   *auth.Service
 	Audit  *audit.Recorder
 	Sealer *seal.Sealer
+	TOTP   *totp.Service
+	// SSHKeys is the server's key pairs; machine registration calls its
+	// EnsureDefault and DefaultPublicKey.
+	SSHKeys *sshkeys.Service
 	// Units drives the allow-listed systemd units; without systemd every
 	// call answers units.ErrUnavailable.
 	Units units.Manager
@@ -85,6 +91,9 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
+	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
+	a.Auth.SecondFactor = a.TOTP
+	a.SSHKeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: now})
 	return a, nil
 }
 
@@ -130,8 +139,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The SSH key store is wired here when it lands.
-	a.tunnelServices(nil, unitMgr)
+	// Registration hands out the default key's public half, generating an
+	// ed25519 default at the first registration when no key exists.
+	a.tunnelServices(a.SSHKeys, unitMgr)
 	a.setupServices(ls[0].Addr())
 	a.guardServices(ls[0].Addr())
 
@@ -145,7 +155,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	handler := api.New(api.Options{
-		Config: cfg, Auth: a.Auth, Audit: a.Audit, Log: log,
+		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,

@@ -91,3 +91,31 @@ func resetPassword(args []string, in *os.File, out io.Writer) error {
 	fmt.Fprintln(out, "password changed; every session has ended")
 	return nil
 }
+
+// disable2FA is root's recovery when every authenticator is lost: it removes
+// all devices and backup codes (audit-logged), so the password alone logs
+// in again. Like reset-password it works while the daemon runs.
+func disable2FA(args []string, out io.Writer) error {
+	cfg, err := parseConfig("disable-2fa", args)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(cfg.DataDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no data directory at %s (pass --data-dir)", cfg.DataDir)
+	}
+	a, err := app.Services(context.Background(), cfg, newLogger("error", io.Discard))
+	if err != nil {
+		return err
+	}
+	defer a.Store.Close()
+	n, err := a.TOTP.ForceDisable(context.Background())
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintln(out, "2FA was not enabled; nothing to remove (the password alone logs in)")
+		return nil
+	}
+	fmt.Fprintf(out, "2FA disabled: %d device(s) and every backup code removed; log in with the password and enroll again\n", n)
+	return nil
+}

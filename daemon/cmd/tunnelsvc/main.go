@@ -25,6 +25,7 @@ commands:
   version          print the version
   setup-code       print the one-time code a remote first setup needs
   reset-password   set a new operator password and end every session
+  disable-2fa      turn two-factor authentication off (lost authenticator)
   help             this text
 
 Run 'tunnelsvc <command> -h' for the flags of a command.
@@ -46,6 +47,8 @@ func main() {
 		err = setupCode(args, os.Stdout)
 	case "reset-password":
 		err = resetPassword(args, os.Stdin, os.Stdout)
+	case "disable-2fa":
+		err = disable2FA(args, os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 	default:

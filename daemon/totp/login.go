@@ -1,0 +1,123 @@
+package totp
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+)
+
+// BeginPending issues the pending token of a login whose password was
+// right; POST /api/auth/login/2fa completes it within PendingTTL.
+func (s *Service) BeginPending(ctx context.Context, c auth.Client) (string, error) {
+	token, err := auth.NewToken()
+	if err != nil {
+		return "", err
+	}
+	now := s.now()
+	if err := s.st.CreateLoginPending(ctx, auth.HashToken(token), c.Addr.String(), now, now.Add(PendingTTL)); err != nil {
+		return "", err
+	}
+	s.record(ctx, c, KindLoginPending, "")
+	return token, nil
+}
+
+// CompleteLogin finishes a pending login with a TOTP code of any device or
+// a backup code and returns the new session's token. A wrong code leaves
+// the pending token alive and counts in the shared rate limit.
+func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken, code string) (string, error) {
+	if pendingToken == "" || strings.TrimSpace(code) == "" {
+		return "", ErrPendingCodeRequired
+	}
+	if err := s.auth.CheckRate(ctx, c); err != nil {
+		return "", err
+	}
+	hash := auth.HashToken(pendingToken)
+	if ok, err := s.st.LoginPendingValid(ctx, hash, s.now()); err != nil {
+		return "", err
+	} else if !ok {
+		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
+	}
+	m, err := s.find(ctx, code, true)
+	if err == nil {
+		err = s.use(ctx, m)
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	if ok, err := s.st.ConsumeLoginPending(ctx, hash, s.now()); err != nil {
+		return "", err
+	} else if !ok {
+		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
+	}
+	s.auth.Limiter.Reset(c.Addr)
+	detail := ""
+	if m.isBackup() {
+		s.record(ctx, c, KindBackupCodeUsed, "2FA login")
+		detail = "backup code"
+	} else {
+		detail = "device " + m.device.ID
+	}
+	s.record(ctx, c, KindLoginSuccess, detail)
+	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
+}
+
+// Requirement names what a step-up needs: "totp" or "password".
+func (s *Service) Requirement(ctx context.Context) (string, error) {
+	on, err := s.Enabled(ctx)
+	if on {
+		return "totp", err
+	}
+	return "password", err
+}
+
+// Challenge is the step-up body: a TOTP code when 2FA is on, otherwise the
+// password (spec §5.5).
+type Challenge struct {
+	Password string `json:"password"`
+	Code     string `json:"code"`
+}
+
+// StepUp checks a fresh challenge before a sensitive action (action says
+// which, for the audit log). With 2FA on only a device's TOTP code will do,
+// not a backup code; otherwise the login password. Failures are audited as
+// STEP_UP_FAILED and count in the rate limit. Missing the needed field is
+// ErrCodeRequired or ErrPasswordRequired; a wrong one is ErrInvalidCode,
+// ErrCodeReused or auth.ErrInvalidPassword.
+func (s *Service) StepUp(ctx context.Context, c auth.Client, ch Challenge, action string) error {
+	on, err := s.Enabled(ctx)
+	if err != nil {
+		return err
+	}
+	if !on {
+		if ch.Password == "" {
+			return ErrPasswordRequired
+		}
+		err := s.auth.VerifyPassword(ctx, c, ch.Password, KindStepUpFailed)
+		if errors.Is(err, auth.ErrInvalidPassword) {
+			// VerifyPassword audited the failure without saying what for.
+			s.log.Info("step-up failed", "action", action, "client", c.Addr)
+		}
+		return err
+	}
+	if strings.TrimSpace(ch.Code) == "" {
+		return ErrCodeRequired
+	}
+	if err := s.auth.CheckRate(ctx, c); err != nil {
+		return err
+	}
+	m, err := s.find(ctx, ch.Code, false)
+	if err == nil {
+		err = s.use(ctx, m)
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return s.fail(ctx, c, KindStepUpFailed, action, err)
+	}
+	return err
+}
