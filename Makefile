@@ -4,6 +4,9 @@ SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
+# Package versions must start with a digit: the tag without its "v", else
+# 0.1.0 plus the commit.
+PKG_VERSION ?= $(shell git describe --tags --exact-match 2>/dev/null | sed 's/^v//' || echo "0.1.0+git$$(git rev-parse --short HEAD)")
 GOBIN := $(shell $(GO) env GOPATH)/bin
 # Flags for `make run`.
 RUN_LISTEN ?= 127.0.0.1:7380
@@ -65,13 +68,14 @@ test-fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZ_TIME) $$pkg || exit 1; \
 	done
 
-## package: .deb and .rpm in dist/ (nfpm, pinned).
-NFPM_VERSION := v2.48.0
+## package: .deb and .rpm in dist/ (nfpm, pinned; newer nfpm releases need
+## modules the Go module proxy does not serve).
+NFPM_VERSION := v2.44.0
 package: build
-	@[ -x $(GOBIN)/nfpm ] || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@$(GOBIN)/nfpm --version 2>/dev/null | grep -q "$(NFPM_VERSION:v%=%)" || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 	@mkdir -p dist
-	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
-	VERSION=$(VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
+	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
+	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
