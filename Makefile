@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Package versions must start with a digit: the tag without its "v", else
 # 0.1.0 plus the commit.
-PKG_VERSION ?= $(shell git describe --tags --exact-match 2>/dev/null | sed 's/^v//' || echo "0.1.0+git$$(git rev-parse --short HEAD)")
+PKG_VERSION ?= $(shell t=$$(git describe --tags --exact-match 2>/dev/null) && echo "$${t#v}" || echo "0.1.0+git$$(git rev-parse --short HEAD)")
 GOBIN := $(shell $(GO) env GOPATH)/bin
 # Flags for `make run`.
 RUN_LISTEN ?= 127.0.0.1:7380
