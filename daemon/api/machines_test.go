@@ -215,6 +215,28 @@ func TestBootstrapBadInput(t *testing.T) {
 	}
 }
 
+// TestStaleTokensGrouped: repeated failures of one kind from one address
+// with one reason are one row with a count, newest first.
+func TestStaleTokensGrouped(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	for i := 0; i < 3; i++ {
+		e.bootstrap(t, "guess", "web")
+		e.now = e.now.Add(time.Second)
+	}
+	e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":"x"}`, peer: "198.51.100.9:1"})
+	stale := e.list(t, "/api/security/stale-tokens")
+	if len(stale) != 2 {
+		t.Fatalf("stale = %v", stale)
+	}
+	newest, older := stale[0].(map[string]any), stale[1].(map[string]any)
+	if newest["client_addr"] != "198.51.100.9" || newest["count"] != 1.0 || newest["kind"] != "bootstrap" {
+		t.Fatalf("newest = %v", newest)
+	}
+	if older["count"] != 3.0 || older["first_seen"] == older["created_at"] {
+		t.Fatalf("grouped = %v", older)
+	}
+}
+
 func TestBootstrapRateLimit(t *testing.T) {
 	e := newMachinesEnv(t, wide)
 	for i := 0; i < auth.MaxFailures; i++ {

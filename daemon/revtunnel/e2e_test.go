@@ -273,6 +273,20 @@ func TestRealEngine(t *testing.T) {
 		t.Fatalf("frpc did not report the refusal:\n%s", impostor.Out.String())
 	}
 	eventually(t, 2*time.Second, "login refusal recorded", func() error { return hasEvent(revtunnel.EventLoginRefused, "credential of machine") })
+	// ...and listed as a stale tunnel credential, grouped with a count.
+	eventually(t, 2*time.Second, "stale tunnel credential listed", func() error {
+		var stale []struct {
+			Kind, ClientAddr, Reason string
+			Count                    int
+		}
+		c.call("GET", "/api/security/stale-tokens", nil, &stale)
+		for _, a := range stale {
+			if a.Kind == "tunnel_credential" && a.Count >= 1 && strings.Contains(a.Reason, "credential of machine") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no tunnel_credential entry in %+v", stale)
+	})
 	if echo(b.TunnelPort) == nil {
 		t.Fatal("beta's port works for an impostor")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -211,6 +212,16 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 		p.log().Warn("frp login refused", "user", c.User, "client", c.ClientAddress, "reason", string(ref))
 		p.event(ctx, store.Event{Source: "machine", Kind: EventLoginRefused, MachineID: claimedMachine(c.User),
 			Message: fmt.Sprintf("tunnel login as %q from %s refused: %s", c.User, c.ClientAddress, ref)})
+		addr := c.ClientAddress
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
+		if werr := p.Store.InsertStaleTokenAttempt(context.WithoutCancel(ctx), store.StaleTokenAttempt{
+			Kind: store.StaleTunnelCredential, CreatedAt: p.now(), ClientAddr: addr,
+			Reason: fmt.Sprintf("tunnel login as %q refused: %s", c.User, ref),
+		}); werr != nil {
+			p.log().Error("stale-token attempt write failed", "err", werr)
+		}
 		return err
 	}
 	if err != nil {

@@ -319,25 +319,41 @@ func nullTime(t time.Time) any {
 	return t.UnixMilli()
 }
 
-// StaleTokenAttempt is one failed bootstrap.
+// Stale-token attempt kinds.
+const (
+	StaleBootstrap        = "bootstrap"
+	StaleTunnelCredential = "tunnel_credential"
+)
+
+// StaleTokenAttempt is a failed bootstrap or a refused tunnel credential.
+// Listed, attempts from one address with one kind and reason are one row:
+// CreatedAt is the latest, FirstSeen the earliest, Count how many.
 type StaleTokenAttempt struct {
 	ID         int64     `json:"id"`
+	Kind       string    `json:"kind"`
 	CreatedAt  time.Time `json:"created_at"`
+	FirstSeen  time.Time `json:"first_seen"`
 	ClientAddr string    `json:"client_addr"`
 	Reason     string    `json:"reason"`
+	Count      int       `json:"count"`
 }
 
-// InsertStaleTokenAttempt records a failed bootstrap.
+// InsertStaleTokenAttempt records one attempt (kind defaults to bootstrap).
 func (s *Store) InsertStaleTokenAttempt(ctx context.Context, a StaleTokenAttempt) error {
-	_, err := s.db.ExecContext(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason) VALUES (?, ?, ?)",
-		a.CreatedAt.UnixMilli(), a.ClientAddr, a.Reason)
+	if a.Kind == "" {
+		a.Kind = StaleBootstrap
+	}
+	_, err := s.db.ExecContext(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason, kind) VALUES (?, ?, ?, ?)",
+		a.CreatedAt.UnixMilli(), a.ClientAddr, a.Reason, a.Kind)
 	return err
 }
 
-// ListStaleTokenAttempts returns at most limit attempts, newest first.
+// ListStaleTokenAttempts returns at most limit rows, grouped by kind,
+// address and reason, the most recent first.
 func (s *Store) ListStaleTokenAttempts(ctx context.Context, limit int) ([]StaleTokenAttempt, error) {
-	rows, err := s.db.QueryContext(ctx,
-		"SELECT id, created_at, client_addr, reason FROM stale_token_attempts ORDER BY created_at DESC, id DESC LIMIT ?", limit)
+	rows, err := s.db.QueryContext(ctx, `SELECT MAX(id), kind, MAX(created_at), MIN(created_at), client_addr, reason, COUNT(*)
+		FROM stale_token_attempts GROUP BY kind, client_addr, reason
+		ORDER BY MAX(created_at) DESC, MAX(id) DESC LIMIT ?`, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -345,11 +361,11 @@ func (s *Store) ListStaleTokenAttempts(ctx context.Context, limit int) ([]StaleT
 	out := []StaleTokenAttempt{}
 	for rows.Next() {
 		var a StaleTokenAttempt
-		var ms int64
-		if err := rows.Scan(&a.ID, &ms, &a.ClientAddr, &a.Reason); err != nil {
+		var last, first int64
+		if err := rows.Scan(&a.ID, &a.Kind, &last, &first, &a.ClientAddr, &a.Reason, &a.Count); err != nil {
 			return nil, err
 		}
-		a.CreatedAt = time.UnixMilli(ms).UTC()
+		a.CreatedAt, a.FirstSeen = time.UnixMilli(last).UTC(), time.UnixMilli(first).UTC()
 		out = append(out, a)
 	}
 	return out, rows.Err()
