@@ -17,11 +17,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
@@ -95,12 +95,12 @@ func newLocalEnv(t *testing.T, net *netcheck.Checker) *localEnv {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	le.setup = &localsetup.Service{
 		Settings:     localsetup.Settings{Store: e.st},
-		Proxy:        &webproxy.Deployer{Path: filepath.Join(le.root, "etc/tunnelsvc/Caddyfile"), Run: sysexec.Exec{}, Units: le.units},
+		Proxy:        &webproxy.Deployer{Path: filepath.Join(le.root, "etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: le.units},
 		Units:        le.units,
 		TunnelServer: le.tunnels,
 		Hub:          logstream.NewHub(nil),
 		Dashboard:    func() string { return "127.0.0.1:7380" },
-		Run:          sysexec.Exec{}, Log: log, Now: time.Now,
+		Run:          cmdrun.Exec{}, Log: log, Now: time.Now,
 	}
 	if net == nil {
 		net = &netcheck.Checker{}

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -28,13 +28,13 @@ func (a *App) setupServices(dashboard net.Addr) {
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
 		Settings:     localsetup.Settings{Store: a.Store},
-		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: sysexec.Exec{}, Units: a.Units},
+		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
 		Units:        a.Units,
 		Tunnels:      localsetup.StoreTunnels{Store: a.Store},
 		TunnelServer: reconciler{a.Revtunnel},
 		Hub:          a.Hub,
 		Dashboard:    func() string { return loopbackOf(dashboard) },
-		Run:          sysexec.Exec{},
+		Run:          cmdrun.Exec{},
 		FRPS:         filepath.Join(cfg.BinDir, "frps"),
 		Log:          a.Log,
 		Now:          time.Now,

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -237,7 +238,7 @@ func (s *Service) apply(ctx context.Context, p JailParams, progress Progress) er
 	}
 	// The filter first: the jail refers to it.
 	for _, path := range []string{s.FilterPath(), s.JailPath()} {
-		if err := writeAtomic(path, files[path]); err != nil {
+		if err := atomicfile.Write(path, files[path], 0o644); err != nil {
 			s.restore(files, old)
 			return fmt.Errorf("write %s: %w", path, err)
 		}
@@ -256,7 +257,7 @@ func (s *Service) restore(files map[string][]byte, old map[string][]byte) {
 	for path := range files {
 		var err error
 		if b, ok := old[path]; ok {
-			err = writeAtomic(path, b)
+			err = atomicfile.Write(path, b, 0o644)
 		} else {
 			err = os.Remove(path)
 			if errors.Is(err, os.ErrNotExist) {
@@ -267,35 +268,4 @@ func (s *Service) restore(files map[string][]byte, old map[string][]byte) {
 			s.log.Error("ban tool: could not restore a managed file", "path", path, "err", err)
 		}
 	}
-}
-
-// writeAtomic writes b to path through a temporary file and a rename, so
-// fail2ban never reads half a file.
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

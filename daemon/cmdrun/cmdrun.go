@@ -79,3 +79,27 @@ func (r Result) Words() string {
 	}
 	return ""
 }
+
+// ToolError is a failed tool run, carrying the tool's own words.
+type ToolError struct {
+	Tool  string
+	Words string
+	Err   error
+}
+
+func (e *ToolError) Error() string {
+	if e.Words == "" {
+		return fmt.Sprintf("%s: %v", e.Tool, e.Err)
+	}
+	return e.Tool + ": " + e.Words
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// AsError is nil for a successful run, else a *ToolError naming tool.
+func (r Result) AsError(tool string) error {
+	if r.Err == nil {
+		return nil
+	}
+	return &ToolError{Tool: tool, Words: r.Words(), Err: r.Err}
+}

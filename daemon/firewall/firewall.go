@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -178,12 +179,12 @@ func (s *Service) apply(ctx context.Context, p Progress) error {
 		return err
 	}
 	p.Line("info", "firewall: nft -c accepted the ruleset")
-	if err := writeAtomic(s.path, []byte(script)); err != nil {
+	if err := atomicfile.Write(s.path, []byte(script), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", s.path, err)
 	}
 	if res := s.run.Run(ctx, "nft", "-f", s.path); res.Err != nil {
 		if oldErr == nil {
-			writeAtomic(s.path, old)
+			atomicfile.Write(s.path, old, 0o600)
 		} else {
 			os.Remove(s.path)
 		}
@@ -240,31 +241,3 @@ func (l logProgress) Line(level, text string) {
 	l.log.Info(text)
 }
 func (l logProgress) Done(bool) {}
-
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
@@ -30,7 +31,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
@@ -127,12 +127,12 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	// The set-up renders the Caddyfile from the stored domain and tunnels.
 	setup := &localsetup.Service{
 		Settings:  localsetup.Settings{Store: st},
-		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: sysexec.Exec{}, Units: activeUnits{}},
+		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: activeUnits{}},
 		Units:     activeUnits{},
 		Tunnels:   localsetup.StoreTunnels{Store: st},
 		Hub:       logstream.NewHub(nil),
 		Dashboard: func() string { return "127.0.0.1:1" },
-		Run:       sysexec.Exec{}, Log: log, Now: time.Now,
+		Run:       cmdrun.Exec{}, Log: log, Now: time.Now,
 	}
 	if err := setup.Skip(ctx, "example.test"); err != nil {
 		t.Fatal(err)

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
@@ -74,7 +74,7 @@ type Service struct {
 	Hub *logstream.Hub
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
-	Run       sysexec.Runner
+	Run       cmdrun.Runner
 	// FRPS is the frps binary, for its version in the status.
 	FRPS string
 	Log  *slog.Logger

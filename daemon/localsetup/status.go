@@ -84,11 +84,11 @@ func (s *Service) version(ctx context.Context, tool string, arg string) string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	out, err := s.Run.Run(ctx, tool, arg)
-	if err != nil {
+	res := s.Run.Run(ctx, tool, arg)
+	if res.Err != nil {
 		return ""
 	}
-	f := strings.Fields(string(out))
+	f := strings.Fields(res.Stdout)
 	if len(f) == 0 {
 		return ""
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -120,7 +121,7 @@ func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 	if err := Verify(ctx, d.FRPS, next); err != nil {
 		return "", err
 	}
-	if err := writeAtomic(d.Path, []byte(next), 0o640); err != nil {
+	if err := atomicfile.Write(d.Path, []byte(next), 0o640); err != nil {
 		return "", err
 	}
 	if d.Units == nil {
@@ -130,35 +131,4 @@ func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("configuration written, but restarting %s failed: %w", ServerUnit, err)
 	}
 	return "revtunnel-server configuration written and revtunnel-server restarted", nil
-}
-
-// writeAtomic writes data to a temporary file beside path and renames it
-// over path, so readers see the old file or the new one, never a mix.
-func writeAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

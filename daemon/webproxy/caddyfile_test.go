@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -46,7 +46,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func validate(t *testing.T, content []byte) error {
 	t.Helper()
-	d := &Deployer{Path: filepath.Join(t.TempDir(), "Caddyfile"), Run: sysexec.Exec{}}
+	d := &Deployer{Path: filepath.Join(t.TempDir(), "Caddyfile"), Run: cmdrun.Exec{}}
 	return d.Validate(context.Background(), content)
 }
 
@@ -108,7 +108,7 @@ func TestDeployKeepsCustomAndRefusesInvalid(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "etc", "tunnelsvc", "Caddyfile")
 	units := &fakeUnits{active: true}
-	d := &Deployer{Path: path, Run: sysexec.Exec{}, Units: units}
+	d := &Deployer{Path: path, Run: cmdrun.Exec{}, Units: units}
 	in := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380"}
 	if changed, err := d.Deploy(ctx, in); err != nil || !changed || units.reloads != 1 {
 		t.Fatalf("first deploy: %v %v reloads=%d", changed, err, units.reloads)
@@ -136,7 +136,7 @@ func TestDeployKeepsCustomAndRefusesInvalid(t *testing.T) {
 	os.WriteFile(path, []byte(broken), 0o644)
 	in.Tunnels = append(in.Tunnels, HTTPTunnel{"blog", 20002})
 	_, err := d.Deploy(ctx, in)
-	var te *sysexec.ToolError
+	var te *cmdrun.ToolError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "not_a_directive") {
 		t.Fatalf("invalid deploy error = %v", err)
 	}
@@ -154,7 +154,7 @@ func TestDeployRestoresOnReloadFailure(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	units := &fakeUnits{active: true}
-	d := &Deployer{Path: path, Run: sysexec.Exec{}, Units: units}
+	d := &Deployer{Path: path, Run: cmdrun.Exec{}, Units: units}
 	if _, err := d.Deploy(ctx, Input{Domain: "example.com", Dashboard: "127.0.0.1:7380"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/sysexec"
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -29,7 +30,7 @@ type Deployer struct {
 	Path string
 	// Caddy is the caddy binary (default "caddy").
 	Caddy string
-	Run   sysexec.Runner
+	Run   cmdrun.Runner
 	Units Units
 
 	mu sync.Mutex
@@ -38,7 +39,7 @@ type Deployer struct {
 // Validate runs `caddy validate` on content written beside the deployed
 // file; the error carries caddy's words.
 func (d *Deployer) Validate(ctx context.Context, content []byte) error {
-	tmp, err := sysexec.TempFileBeside(d.Path, content)
+	tmp, err := atomicfile.TempBeside(d.Path, content)
 	if err != nil {
 		return err
 	}
@@ -51,8 +52,7 @@ func (d *Deployer) validateFile(ctx context.Context, file string) error {
 	if caddy == "" {
 		caddy = "caddy"
 	}
-	_, err := d.Run.Run(ctx, caddy, "validate", "--config", file, "--adapter", "caddyfile")
-	return err
+	return d.Run.Run(ctx, caddy, "validate", "--config", file, "--adapter", "caddyfile").AsError("caddy")
 }
 
 // Current returns the deployed file, or nil when there is none.
@@ -95,7 +95,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (changed bool, err erro
 	if old != nil && bytes.Equal(old, next) {
 		return false, nil
 	}
-	tmp, err := sysexec.TempFileBeside(d.Path, next)
+	tmp, err := atomicfile.TempBeside(d.Path, next)
 	if err != nil {
 		return false, err
 	}
@@ -111,7 +111,7 @@ func (d *Deployer) Deploy(ctx context.Context, in Input) (changed bool, err erro
 	}
 	if err := d.apply(ctx); err != nil {
 		if old != nil {
-			if rerr := sysexec.WriteFileAtomic(d.Path, old, 0o644); rerr != nil {
+			if rerr := atomicfile.Write(d.Path, old, 0o644); rerr != nil {
 				return false, errors.Join(err, fmt.Errorf("restoring the previous Caddyfile: %w", rerr))
 			}
 		} else {
