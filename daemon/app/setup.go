@@ -39,29 +39,14 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Log:          a.Log,
 		Now:          time.Now,
 	}
-	// Tunnel changes reach Caddy through one worker that always deploys the
-	// latest state, so a burst of changes costs one reload.
-	dirty := make(chan struct{}, 1)
-	a.Machines.OnChange = func(int64) {
-		select {
-		case dirty <- struct{}{}:
-		default:
+	// Tunnel changes reach Caddy (and the firewall, once built) through one
+	// worker that always applies the latest state.
+	a.Machines.OnChange = a.Setup.FollowTunnels(context.Background(), func(ctx context.Context) error {
+		if a.Firewall == nil {
+			return nil
 		}
-	}
-	go func() {
-		for range dirty {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := a.Setup.DeployProxy(ctx, false); err != nil {
-				a.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
-			}
-			if a.Firewall != nil {
-				if err := a.Firewall.Reconcile(ctx); err != nil {
-					a.Log.Error("updating the firewall after a tunnel change failed; the previous ruleset stays", "err", err)
-				}
-			}
-			cancel()
-		}
-	}()
+		return a.Firewall.Reconcile(ctx)
+	})
 }
 
 // loopbackOf turns a listener address into one the proxy on this box can

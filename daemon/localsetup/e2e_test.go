@@ -174,4 +174,28 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	if _, body := get("other.example.test"); strings.Contains(body, "machine web app") {
 		t.Fatal("a host without a tunnel reached the machine")
 	}
+
+	// Once the proxy is installed, renaming the tunnel's subdomain redeploys
+	// the Caddyfile within a second, through the change hook.
+	if err := setup.Settings.SaveVPS(ctx, localsetup.VPS{Domain: "example.test", ServerHost: "127.0.0.1", InstalledAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	svc.OnChange = setup.FollowTunnels(fctx)
+	newSub := "docs"
+	if _, err := svc.UpdateTunnel(ctx, tun.ID, machines.TunnelInput{Subdomain: &newSub}); err != nil {
+		t.Fatal(err)
+	}
+	took := testutil.Eventually(t, time.Second, "Caddyfile follows the rename", func() error {
+		b, err := os.ReadFile(setup.Proxy.Path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), "docs.example.test {") || strings.Contains(string(b), "files.example.test") {
+			return fmt.Errorf("deployed Caddyfile:\n%s", b)
+		}
+		return nil
+	})
+	t.Logf("Caddyfile redeployed %v after the rename", took)
 }
