@@ -93,7 +93,10 @@ export const machinesView: View = (root, ctx) => {
     const cur = machineSel.input.value;
     clear(machineSel.input, machines.map((m) => h('option', { value: m.id }, m.name)));
     if (cur) machineSel.input.value = cur;
+    tunnelForm.form.hidden = machines.length === 0;
+    noMachines.hidden = machines.length > 0;
   };
+  const noMachines = h('p', { class: 'muted', hidden: true }, 'Tunnels belong to a machine: add a machine first.');
   const tName = field('Name', { type: 'text', required: true, autocomplete: 'off', pattern: '[A-Za-z0-9-]+' }, 'A hostname label, unique per machine.');
   const kind = select('Kind', [['http', 'HTTP (via the web proxy)'], ['tcp', 'TCP (a remote port)']]);
   const port = field('Local port', { type: 'number', min: 1, max: 65535, required: true });
@@ -125,7 +128,7 @@ export const machinesView: View = (root, ctx) => {
       h('p', null, 'A bootstrap token lets one machine join with a single command.'),
       tokenForm.form, commandBox, h('h3', null, 'Unused tokens'), tokensNotice.el, tokensBody),
     card('Machines', machinesNotice.el, machinesBody),
-    card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), tunnelForm.form));
+    card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), noMachines, tunnelForm.form));
   void loadTokens();
   void loadMachines().then(() => loadTunnels());
 };
