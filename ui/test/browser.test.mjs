@@ -11,6 +11,7 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
+import { createHmac } from 'node:crypto';
 import { chromium } from 'playwright-core';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -24,6 +25,7 @@ const tmp = mkdtempSync(join(tmpdir(), 'tunnelsvc-ui-'));
 const shots = process.env.UI_SHOTS ?? join(tmp, 'shots');
 mkdirSync(shots, { recursive: true });
 let daemon;
+const problems = [];
 let daemonLog = '';
 let context;
 let base;
@@ -88,7 +90,6 @@ after(async () => {
 
 test('setup, overview, bootstrap token, logout and login in chromium', { timeout: 120_000 }, async () => {
   const page = context.pages()[0] ?? await context.newPage();
-  const problems = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
 
@@ -134,8 +135,68 @@ test('setup, overview, bootstrap token, logout and login in chromium', { timeout
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await page.screenshot({ path: join(shots, '4-login-again.png'), fullPage: true });
 
-  // A 401 from the wrong password is logged by chromium as a failed load;
-  // anything else (CSP violations, script errors) is a failure.
-  const real = problems.filter((p) => !/status of 40[01]/.test(p));
-  assert.deepEqual(real, []);
+  assertNoProblems();
+});
+
+// A 401 from a wrong password is logged by chromium as a failed load;
+// anything else (CSP violations, script errors) is a failure.
+function assertNoProblems() {
+  assert.deepEqual(problems.filter((p) => !/status of 40[01]/.test(p)), []);
+}
+
+// RFC 6238 code for a base32 secret, to enroll a device like an app would.
+function totp(secret, when = Date.now()) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(Math.floor(when / 1000 / 30)));
+  const mac = createHmac('sha1', key).update(msg).digest();
+  const o = mac[mac.length - 1] & 0xf;
+  return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
+test('security: SSH key download with step-up, 2FA enrollment, login with a backup code', { timeout: 120_000 }, async () => {
+  const page = context.pages()[0];
+  await page.getByRole('link', { name: 'Security' }).click();
+  await page.getByRole('heading', { name: 'Security', level: 1 }).waitFor();
+
+  await page.getByLabel('Name', { exact: true }).fill('ui-test-key');
+  await page.getByRole('button', { name: 'Generate key' }).click();
+  await page.getByText('Generated ui-test-key.').waitFor();
+  await page.getByRole('row', { name: /ui-test-key/ }).getByRole('button', { name: 'Download' }).click();
+  await page.getByLabel('Your login password').fill('wrong password');
+  await page.getByRole('button', { name: 'Download private key' }).click();
+  await page.getByRole('alert').filter({ hasText: /password/i }).waitFor();
+  await page.getByLabel('Your login password').fill(PASSWORD);
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download private key' }).click()]);
+  assert.equal(dl.suggestedFilename(), 'tunnel_id_rsa');
+  const keyFile = join(tmp, 'key');
+  await dl.saveAs(keyFile);
+  assert.match((await import('node:fs')).readFileSync(keyFile, 'utf8'), /PRIVATE KEY/);
+
+  await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
+  await page.getByRole('img', { name: /QR code/ }).waitFor();
+  const secret = (await page.locator('.enroll code').textContent()).trim();
+  await page.getByLabel('Code from the app').fill(totp(secret));
+  await page.getByLabel('Device name').fill('test phone');
+  await page.getByRole('button', { name: 'Confirm' }).click();
+  await page.getByText('Backup codes — shown only now.').waitFor();
+  const codes = await page.locator('ul.codes li').allTextContents();
+  assert.equal(codes.length, 10);
+  await page.getByRole('cell', { name: 'test phone' }).waitFor();
+  await page.screenshot({ path: join(shots, '5-security.png'), fullPage: true });
+
+  await page.getByRole('button', { name: 'Log out' }).click();
+  await page.getByLabel('Password').fill(PASSWORD);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('heading', { name: 'Two-factor authentication' }).waitFor();
+  await page.getByLabel('Authentication code').fill('000000');
+  await page.getByRole('button', { name: 'Verify' }).click();
+  await page.getByRole('alert').waitFor();
+  await page.getByLabel('Authentication code').fill(codes[0]);
+  await page.getByRole('button', { name: 'Verify' }).click();
+  await page.getByRole('heading', { name: 'Overview' }).waitFor();
+  assertNoProblems();
 });
