@@ -12,7 +12,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp run test test-go test-fuzz test-system deps package bench clean
+.PHONY: all build daemon ui frp run test test-ui test-go test-fuzz test-system deps package bench clean
 
 all: build
 
@@ -46,9 +46,14 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: brief fuzzing, then every test (unit, black-box, real tools, system);
-## gotestsum's summary line comes last.
-test: deps build test-fuzz test-go
+## test: brief fuzzing, the UI's tests, then every Go test (unit, black-box,
+## real tools, system); gotestsum's summary line comes last.
+test: deps build test-fuzz test-ui test-go
+
+## test-ui: the dashboard's unit tests and its browser test (Debian's
+## chromium driving the real daemon); node's test runner prints a summary.
+test-ui:
+	@if [ -f ui/package.json ]; then cd ui && npm test; else echo "test-ui: no ui/package.json"; fi
 
 test-go:
 	$(GO) vet ./...

@@ -1,0 +1,161 @@
+// API client: every success is {"data": ...}, every failure {"error": "..."}.
+// Failures become ApiError with the server's own words, the HTTP status and,
+// for 429, the Retry-After seconds.
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly retryAfter?: number;
+  constructor(status: number, message: string, retryAfter?: number) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+}
+
+export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Unwraps the envelope of a response or throws ApiError. */
+export async function unwrap<T>(res: Response): Promise<T> {
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  if (!res.ok) {
+    let retry: number | undefined;
+    const ra = res.headers.get('Retry-After');
+    if (ra && /^\d+$/.test(ra.trim())) retry = Number(ra.trim());
+    let msg: string;
+    if (isRecord(body) && typeof body.error === 'string' && body.error) msg = body.error;
+    else msg = `request failed: HTTP ${res.status}${res.statusText ? ' ' + res.statusText : ''}`;
+    throw new ApiError(res.status, msg, retry);
+  }
+  if (isRecord(body) && 'data' in body) return body.data as T;
+  throw new ApiError(res.status, 'unexpected response from the server');
+}
+
+/** A message for people: the server's words, plus the wait after a 429. */
+export function describeError(e: unknown): string {
+  if (e instanceof ApiError) {
+    if (e.status === 429 && e.retryAfter !== undefined) {
+      return `${e.message} (try again in ${e.retryAfter} s)`;
+    }
+    return e.message;
+  }
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+export interface ApiOptions {
+  fetch?: FetchLike;
+  /** Called when a request that needs a session answers 401. */
+  onUnauthorized?: () => void;
+}
+
+export interface RequestOptions {
+  headers?: Record<string, string>;
+}
+
+export class Api {
+  private readonly fetchFn: FetchLike;
+  onUnauthorized?: () => void;
+
+  constructor(opts: ApiOptions = {}) {
+    this.fetchFn = opts.fetch ?? ((i, init) => fetch(i, init));
+    this.onUnauthorized = opts.onUnauthorized;
+  }
+
+  /** Sends a request and returns the raw Response (for non-JSON bodies). */
+  async send(method: string, path: string, body?: unknown, opts: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { Accept: 'application/json', ...opts.headers };
+    const init: RequestInit = { method, headers, credentials: 'same-origin' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res: Response;
+    try {
+      res = await this.fetchFn(path, init);
+    } catch {
+      throw new ApiError(0, 'could not reach the server; check the connection and try again');
+    }
+    if (res.status === 401 && !path.startsWith('/api/auth/') && this.onUnauthorized) {
+      // Step-up failures (key download) are 401 too; they keep the session.
+      if (!path.includes('/download')) this.onUnauthorized();
+    }
+    return res;
+  }
+
+  async call<T>(method: string, path: string, body?: unknown, opts?: RequestOptions): Promise<T> {
+    return unwrap<T>(await this.send(method, path, body, opts));
+  }
+
+  get<T>(path: string): Promise<T> {
+    return this.call<T>('GET', path);
+  }
+  post<T>(path: string, body?: unknown, opts?: RequestOptions): Promise<T> {
+    return this.call<T>('POST', path, body, opts);
+  }
+  put<T>(path: string, body?: unknown): Promise<T> {
+    return this.call<T>('PUT', path, body);
+  }
+  patch<T>(path: string, body?: unknown): Promise<T> {
+    return this.call<T>('PATCH', path, body);
+  }
+  del<T>(path: string, body?: unknown): Promise<T> {
+    return this.call<T>('DELETE', path, body);
+  }
+}
+
+// Shapes the dashboard reads (see daemon/api/openapi.yaml).
+export interface Message { message: string }
+export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean }
+export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
+export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }
+export interface LocalStatus {
+  domain?: string;
+  server_host?: string;
+  webproxy?: string;
+  installed_at?: string;
+  units?: Record<string, UnitInfo>;
+  versions?: Record<string, string>;
+  firewall_mode?: string;
+  dashboard_private?: boolean;
+  bind_ip?: string;
+  operation?: string;
+}
+export interface BootstrapToken { id: number; token?: string; created_at?: string; expires_at: string; command?: string }
+export interface Machine {
+  id: number; name: string; username: string; status: string; created_at: string;
+  last_seen?: string | null; client_addr?: string; tunnel_port?: number; agent_port?: number;
+}
+export interface Tunnel {
+  id: number; machine_id: number; name: string; kind: 'http' | 'tcp'; local_port: number;
+  subdomain?: string; public: boolean; remote_port?: number; status?: string; created_at?: string;
+}
+export interface TwoFADevice { id: string; name: string; created_at?: string; last_used_at?: string | null }
+export interface TwoFAStatus { enabled: boolean; devices: TwoFADevice[]; backup_codes_remaining: number }
+export interface Enrollment { secret: string; qr_data_url: string }
+export interface SSHKey {
+  id: string; name: string; public_key: string; fingerprint?: string; is_default: boolean;
+  created_at?: string; machine_count?: number;
+}
+export interface AuditEntry { id: number; created_at: string; kind: string; client_addr?: string; user_agent?: string; detail?: string }
+export interface BanConfig { max_retry: number; find_time: number; ban_time: number }
+export interface BanJail { name: string; currently_failed?: number; total_failed?: number; currently_banned?: number; total_banned?: number; banned?: string[] }
+export interface BanStatus { installed: boolean; running: boolean; managed: boolean; jail_file?: string; jails?: BanJail[]; config?: BanConfig; whitelist?: string[] }
+export interface FirewallDetection {
+  mode?: string;
+  nftables?: { installed?: boolean; tables?: string[]; svc_table?: boolean };
+  ufw?: { installed?: boolean; active?: boolean };
+  firewalld?: { installed?: boolean; active?: boolean };
+  iptables?: { installed?: boolean; rules?: number; ipv6_rules?: number };
+  notes?: string[];
+}

@@ -1,0 +1,61 @@
+// Unit tests of the API client's envelope and error handling (src/api.ts,
+// compiled by `tsc -p tsconfig.test.json` into .test-build/).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Api, ApiError, describeError, unwrap } from '../.test-build/api.js';
+
+const json = (status, body, headers = {}) =>
+  new Response(typeof body === 'string' ? body : JSON.stringify(body), {
+    status, headers: { 'Content-Type': 'application/json', ...headers },
+  });
+
+test('unwrap returns the data of a success envelope', async () => {
+  assert.deepEqual(await unwrap(json(200, { data: { setup: true } })), { setup: true });
+  assert.deepEqual(await unwrap(json(201, { data: [] })), []);
+  assert.equal(await unwrap(json(200, { data: null })), null);
+});
+
+test('unwrap throws ApiError with the server message', async () => {
+  await assert.rejects(unwrap(json(401, { error: 'invalid password' })), (e) =>
+    e instanceof ApiError && e.status === 401 && e.message === 'invalid password');
+});
+
+test('unwrap keeps Retry-After of a 429 and describeError shows it', async () => {
+  const err = await unwrap(json(429, { error: 'too many attempts; try again later' }, { 'Retry-After': '42' }))
+    .catch((e) => e);
+  assert.equal(err.status, 429);
+  assert.equal(err.retryAfter, 42);
+  assert.equal(describeError(err), 'too many attempts; try again later (try again in 42 s)');
+});
+
+test('unwrap copes with bodies that are not the envelope', async () => {
+  await assert.rejects(unwrap(new Response('<html>bad gateway</html>', { status: 502, statusText: 'Bad Gateway' })),
+    { message: 'request failed: HTTP 502 Bad Gateway' });
+  await assert.rejects(unwrap(json(200, { message: 'no envelope' })), { message: 'unexpected response from the server' });
+  await assert.rejects(unwrap(new Response('', { status: 200 })), { message: 'unexpected response from the server' });
+});
+
+test('Api sends JSON with headers and reports 401 outside /api/auth', async () => {
+  const calls = [];
+  let unauthorized = 0;
+  const api = new Api({
+    fetch: async (url, init) => {
+      calls.push({ url, init });
+      return url === '/api/machines' ? json(401, { error: 'authentication required' }) : json(200, { data: { message: 'ok' } });
+    },
+    onUnauthorized: () => unauthorized++,
+  });
+  assert.deepEqual(await api.post('/api/auth/setup', { password: 'x' }, { headers: { 'X-Setup-Code': 'abc' } }), { message: 'ok' });
+  assert.equal(calls[0].init.method, 'POST');
+  assert.equal(calls[0].init.body, '{"password":"x"}');
+  assert.equal(calls[0].init.headers['Content-Type'], 'application/json');
+  assert.equal(calls[0].init.headers['X-Setup-Code'], 'abc');
+  await assert.rejects(api.get('/api/machines'), { status: 401, message: 'authentication required' });
+  assert.equal(unauthorized, 1);
+  assert.equal(calls[1].init.body, undefined);
+});
+
+test('Api turns a network failure into a readable ApiError', async () => {
+  const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); } });
+  await assert.rejects(api.get('/api/auth/status'), (e) => e instanceof ApiError && e.status === 0 && /could not reach the server/.test(e.message));
+});
