@@ -365,14 +365,12 @@ EnvironmentFile=$AGENT_DIR/config.env
 ExecStart=$AGENT_BIN serve
 Restart=always
 RestartSec=5s
-# sudo (for its three commands) needs setuid, so no NoNewPrivileges and no
-# read-only /etc here; the rest of the box is kept away from it.
+# sudo (for its three commands) needs setuid: no NoNewPrivileges, nor the
+# options that imply it for a non-root user (RestrictAddressFamilies,
+# SystemCallFilter, ProtectKernel*...), and no read-only /etc.
 PrivateTmp=yes
 ProtectHome=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
 ProtectControlGroups=yes
-RestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX AF_NETLINK
 
 [Install]
 WantedBy=multi-user.target

@@ -19,6 +19,7 @@ declare -A need=(
   [sudo]=sudo                  # the machine testbed: bootstrap.sh as a sudo user, the agent's sudo rules
   [script]=bsdutils            # bootstrap.sh under a pseudo-terminal in the system test
   [curl]=curl                  # bootstrap.sh downloads with curl
+  [python3]=python3            # a tiny web site on the machine testbed (python3 -m http.server)
   [caddy]=caddy
   [fail2ban-server]=fail2ban
   [nft]=nftables

@@ -58,6 +58,20 @@ type Server struct {
 	Log     *slog.Logger
 	// Timeout bounds each operation (default 30 s).
 	Timeout time.Duration
+	// Later runs f after the answer went out (default: 500 ms later, in
+	// the background). Tests run it at once.
+	Later func(f func())
+}
+
+func (s *Server) later(f func()) {
+	if s.Later != nil {
+		s.Later(f)
+		return
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		f()
+	}()
 }
 
 // Status is GET /status's answer.
@@ -115,11 +129,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "GET /status":
 		s.status(ctx, w)
 	case "POST /restart":
-		if err := s.Sys.Restart(ctx); err != nil {
-			s.fail(w, "restart "+s.Unit, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"message": s.Unit + " restarted"})
+		// This request arrives through the tunnel client being restarted:
+		// answer first, then restart, or the answer dies with the tunnel.
+		writeJSON(w, http.StatusAccepted, map[string]string{"message": s.Unit + " restart started; the tunnel reconnects in a few seconds"})
+		s.later(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := s.Sys.Restart(ctx); err != nil {
+				s.log().Error("restart "+s.Unit+" failed", "err", err)
+				return
+			}
+			s.log().Info(s.Unit + " restarted")
+		})
 	case "PUT /config":
 		s.putConfig(ctx, w, r)
 	case "POST /uninstall":

@@ -112,7 +112,8 @@ func (c *Client) Status(ctx context.Context, id int64) (any, error) {
 	return st, nil
 }
 
-// RestartTunnel restarts the machine's tunnel client.
+// RestartTunnel restarts the machine's tunnel client. The agent answers
+// before it restarts (the answer travels through that client).
 func (c *Client) RestartTunnel(ctx context.Context, id int64) (string, error) {
 	var m struct {
 		Message string `json:"message"`

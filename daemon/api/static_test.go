@@ -74,7 +74,7 @@ func TestStaticFiles(t *testing.T) {
 		{"/static/revtunnel/revtunnel-client-linux-arm.sha256", 404, "make build"},
 		{"/static/agents/tunnel-agent-linux-mips", 404, "no such file"},
 		{"/static/agents/..%2fsecret.txt", 301, ""}, // cleaned and redirected, never served
-		{"/static/secret.txt", 200, "the SPA"}, // not a served file: the SPA answers, never the directory
+		{"/static/secret.txt", 200, "the SPA"},      // not a served file: the SPA answers, never the directory
 	}
 	for _, c := range cases {
 		r := e.do(req{method: "GET", path: c.path})

@@ -61,7 +61,7 @@ func Default() Config {
 		LogLevel:   "info",
 
 		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
-		BinDir:   "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
+		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
 	}
 }
