@@ -218,11 +218,14 @@ fi
 "$CLIENT_BIN" verify -c "$TMP/client.toml" >"$TMP/verify.log" 2>&1 ||
 	die "the tunnel client refused the configuration from the server: $(cat "$TMP/verify.log")"
 
-OLD_TOKEN="" OLD_URL=""
+OLD_TOKEN="" OLD_URL="" OLD_KEYS=""
 if as_root test -f "$CONF"; then
 	if as_root test -f "$STATE"; then
 		OLD_TOKEN=$(as_root sed -n 's/^TUNNEL_AGENT_TOKEN=//p' "$STATE")
 		OLD_URL=$(as_root sed -n 's/^TUNNEL_SERVER_URL=//p' "$STATE")
+		# Every authorized_keys file a registration wrote to, so that the
+		# uninstall finds them all even after a re-run as another user.
+		OLD_KEYS=$(as_root sed -n 's/^TUNNEL_AUTHORIZED_KEYS=//p' "$STATE")
 	fi
 	if [ "${TUNNEL_ASSUME_YES:-}" != 1 ]; then
 		[ "$HAVE_TTY" = 1 ] || die "$CONF exists; set TUNNEL_ASSUME_YES=1 to replace it unattended"
@@ -242,7 +245,7 @@ as_root install -m 0644 "$TMP/vps_key.pub" "$CONF_DIR/vps_key.pub"
 	printf 'TUNNEL_SERVER_URL=%s\n' "$BASE_URL"
 	printf 'TUNNEL_AGENT_TOKEN=%s\n' "$AGENT_TOKEN"
 	printf 'TUNNEL_USER=%s\n' "$USERNAME"
-	printf 'TUNNEL_AUTHORIZED_KEYS=%s\n' "$AUTH_KEYS"
+	printf '%s\n%s\n' "$OLD_KEYS" "$AUTH_KEYS" | awk 'NF && !seen[$0]++ { print "TUNNEL_AUTHORIZED_KEYS=" $0 }'
 } >"$TMP/machine.env"
 as_root install -m 0600 "$TMP/machine.env" "$STATE"
 info "wrote $CONF"

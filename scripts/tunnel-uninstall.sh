@@ -47,7 +47,7 @@ if [ -f "$STATE" ]; then
 		*) warn "could not delete this machine on $url (HTTP ${code:-no answer}); delete it in the dashboard" ;;
 		esac
 	fi
-	auth_keys=$(get TUNNEL_AUTHORIZED_KEYS)
+	auth_keys=$(sed -n 's/^TUNNEL_AUTHORIZED_KEYS=//p' "$STATE")
 else
 	info "no $STATE: the control server is not contacted"
 	auth_keys=""
@@ -64,17 +64,19 @@ done
 systemctl daemon-reload || true
 systemctl reset-failed tunnel-agent.service "$UNIT.service" >/dev/null 2>&1 || true
 
-# 3. The server's key line in authorized_keys.
-if [ -n "$auth_keys" ] && [ -f "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
+# 3. The server's key line in every authorized_keys a registration wrote to.
+if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
 	key=$(head -n 1 "$CONF_DIR/vps_key.pub")
-	if grep -qxF -- "$key" "$auth_keys"; then
-		tmp=$(mktemp)
-		grep -vxF -- "$key" "$auth_keys" >"$tmp" || true
-		# Rewrite in place: keeps the file's owner and mode.
-		cat "$tmp" >"$auth_keys"
-		rm -f "$tmp"
-		info "removed the server's key from $auth_keys"
-	fi
+	while IFS= read -r f; do
+		if [ -f "$f" ] && grep -qxF -- "$key" "$f"; then
+			tmp=$(mktemp)
+			grep -vxF -- "$key" "$f" >"$tmp" || true
+			# Rewrite in place: keeps the file's owner and mode.
+			cat "$tmp" >"$f"
+			rm -f "$tmp"
+			info "removed the server's key from $f"
+		fi
+	done <<<"$auth_keys"
 fi
 
 # 4. Files, sudo rules, the agent's user, this script.

@@ -214,6 +214,28 @@ func TestMachineJoin(t *testing.T) {
 		})
 	})
 
+	t.Run("re-run with a new token, unattended, as root", func(t *testing.T) {
+		tok := v.data("POST", "/api/bootstrap/tokens", `{}`, 200)
+		m.WriteFile("/root/bootstrap.sh", []byte(v.do("GET", "/static/bootstrap.sh", "").raw), 0o755)
+		out, err := m.Exec("env", "TUNNEL_MACHINE_NAME=nas-2", "TUNNEL_ASSUME_YES=1", "setsid", "bash", "/root/bootstrap.sh", tok["token"].(string))
+		if err != nil || !strings.Contains(out, "removed this machine's previous registration") {
+			t.Fatalf("re-run: %v\n%s", err, out)
+		}
+		testutil.Eventually(t, 30*time.Second, "only the new registration, online", func() error {
+			ms := v.machines()
+			if len(ms) != 1 || ms[0]["name"] != "nas-2" || ms[0]["status"] != "online" || ms[0]["username"] != "root" {
+				return fmt.Errorf("machines: %v", ms)
+			}
+			return nil
+		})
+		if n := strings.Count(m.Must("cat", "/home/alice/.ssh/authorized_keys"), "ssh-"); n != 1 {
+			t.Fatalf("alice's authorized_keys has %d keys", n)
+		}
+		if got := strings.Fields(m.Must("systemctl", "is-active", "revtunnel-client", "tunnel-agent")); strings.Join(got, " ") != "active active" {
+			t.Fatalf("is-active after re-run: %v", got)
+		}
+	})
+
 	t.Run("uninstall", func(t *testing.T) {
 		out := m.Must("runuser", "-u", "alice", "--", "sudo", "-n", "/usr/local/bin/tunnel-uninstall")
 		t.Logf("tunnel-uninstall:\n%s", out)
@@ -226,7 +248,7 @@ func TestMachineJoin(t *testing.T) {
 		if _, err := m.Exec("id", "tunnel"); err == nil {
 			t.Fatal("user tunnel still exists")
 		}
-		if ak := m.Must("cat", "/home/alice/.ssh/authorized_keys"); strings.Contains(ak, "ssh-") {
+		if ak := m.Must("cat", "/home/alice/.ssh/authorized_keys", "/root/.ssh/authorized_keys"); strings.Contains(ak, "ssh-") {
 			t.Fatalf("the server's key is still in authorized_keys:\n%s", ak)
 		}
 		if st, _ := m.Exec("systemctl", "is-active", "revtunnel-client", "tunnel-agent"); strings.Contains(st, "active\n") && !strings.Contains(st, "inactive") {
