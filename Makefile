@@ -12,12 +12,13 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp run test test-ui test-go test-fuzz test-system deps package bench clean
+.PHONY: all build daemon ui frp static run test test-ui test-go test-fuzz test-system deps package bench clean
 
 all: build
 
-## build: the UI, then the daemon with the UI embedded, and the tunnel engine.
-build: ui daemon frp
+## build: the UI, then the daemon with the UI embedded, the tunnel engine,
+## and the files machines download (bin/static).
+build: ui daemon frp static
 
 ## frp: frps and frpc, built from the one pinned version in tools/frp/go.mod
 ## (bump it there with `go get github.com/fatedier/frp@vX.Y.Z`). Rebuilt only
@@ -26,6 +27,28 @@ FRP_DIR := tools/frp
 frp: bin/frps bin/frpc
 bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
 	cd $(FRP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
+
+## static: what the daemon serves machines under /static (--static-dir):
+## tunnel-agent for linux amd64/arm64 and frpc (as revtunnel-client) for
+## amd64/arm64/arm (GOARM=7), static binaries, each with a .sha256 beside it.
+## Each file is rebuilt only when its sources change.
+STATIC := bin/static
+AGENT_ARCHS := amd64 arm64
+CLIENT_ARCHS := amd64 arm64 arm
+STATIC_BINS := $(foreach a,$(AGENT_ARCHS),$(STATIC)/agents/tunnel-agent-linux-$(a)) \
+	$(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-linux-$(a))
+AGENT_SRC := $(shell find daemon/agent daemon/cmd/tunnel-agent -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+static: $(addsuffix .sha256,$(STATIC_BINS))
+AGENT_BINS := $(foreach a,$(AGENT_ARCHS),$(STATIC)/agents/tunnel-agent-linux-$(a))
+CLIENT_BINS := $(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-linux-$(a))
+$(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC)
+	@mkdir -p $(@D)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/tunnel-agent
+$(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
+	@mkdir -p $(@D)
+	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
+$(addsuffix .sha256,$(STATIC_BINS)): %.sha256: %
+	cd $(@D) && sha256sum $(<F) > $(@F)
 
 daemon:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tunnelsvc ./daemon/cmd/tunnelsvc
@@ -40,7 +63,7 @@ ui:
 ## run: build and serve the dashboard on 127.0.0.1 with data in ./data.
 run: build
 	@mkdir -p $(RUN_DATA)
-	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root --bin-dir ./bin
+	./bin/tunnelsvc serve --listen $(RUN_LISTEN) --data-dir $(RUN_DATA) --system-root $(RUN_DATA)/root --bin-dir ./bin --static-dir ./bin/static
 
 ## deps: install what the tests need, only what is missing.
 deps:

@@ -20,3 +20,17 @@ func UI() fs.FS {
 	}
 	return sub
 }
+
+//go:embed scripts/bootstrap.sh
+var bootstrapScript []byte
+
+//go:embed scripts/tunnel-uninstall.sh
+var uninstallScript []byte
+
+// BootstrapScript is scripts/bootstrap.sh, served at /static/bootstrap.sh
+// with {base_url} substituted.
+func BootstrapScript() []byte { return bootstrapScript }
+
+// UninstallScript is scripts/tunnel-uninstall.sh, served at
+// /static/tunnel-uninstall.sh.
+func UninstallScript() []byte { return uninstallScript }

@@ -32,7 +32,7 @@ func (s *Server) baseURL(r *http.Request) string {
 		return s.cfg.BaseURL
 	}
 	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+	if r.TLS != nil || (r.Header.Get("X-Forwarded-Proto") == "https" && s.peerIsLocal(r)) {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host

@@ -93,6 +93,17 @@ func (s *Server) routes() http.Handler {
 	api("DELETE", "/api/machines/{machine_id}", private, s.deleteMachine)
 	api("GET", "/api/machines/{machine_id}/revtunnel-client", private, s.machineClientConfig)
 
+	// The machine's agent, reached through its agent tunnel.
+	api("GET", "/api/machines/{machine_id}/agent/status", private, s.agentStatus)
+	api("POST", "/api/machines/{machine_id}/agent/restart-tunnel", private, s.agentRestartTunnel)
+
+	// Files machines download (spec §4.5): public, machines have no session.
+	// Registered before the SPA catch-all.
+	api("GET", "/static/bootstrap.sh", public, s.staticBootstrap)
+	api("GET", "/static/tunnel-uninstall.sh", public, s.staticUninstall)
+	api("GET", "/static/agents/{file}", public, s.staticBinary("agents"))
+	api("GET", "/static/revtunnel/{file}", public, s.staticBinary("revtunnel"))
+
 	// Tunnels.
 	api("GET", "/api/tunnels", private, s.listTunnels)
 	api("POST", "/api/tunnels", private, s.createTunnel)

@@ -58,6 +58,11 @@ type Options struct {
 	Net *netcheck.Checker
 	// Hub carries background operations' log lines to the WebSocket.
 	Hub *logstream.Hub
+	// Scripts are the machine scripts served under /static.
+	Scripts Scripts
+	// Agents reaches machines' agents through their agent tunnels; nil
+	// answers 503 on the agent routes.
+	Agents Agents
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -86,6 +91,8 @@ type Server struct {
 	banner    *banner.Service
 	firewall  *firewall.Service
 	progress  func(operation string) Progress
+	scripts   Scripts
+	agents    Agents
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 }
 
@@ -94,7 +101,7 @@ func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
-		totp: o.TOTP, sshkeys: o.SSHKeys}
+		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

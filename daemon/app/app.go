@@ -16,6 +16,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 
 	tunnelsvc "github.com/tunnelsvc/tunnelsvc"
+	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -67,6 +68,8 @@ type App struct {
 	// Banner manages fail2ban; Firewall the firewall mode.
 	Banner   *banner.Service
 	Firewall *firewall.Service
+	// Agents reaches machines' tunnel-agents.
+	Agents *agentclient.Client
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -143,6 +146,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// ed25519 default at the first registration when no key exists.
 	a.tunnelServices(a.SSHKeys, unitMgr)
 	a.setupServices(ls[0].Addr())
+	a.agentServices()
 	a.guardServices(ls[0].Addr())
 
 	if err := a.announceSetupCode(ctx); err != nil {
@@ -159,9 +163,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
-		Health: func(r *http.Request) error { return a.Store.Ping(r.Context()) },
-		Units:  a.Units,
-		UI:     webui.Handler(tunnelsvc.UI()),
+		Health:  func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Units:   a.Units,
+		UI:      webui.Handler(tunnelsvc.UI()),
+		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
+		Agents:  a.Agents,
 	})
 	a.HTTP = &http.Server{
 		Handler:           handler,

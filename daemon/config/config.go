@@ -45,6 +45,8 @@ type Config struct {
 	TunnelPortLo, TunnelPortHi int
 	// BinDir holds frps and frpc.
 	BinDir string
+	// StaticDir holds the binaries machines download (agents/, revtunnel/).
+	StaticDir string
 
 	frpsPort, tunnelPorts string
 }
@@ -59,7 +61,7 @@ func Default() Config {
 		LogLevel:   "info",
 
 		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
-		BinDir:   "/usr/lib/tunnelsvc",
+		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
 	}
 }
@@ -84,6 +86,7 @@ var Flags = []Flag{
 	{"frps-plugin-listen", "TUNNELSVC_FRPS_PLUGIN_LISTEN", "loopback address where the daemon answers frps's plugin calls"},
 	{"tunnel-ports", "TUNNELSVC_TUNNEL_PORTS", "range LO-HI of ports given to machines and tunnels"},
 	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
+	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -120,6 +123,7 @@ func Register(fs *flag.FlagSet, c *Config) *string {
 	fs.StringVar(&c.PluginListen, "frps-plugin-listen", env("TUNNELSVC_FRPS_PLUGIN_LISTEN", c.PluginListen), Flags[10].Help+" [$TUNNELSVC_FRPS_PLUGIN_LISTEN]")
 	fs.StringVar(&c.tunnelPorts, "tunnel-ports", env("TUNNELSVC_TUNNEL_PORTS", c.tunnelPorts), Flags[11].Help+" [$TUNNELSVC_TUNNEL_PORTS]")
 	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
+	fs.StringVar(&c.StaticDir, "static-dir", env("TUNNELSVC_STATIC_DIR", c.StaticDir), Flags[13].Help+" [$TUNNELSVC_STATIC_DIR]")
 	return localNets
 }
 
@@ -205,6 +209,9 @@ func (c *Config) finishTunnels() error {
 		return fmt.Errorf("--frps-plugin-listen: %q must be a loopback address:port", c.PluginListen)
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
+		return err
+	}
+	if c.StaticDir, err = filepath.Abs(c.StaticDir); err != nil {
 		return err
 	}
 	return nil

@@ -88,7 +88,7 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	svc := &machines.Service{
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
-		SSHLocalPort: testutil.EchoServer(t),
+		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
 	}
 	deployer := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,

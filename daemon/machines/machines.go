@@ -5,6 +5,9 @@ package machines
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +71,9 @@ type Service struct {
 	// SSHLocalPort is the machines' sshd port (22); tests point it at an
 	// echo server.
 	SSHLocalPort int
+	// ClientAdminPort is frpc's admin webServer port on machines' loopback
+	// (0: frpconf.DefaultAdminPort).
+	ClientAdminPort int
 	// OnChange, when set, is called after a machine's tunnels changed (a
 	// tunnel created, updated or deleted, or the machine deleted), so the
 	// web proxy and the machine's client configuration can follow.
@@ -201,10 +207,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	if err != nil {
 		return Registration{}, err
 	}
-	agentToken, err := auth.NewToken()
-	if err != nil {
-		return Registration{}, err
-	}
+	agentToken := deriveAgentToken(secret)
 	hash := auth.HashToken(req.Token)
 	now := s.now()
 	m, err := s.Store.RegisterMachine(ctx, store.NewMachine{
@@ -251,6 +254,40 @@ func (s *Service) sshLocalPort() int {
 	return s.SSHLocalPort
 }
 
+// deriveAgentToken is the machine's agent token, derived from its secret
+// (HMAC-SHA256) so the daemon can present it to the machine's agent from the
+// sealed secret, while the database keeps only its hash. The agent token
+// does not reveal the secret.
+func deriveAgentToken(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("tunnel-agent-token"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// AgentAccess is what the daemon needs to reach a machine's agent: the port
+// of its agent tunnel on this server's loopback and the agent token.
+type AgentAccess struct {
+	Port  int
+	Token string
+}
+
+// Agent returns how to reach machine id's agent.
+func (s *Service) Agent(ctx context.Context, id int64) (AgentAccess, error) {
+	m, err := s.Store.GetMachine(ctx, id)
+	if err != nil {
+		return AgentAccess{}, err
+	}
+	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
+	if err != nil {
+		return AgentAccess{}, fmt.Errorf("machine %d credential: %w", m.ID, err)
+	}
+	tok := deriveAgentToken(string(secret))
+	if auth.HashToken(tok) != m.AgentTokenHash {
+		return AgentAccess{}, fmt.Errorf("machine %d was registered before agent tokens were derived; bootstrap it again", m.ID)
+	}
+	return AgentAccess{Port: m.AgentPort, Token: tok}, nil
+}
+
 func secretAAD(id int64) []byte { return []byte("machine-secret:" + strconv.FormatInt(id, 10)) }
 
 func addrString(a netip.Addr) string {
@@ -279,6 +316,7 @@ func (s *Service) clientConfig(m store.Machine, secret, host string, tunnels []s
 		ServerAddr: host, ServerPort: s.FRPSPort, MachineID: m.ID, Secret: secret,
 		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels,
+		AdminPort: s.ClientAdminPort,
 	})
 }
 

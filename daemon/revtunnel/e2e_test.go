@@ -185,6 +185,8 @@ func TestRealEngine(t *testing.T) {
 	}
 	runClient := func(name, conf string) *testutil.Proc {
 		path := filepath.Join(dir, name+".toml")
+		// Each frpc gets its own admin port: several run on this loopback.
+		conf = regexp.MustCompile(`(?m)^port = \d+$`).ReplaceAllString(conf, fmt.Sprintf("port = %d", testutil.FreePort(t)))
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}

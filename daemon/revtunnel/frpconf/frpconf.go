@@ -5,6 +5,9 @@ package frpconf
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -151,7 +154,26 @@ type ClientParams struct {
 	TunnelPort     int
 	AgentLocalPort int
 	AgentPort      int
-	Tunnels        []store.Tunnel
+	// AdminPort is frpc's admin webServer port on the machine's loopback
+	// (0: DefaultAdminPort); `frpc reload -c` reaches frpc through it.
+	AdminPort int
+	Tunnels   []store.Tunnel
+}
+
+// DefaultAdminPort is frpc's admin webServer port on machines (frp's own default).
+const DefaultAdminPort = 7400
+
+// AdminUser is the user name of frpc's admin webServer.
+const AdminUser = "tunnelsvc"
+
+// AdminPassword is the password of a machine's frpc admin webServer, derived
+// from the machine's secret so that other local users of the machine cannot
+// drive frpc (the admin API can rewrite its config), while the config file
+// alone (root-only) is all frpc reload needs.
+func AdminPassword(secret string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("frpc-admin"))
+	return hex.EncodeToString(m.Sum(nil))[:32]
 }
 
 // User is the frp user name of a machine; frps prefixes every proxy name
@@ -173,7 +195,15 @@ type clientFile struct {
 	User       string            `toml:"user"`
 	Metadatas  map[string]string `toml:"metadatas"`
 	Transport  clientTransport   `toml:"transport"`
+	WebServer  webServer         `toml:"webServer"`
 	Proxies    []proxy           `toml:"proxies"`
+}
+
+type webServer struct {
+	Addr     string `toml:"addr"`
+	Port     int    `toml:"port"`
+	User     string `toml:"user"`
+	Password string `toml:"password"`
 }
 
 type clientTransport struct {
@@ -201,12 +231,17 @@ func ClientConfig(p ClientParams) (string, error) {
 	if p.ServerAddr == "" {
 		return "", fmt.Errorf("no server address to put in the client config")
 	}
+	admin := p.AdminPort
+	if admin == 0 {
+		admin = DefaultAdminPort
+	}
 	f := clientFile{
 		ServerAddr: p.ServerAddr,
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
 		Metadatas:  map[string]string{MetaToken: p.Secret},
 		Transport:  clientTransport{HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3, TLS: clientTLS{Enable: true}},
+		WebServer:  webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{
 			{Name: ProxySSH, Type: "tcp", LocalIP: "127.0.0.1", LocalPort: p.SSHLocalPort, RemotePort: p.TunnelPort},
 			{Name: ProxyAgent, Type: "tcp", LocalIP: "127.0.0.1", LocalPort: p.AgentLocalPort, RemotePort: p.AgentPort},

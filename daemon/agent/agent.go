@@ -1,0 +1,227 @@
+// Package agent is tunnel-agent, the small HTTP service on each machine that
+// lets the control server look after the machine's tunnel client without a
+// person on the machine: status, restart, a new client config, uninstall.
+//
+// It listens on 127.0.0.1 only; the control server reaches it through the
+// machine's own `agent` tunnel. Every request carries the agent token
+// (Authorization: Bearer); anything else is 401.
+//
+// The agent runs as the unprivileged user `tunnel`. What needs root goes
+// through sudo rules that allow exactly these commands (bootstrap.sh writes
+// them): `systemctl restart revtunnel-client.service`,
+// `tunnel-agent apply-config` (verify, write, reload a config read from
+// stdin) and `tunnel-uninstall --detach`.
+package agent
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxConfigBytes caps a pushed client config.
+const MaxConfigBytes = 256 << 10
+
+// System is what the agent does to the machine. Production runs commands
+// (see Commands); tests use a fake.
+type System interface {
+	// UnitState returns systemd's properties of the tunnel client unit:
+	// ActiveState, SubState and ActiveEnterTimestampMonotonic (µs).
+	UnitState(ctx context.Context) (map[string]string, error)
+	// Restart restarts the tunnel client unit.
+	Restart(ctx context.Context) error
+	// ApplyConfig checks, installs and reloads a client config. A refused
+	// config must leave the installed one untouched.
+	ApplyConfig(ctx context.Context, config []byte) error
+	// ClientVersion is the tunnel client's version.
+	ClientVersion(ctx context.Context) (string, error)
+	// Uptime is the machine's monotonic clock, to age the unit's start.
+	Monotonic() (time.Duration, error)
+	// Uninstall starts the uninstall script (detached: it stops this agent).
+	Uninstall(ctx context.Context) error
+}
+
+// Server is the agent's HTTP handler.
+type Server struct {
+	Token   string
+	Unit    string
+	Version string
+	Sys     System
+	Log     *slog.Logger
+	// Timeout bounds each operation (default 30 s).
+	Timeout time.Duration
+	// Later runs f after the answer went out (default: 500 ms later, in
+	// the background). Tests run it at once.
+	Later func(f func())
+}
+
+func (s *Server) later(f func()) {
+	if s.Later != nil {
+		s.Later(f)
+		return
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		f()
+	}()
+}
+
+// Status is GET /status's answer.
+type Status struct {
+	Unit          string `json:"unit"`
+	ActiveState   string `json:"active_state"`
+	SubState      string `json:"sub_state"`
+	UptimeSeconds int64  `json:"uptime_seconds"`
+	AgentVersion  string `json:"agent_version"`
+	ClientVersion string `json:"revtunnel_client_version"`
+}
+
+// ToolError is a failure whose text is the tool's own words.
+type ToolError struct {
+	Op     string
+	Output string
+	Err    error
+}
+
+func (e *ToolError) Error() string {
+	out := strings.TrimSpace(e.Output)
+	if out == "" {
+		return fmt.Sprintf("%s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Op, out)
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+// ErrRefused marks a config the tunnel client refused (a 400, not a 500).
+var ErrRefused = errors.New("config refused")
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+// ServeHTTP checks the token, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tunnel-agent"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "agent token required (Authorization: Bearer <token>)"})
+		return
+	}
+	timeout := s.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	route := r.Method + " " + r.URL.Path
+	switch route {
+	case "GET /status":
+		s.status(ctx, w)
+	case "POST /restart":
+		// This request arrives through the tunnel client being restarted:
+		// answer first, then restart, or the answer dies with the tunnel.
+		writeJSON(w, http.StatusAccepted, map[string]string{"message": s.Unit + " restart started; the tunnel reconnects in a few seconds"})
+		s.later(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := s.Sys.Restart(ctx); err != nil {
+				s.log().Error("restart "+s.Unit+" failed", "err", err)
+				return
+			}
+			s.log().Info(s.Unit + " restarted")
+		})
+	case "PUT /config":
+		s.putConfig(ctx, w, r)
+	case "POST /uninstall":
+		if err := s.Sys.Uninstall(ctx); err != nil {
+			s.fail(w, "uninstall", err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
+	default:
+		switch r.URL.Path {
+		case "/status", "/restart", "/config", "/uninstall":
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
+		}
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || s.Token == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.Token)) == 1
+}
+
+func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
+	props, err := s.Sys.UnitState(ctx)
+	if err != nil {
+		s.fail(w, "read the state of "+s.Unit, err)
+		return
+	}
+	st := Status{Unit: s.Unit, ActiveState: props["ActiveState"], SubState: props["SubState"], AgentVersion: s.Version}
+	if st.ActiveState == "active" {
+		if since, err := strconv.ParseInt(props["ActiveEnterTimestampMonotonic"], 10, 64); err == nil && since > 0 {
+			if now, err := s.Sys.Monotonic(); err == nil && now > time.Duration(since)*time.Microsecond {
+				st.UptimeSeconds = int64((now - time.Duration(since)*time.Microsecond) / time.Second)
+			}
+		}
+	}
+	if v, err := s.Sys.ClientVersion(ctx); err == nil {
+		st.ClientVersion = v
+	} else {
+		st.ClientVersion = "unknown (" + err.Error() + ")"
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) putConfig(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxConfigBytes+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "could not read the config: " + err.Error()})
+		return
+	}
+	if len(body) > MaxConfigBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("config larger than %d bytes", MaxConfigBytes)})
+		return
+	}
+	if strings.TrimSpace(string(body)) == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "empty config; the installed one is kept"})
+		return
+	}
+	if err := s.Sys.ApplyConfig(ctx, body); err != nil {
+		if errors.Is(err, ErrRefused) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error() + "; the installed config is kept"})
+			return
+		}
+		s.fail(w, "apply the config", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"message": "config installed and " + s.Unit + " reloaded"})
+}
+
+func (s *Server) fail(w http.ResponseWriter, what string, err error) {
+	s.log().Error(what+" failed", "err", err)
+	writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not " + what + ": " + err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

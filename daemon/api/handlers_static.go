@@ -1,0 +1,100 @@
+package api
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/gorilla/mux"
+)
+
+// Scripts are the machine scripts the daemon serves (embedded at build).
+type Scripts struct {
+	Bootstrap, Uninstall []byte
+}
+
+// Served binaries (spec §4.5): directory under --static-dir, and the names.
+var staticBinaries = map[string]map[string]bool{
+	"agents":    {"tunnel-agent-linux-amd64": true, "tunnel-agent-linux-arm64": true},
+	"revtunnel": {"revtunnel-client-linux-amd64": true, "revtunnel-client-linux-arm64": true, "revtunnel-client-linux-arm": true},
+}
+
+// safeBaseURL is what may be substituted into a shell script: a scheme and
+// a host[:port] of plain characters, nothing the shell would interpret.
+var safeBaseURL = regexp.MustCompile(`^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
+
+// staticBootstrap: GET /static/bootstrap.sh with {base_url} substituted.
+func (s *Server) staticBootstrap(w http.ResponseWriter, r *http.Request) error {
+	if len(s.scripts.Bootstrap) == 0 {
+		return Errorf(http.StatusNotFound, "bootstrap.sh is not built into this daemon")
+	}
+	base := s.baseURL(r)
+	if !safeBaseURL.MatchString(base) {
+		return Errorf(http.StatusBadRequest, "cannot serve bootstrap.sh for base URL %q: set --base-url to the address machines use (scheme://host[:port])", base)
+	}
+	script := strings.ReplaceAll(string(s.scripts.Bootstrap), "{base_url}", base)
+	writeScript(w, script)
+	return nil
+}
+
+// staticUninstall: GET /static/tunnel-uninstall.sh.
+func (s *Server) staticUninstall(w http.ResponseWriter, r *http.Request) error {
+	if len(s.scripts.Uninstall) == 0 {
+		return Errorf(http.StatusNotFound, "tunnel-uninstall.sh is not built into this daemon")
+	}
+	writeScript(w, string(s.scripts.Uninstall))
+	return nil
+}
+
+func writeScript(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "text/x-shellscript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write([]byte(body))
+}
+
+// staticBinary: GET /static/{dir}/{file} for the machine binaries and their
+// .sha256 files, from --static-dir.
+func (s *Server) staticBinary(dir string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		file := mux.Vars(r)["file"]
+		name := strings.TrimSuffix(file, ".sha256")
+		if !staticBinaries[dir][name] {
+			return Errorf(http.StatusNotFound, "no such file: /static/%s/%s", dir, file)
+		}
+		path := filepath.Join(s.cfg.StaticDir, dir, file)
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return Errorf(http.StatusNotFound, "%s is not built: run `make build` (it builds the machine binaries into bin/static) and serve with --static-dir pointing there, or install the tunnelsvc package; looked for %s", file, path)
+		}
+		if err != nil {
+			return Internal("could not open "+file, err)
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil || st.IsDir() {
+			return Internal("could not read "+file, err)
+		}
+		if strings.HasSuffix(file, ".sha256") {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		http.ServeContent(w, r, file, st.ModTime(), f)
+		return nil
+	}
+}
+
+// peerIsLocal says whether the TCP peer itself (not X-Forwarded-For) is in
+// --local-nets: only then are forwarding headers believed (the rule of
+// auth.ClientAddr).
+func (s *Server) peerIsLocal(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && s.cfg.IsLocal(ap.Addr())
+}

@@ -1,0 +1,392 @@
+#!/usr/bin/env bash
+# tunnelsvc machine bootstrap: joins this machine to the control server at
+# {base_url} and gives it reverse tunnels.
+#
+#   bash bootstrap.sh <TOKEN>
+#   curl -fsSL {base_url}/static/bootstrap.sh | bash -s <TOKEN>
+#
+# Environment:
+#   TUNNEL_MACHINE_NAME  machine name; skips the prompt (unattended installs)
+#   TUNNEL_ASSUME_YES=1  replace an existing /etc/revtunnel/client.toml without asking
+#
+# Runs as root or as a user who may use sudo. Everything it downloads comes
+# from the control server and is checked against its SHA-256.
+set -euo pipefail
+
+BASE_URL='{base_url}'
+UNIT=revtunnel-client
+CLIENT_BIN=/usr/local/bin/revtunnel-client
+CONF_DIR=/etc/revtunnel
+CONF=$CONF_DIR/client.toml
+STATE=$CONF_DIR/machine.env
+AGENT_BIN=/usr/local/bin/tunnel-agent
+AGENT_DIR=/etc/tunnel-agent
+UNINSTALL_BIN=/usr/local/bin/tunnel-uninstall
+
+info() { printf 'bootstrap: %s\n' "$*"; }
+warn() { printf 'bootstrap: warning: %s\n' "$*" >&2; }
+die() {
+	printf 'bootstrap: error: %s\n' "$*" >&2
+	exit 1
+}
+usage() {
+	cat >&2 <<EOF
+usage: bash bootstrap.sh <TOKEN>
+
+Joins this machine to the tunnel server at $BASE_URL.
+Create a token in the dashboard (Machines > Add machine); it is valid once.
+Set TUNNEL_MACHINE_NAME to skip the name prompt.
+EOF
+}
+
+# --- step 1: a token and a terminal --------------------------------------
+if [ $# -lt 1 ] || [ -z "${1:-}" ]; then
+	usage
+	exit 2
+fi
+TOKEN=$1
+case $TOKEN in
+*[!A-Za-z0-9_-]*) die "the token contains characters a token never has; copy it again from the dashboard" ;;
+esac
+HAVE_TTY=0
+if { : </dev/tty; } 2>/dev/null; then
+	HAVE_TTY=1
+fi
+if [ "$HAVE_TTY" = 0 ] && [ -z "${TUNNEL_MACHINE_NAME:-}" ]; then
+	die "no terminal (/dev/tty) to ask for the machine name; run it in a terminal, or set TUNNEL_MACHINE_NAME for an unattended install"
+fi
+
+for tool in curl sha256sum systemctl awk; do
+	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed (install it with your package manager)"
+done
+SYSTEMCTL=$(command -v systemctl)
+[ -d /run/systemd/system ] || die "systemd is not running on this machine; the tunnel client runs as a systemd service"
+
+if [ "$(id -u)" -eq 0 ]; then
+	SUDO=()
+else
+	command -v sudo >/dev/null 2>&1 || die "run this as root, or install sudo and run it as a user who may use it"
+	SUDO=(sudo)
+	info "some steps need root: sudo may ask for your password"
+	sudo -v || die "sudo refused; run this as root or as a user who may use sudo"
+fi
+as_root() { "${SUDO[@]}" "$@"; }
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# --- step 2: name and user -----------------------------------------------
+NAME=${TUNNEL_MACHINE_NAME:-}
+tries=0
+while [ -z "${NAME//[[:space:]]/}" ]; do
+	tries=$((tries + 1))
+	[ "$tries" -le 5 ] || die "no machine name given"
+	printf 'Machine name (as shown in the dashboard): ' >/dev/tty
+	IFS= read -r NAME </dev/tty || die "could not read the machine name from the terminal"
+	[ -n "${NAME//[[:space:]]/}" ] || printf 'The name must not be empty.\n' >/dev/tty
+done
+USERNAME=$(id -un)
+if [ "$USERNAME" = root ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
+	USERNAME=$SUDO_USER
+fi
+USER_HOME=$(getent passwd "$USERNAME" | cut -d: -f6)
+if [ -z "$USER_HOME" ] || [ ! -d "$USER_HOME" ]; then
+	die "cannot find the home directory of $USERNAME"
+fi
+
+# json_str escapes a string for a JSON document.
+json_str() {
+	local s=$1
+	s=${s//\\/\\\\}
+	s=${s//\"/\\\"}
+	s=${s//$'\t'/\\t}
+	s=${s//$'\n'/\\n}
+	s=${s//$'\r'/\\r}
+	printf '"%s"' "$s"
+}
+
+# json_get KEY FILE prints the string or number value of KEY (first match),
+# unescaped; exits non-zero when KEY is absent.
+json_get() {
+	awk -v key="$1" '
+	function hexval(h,   i, c, v) {
+		v = 0
+		for (i = 1; i <= length(h); i++) {
+			c = index("0123456789abcdef", tolower(substr(h, i, 1))) - 1
+			v = v * 16 + c
+		}
+		return v
+	}
+	{ doc = doc $0 "\n" }
+	END {
+		k = "\"" key "\":"
+		i = index(doc, k)
+		if (!i) exit 1
+		s = substr(doc, i + length(k))
+		sub(/^[ \t\r\n]*/, "", s)
+		if (substr(s, 1, 1) != "\"") {
+			if (match(s, /^-?[0-9]+/)) { print substr(s, 1, RLENGTH); exit 0 }
+			exit 1
+		}
+		out = ""
+		n = length(s)
+		for (j = 2; j <= n; j++) {
+			c = substr(s, j, 1)
+			if (c == "\\") {
+				j++
+				e = substr(s, j, 1)
+				if (e == "n") out = out "\n"
+				else if (e == "t") out = out "\t"
+				else if (e == "r") out = out "\r"
+				else if (e == "u") { out = out sprintf("%c", hexval(substr(s, j + 1, 4))); j += 4 }
+				else out = out e
+			} else if (c == "\"") {
+				printf "%s", out
+				exit 0
+			} else out = out c
+		}
+		exit 1
+	}' "$2"
+}
+
+# fetch URL DEST downloads from the control server.
+fetch() {
+	curl -fsSL --retry 2 --connect-timeout 15 --max-time 300 -o "$2" "$1"
+}
+
+# fetch_checked URL DEST downloads URL and URL.sha256 and checks the sum.
+fetch_checked() {
+	local url=$1 dest=$2 want got
+	fetch "$url" "$dest" || return 1
+	fetch "$url.sha256" "$dest.sha256" || return 1
+	want=$(awk '{print $1; exit}' "$dest.sha256")
+	got=$(sha256sum "$dest" | awk '{print $1}')
+	if [ -z "$want" ] || [ "$want" != "$got" ]; then
+		warn "SHA-256 mismatch for $url: expected ${want:-nothing}, got $got"
+		return 1
+	fi
+}
+
+# --- step 3: register ----------------------------------------------------
+info "registering \"$NAME\" (user $USERNAME) with $BASE_URL"
+printf '{"token":%s,"name":%s,"username":%s}' "$(json_str "$TOKEN")" "$(json_str "$NAME")" "$(json_str "$USERNAME")" >"$TMP/request.json"
+status=$(curl -sS --connect-timeout 15 --max-time 60 -o "$TMP/response.json" -w '%{http_code}' \
+	-H 'Content-Type: application/json' --data-binary @"$TMP/request.json" "$BASE_URL/api/bootstrap") ||
+	die "could not reach $BASE_URL (is the address right and the server up?)"
+if [ "$status" != 200 ]; then
+	msg=$(json_get error "$TMP/response.json" 2>/dev/null || head -c 300 "$TMP/response.json")
+	die "registration refused (HTTP $status): ${msg:-no message}"
+fi
+TUNNEL_PORT=$(json_get tunnel_port "$TMP/response.json") || die "the server's answer has no tunnel_port; nothing was installed"
+VPS_KEY=$(json_get vps_ssh_public_key "$TMP/response.json") || die "the server's answer has no vps_ssh_public_key"
+json_get revtunnel_client_config "$TMP/response.json" >"$TMP/client.toml" || die "the server's answer has no revtunnel_client_config"
+AGENT_TOKEN=$(json_get agent_token "$TMP/response.json" || true)
+AGENT_PORT=$(json_get agent_local_port "$TMP/response.json" || true)
+info "registered: SSH reaches this machine through port $TUNNEL_PORT on the server"
+
+# --- step 4: the server's key in authorized_keys -------------------------
+AUTH_KEYS=$USER_HOME/.ssh/authorized_keys
+run_as_user() {
+	if [ "$(id -un)" = "$USERNAME" ]; then "$@"; else as_root runuser -u "$USERNAME" -- "$@"; fi
+}
+run_as_user mkdir -p "$USER_HOME/.ssh"
+run_as_user chmod 700 "$USER_HOME/.ssh"
+run_as_user touch "$AUTH_KEYS"
+run_as_user chmod 600 "$AUTH_KEYS"
+if run_as_user grep -qxF -- "$VPS_KEY" "$AUTH_KEYS"; then
+	info "the server's key is already in $AUTH_KEYS"
+else
+	printf '%s\n' "$VPS_KEY" | run_as_user tee -a "$AUTH_KEYS" >/dev/null
+	info "added the server's key to $AUTH_KEYS"
+fi
+
+# --- step 5: the tunnel client and its config ----------------------------
+case $(uname -m) in
+x86_64 | amd64) ARCH=amd64 ;;
+aarch64 | arm64) ARCH=arm64 ;;
+armv7l) ARCH=arm ;;
+*) die "unsupported architecture $(uname -m): tunnelsvc supports x86_64, aarch64 and armv7l" ;;
+esac
+if [ -x "$CLIENT_BIN" ]; then
+	info "tunnel client already installed at $CLIENT_BIN"
+else
+	info "downloading the tunnel client (linux-$ARCH) from $BASE_URL"
+	fetch_checked "$BASE_URL/static/revtunnel/revtunnel-client-linux-$ARCH" "$TMP/revtunnel-client" ||
+		die "could not download a verified tunnel client from $BASE_URL/static/revtunnel/revtunnel-client-linux-$ARCH (the server builds it with 'make build')"
+	as_root install -m 0755 "$TMP/revtunnel-client" "$CLIENT_BIN"
+fi
+"$CLIENT_BIN" verify -c "$TMP/client.toml" >"$TMP/verify.log" 2>&1 ||
+	die "the tunnel client refused the configuration from the server: $(cat "$TMP/verify.log")"
+
+OLD_TOKEN="" OLD_URL="" OLD_KEYS=""
+if as_root test -f "$CONF"; then
+	if as_root test -f "$STATE"; then
+		OLD_TOKEN=$(as_root sed -n 's/^TUNNEL_AGENT_TOKEN=//p' "$STATE")
+		OLD_URL=$(as_root sed -n 's/^TUNNEL_SERVER_URL=//p' "$STATE")
+		# Every authorized_keys file a registration wrote to, so that the
+		# uninstall finds them all even after a re-run as another user.
+		OLD_KEYS=$(as_root sed -n 's/^TUNNEL_AUTHORIZED_KEYS=//p' "$STATE")
+	fi
+	if [ "${TUNNEL_ASSUME_YES:-}" != 1 ]; then
+		[ "$HAVE_TTY" = 1 ] || die "$CONF exists; set TUNNEL_ASSUME_YES=1 to replace it unattended"
+		printf '%s exists (this machine was joined before). Replace it with the new registration? [y/N] ' "$CONF" >/dev/tty
+		read -r answer </dev/tty || answer=""
+		case $answer in
+		y | Y | yes | YES) ;;
+		*) die "kept $CONF; the new registration is unused: delete machine \"$NAME\" in the dashboard" ;;
+		esac
+	fi
+fi
+as_root install -d -m 0755 "$CONF_DIR"
+as_root install -m 0600 "$TMP/client.toml" "$CONF"
+printf '%s\n' "$VPS_KEY" >"$TMP/vps_key.pub"
+as_root install -m 0644 "$TMP/vps_key.pub" "$CONF_DIR/vps_key.pub"
+{
+	printf 'TUNNEL_SERVER_URL=%s\n' "$BASE_URL"
+	printf 'TUNNEL_AGENT_TOKEN=%s\n' "$AGENT_TOKEN"
+	printf 'TUNNEL_USER=%s\n' "$USERNAME"
+	printf '%s\n%s\n' "$OLD_KEYS" "$AUTH_KEYS" | awk 'NF && !seen[$0]++ { print "TUNNEL_AUTHORIZED_KEYS=" $0 }'
+} >"$TMP/machine.env"
+as_root install -m 0600 "$TMP/machine.env" "$STATE"
+info "wrote $CONF"
+
+# A re-run with a new token replaces the old registration on the server.
+if [ -n "$OLD_TOKEN" ] && [ -n "$OLD_URL" ] && [ "$OLD_TOKEN" != "$AGENT_TOKEN" ]; then
+	if curl -fsS --connect-timeout 15 --max-time 30 -o /dev/null -X POST \
+		-H "Authorization: Bearer $OLD_TOKEN" "$OLD_URL/api/machines/self-delete"; then
+		info "removed this machine's previous registration from $OLD_URL"
+	else
+		warn "could not remove the previous registration from $OLD_URL; delete the old machine in the dashboard"
+	fi
+fi
+
+# --- step 6: uninstall script, sudo rules, the client service ------------
+fetch "$BASE_URL/static/tunnel-uninstall.sh" "$TMP/tunnel-uninstall" ||
+	die "could not download $BASE_URL/static/tunnel-uninstall.sh"
+as_root install -m 0755 "$TMP/tunnel-uninstall" "$UNINSTALL_BIN"
+
+# install_sudoers NAME FILE validates FILE with visudo and installs it.
+install_sudoers() {
+	if ! as_root test -d /etc/sudoers.d; then
+		warn "/etc/sudoers.d does not exist (sudo not installed): skipped the sudo rules $1"
+		return 0
+	fi
+	if command -v visudo >/dev/null 2>&1; then
+		as_root visudo -cqf "$2" >/dev/null || die "visudo refused the sudo rules for $1"
+	fi
+	as_root install -m 0440 "$2" "/etc/sudoers.d/$1"
+}
+if [ "$USERNAME" != root ]; then
+	{
+		printf '# tunnelsvc: %s may restart the tunnel client and uninstall it.\n' "$USERNAME"
+		for verb in start restart reset-failed; do
+			printf '%s ALL=(root) NOPASSWD: %s %s %s\n' "$USERNAME" "$SYSTEMCTL" "$verb" "$UNIT"
+			printf '%s ALL=(root) NOPASSWD: %s %s %s.service\n' "$USERNAME" "$SYSTEMCTL" "$verb" "$UNIT"
+		done
+		printf '%s ALL=(root) NOPASSWD: %s\n' "$USERNAME" "$UNINSTALL_BIN"
+	} >"$TMP/sudoers-client"
+	install_sudoers revtunnel-client "$TMP/sudoers-client"
+fi
+
+cat >"$TMP/$UNIT.service" <<EOF
+# Installed by tunnelsvc bootstrap.sh; removed by tunnel-uninstall.
+[Unit]
+Description=tunnelsvc reverse tunnel client
+After=network-online.target
+Wants=network-online.target
+StartLimitIntervalSec=0
+
+[Service]
+ExecStart=$CLIENT_BIN -c $CONF
+Restart=always
+RestartSec=5s
+
+[Install]
+WantedBy=multi-user.target
+EOF
+as_root install -m 0644 "$TMP/$UNIT.service" "/etc/systemd/system/$UNIT.service"
+as_root "$SYSTEMCTL" daemon-reload
+as_root "$SYSTEMCTL" enable "$UNIT.service" >/dev/null 2>&1 || die "could not enable $UNIT.service"
+as_root "$SYSTEMCTL" restart "$UNIT.service" ||
+	die "$UNIT.service did not start: see 'journalctl -u $UNIT'"
+info "started $UNIT.service"
+
+# --- step 7: the agent -----------------------------------------------------
+install_agent() {
+	if [ -z "$AGENT_TOKEN" ] || [ -z "$AGENT_PORT" ]; then
+		info "the server offered no agent: skipped"
+		return 0
+	fi
+	case $ARCH in
+	amd64 | arm64) ;;
+	*)
+		info "no agent for linux-$ARCH: skipped (tunnels still work; config changes then need a re-run)"
+		return 0
+		;;
+	esac
+	if ! command -v sudo >/dev/null 2>&1; then
+		warn "sudo is not installed: the agent (which runs as user tunnel and uses sudo for exactly its three commands) is skipped"
+		return 0
+	fi
+	if ! fetch_checked "$BASE_URL/static/agents/tunnel-agent-linux-$ARCH" "$TMP/tunnel-agent"; then
+		warn "could not download a verified agent from $BASE_URL/static/agents/tunnel-agent-linux-$ARCH: skipped the agent (tunnels still work)"
+		return 0
+	fi
+	if ! id -u tunnel >/dev/null 2>&1; then
+		as_root useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin tunnel ||
+			die "could not create the system user tunnel"
+	fi
+	as_root install -m 0755 "$TMP/tunnel-agent" "$AGENT_BIN"
+	{
+		printf 'TUNNEL_AGENT_TOKEN=%s\n' "$AGENT_TOKEN"
+		printf 'TUNNEL_AGENT_PORT=%s\n' "$AGENT_PORT"
+		printf 'TUNNEL_AGENT_UNIT=%s.service\n' "$UNIT"
+		printf 'TUNNEL_AGENT_FRPC=%s\n' "$CLIENT_BIN"
+		printf 'TUNNEL_AGENT_CLIENT_CONFIG=%s\n' "$CONF"
+	} >"$TMP/config.env"
+	as_root install -d -m 0755 "$AGENT_DIR"
+	as_root install -m 0600 "$TMP/config.env" "$AGENT_DIR/config.env"
+	{
+		printf '# tunnelsvc: the agent (user tunnel) may do exactly these as root.\n'
+		printf 'Defaults:tunnel !requiretty\n'
+		printf 'tunnel ALL=(root) NOPASSWD: %s restart %s.service\n' "$SYSTEMCTL" "$UNIT"
+		printf 'tunnel ALL=(root) NOPASSWD: %s apply-config\n' "$AGENT_BIN"
+		printf 'tunnel ALL=(root) NOPASSWD: %s --detach\n' "$UNINSTALL_BIN"
+	} >"$TMP/sudoers-agent"
+	install_sudoers tunnel-agent "$TMP/sudoers-agent"
+	cat >"$TMP/tunnel-agent.service" <<EOF
+# Installed by tunnelsvc bootstrap.sh; removed by tunnel-uninstall.
+[Unit]
+Description=tunnelsvc machine agent (127.0.0.1:$AGENT_PORT)
+After=network.target $UNIT.service
+StartLimitIntervalSec=0
+
+[Service]
+User=tunnel
+Group=tunnel
+EnvironmentFile=$AGENT_DIR/config.env
+ExecStart=$AGENT_BIN serve
+Restart=always
+RestartSec=5s
+# sudo (for its three commands) needs setuid: no NoNewPrivileges, nor the
+# options that imply it for a non-root user (RestrictAddressFamilies,
+# SystemCallFilter, ProtectKernel*...), and no read-only /etc.
+PrivateTmp=yes
+ProtectHome=yes
+ProtectControlGroups=yes
+
+[Install]
+WantedBy=multi-user.target
+EOF
+	as_root install -m 0644 "$TMP/tunnel-agent.service" /etc/systemd/system/tunnel-agent.service
+	as_root "$SYSTEMCTL" daemon-reload
+	as_root "$SYSTEMCTL" enable tunnel-agent.service >/dev/null 2>&1 || die "could not enable tunnel-agent.service"
+	as_root "$SYSTEMCTL" restart tunnel-agent.service ||
+		die "tunnel-agent.service did not start: see 'journalctl -u tunnel-agent'"
+	info "started tunnel-agent.service on 127.0.0.1:$AGENT_PORT"
+}
+install_agent
+
+# --- step 8: done ----------------------------------------------------------
+info "done: \"$NAME\" is joined to $BASE_URL"
+info "uninstall with: sudo $UNINSTALL_BIN"
