@@ -81,11 +81,6 @@ func TestMachineJoin(t *testing.T) {
 		h.CopyIn(filepath.Join(static, f), "/usr/lib/tunnelsvc/static/"+f, 0o644)
 		h.CopyIn(filepath.Join(static, f+".sha256"), "/usr/lib/tunnelsvc/static/"+f+".sha256", 0o644)
 	}
-	// In this testbed the packaged unit's LoadCredential copy is unreadable
-	// by its DynamicUser ("open /run/credentials/...: permission denied"),
-	// so frps reads its config directly here. The rest of the unit stays.
-	h.WriteFile("/etc/systemd/system/revtunnel-server.service.d/10-test.conf", []byte(
-		"[Service]\nLoadCredential=\nDynamicUser=no\nExecStart=\nExecStart=/usr/lib/tunnelsvc/frps -c /etc/revtunnel/server.toml\n"), 0o644)
 	h.Must("systemctl", "daemon-reload")
 	h.Must("systemd-run", "--unit=tunnelsvc-test", "--collect", "/usr/bin/tunnelsvc", "serve",
 		"--listen", "0.0.0.0:7380", "--data-dir", "/var/lib/tunnelsvc", "--base-url", baseURL,
