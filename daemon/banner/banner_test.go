@@ -3,12 +3,12 @@ package banner_test
 import (
 	"context"
 	"flag"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -167,26 +167,6 @@ func TestNormalizeEntry(t *testing.T) {
 	}
 }
 
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-	done  chan bool
-}
-
-func newRecorder() *recorder { return &recorder{done: make(chan bool, 1)} }
-
-func (r *recorder) Line(level, text string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, level+": "+text)
-}
-func (r *recorder) Done(ok bool) { r.done <- ok }
-func (r *recorder) text() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.lines, "\n")
-}
-
 func openStore(t *testing.T) *store.Store {
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -201,13 +181,13 @@ func TestSetupWithoutSystemdChangesNothing(t *testing.T) {
 	o := in.Options()
 	o.Store, o.Units = openStore(t), nil
 	svc := banner.New(o)
-	rec := newRecorder()
+	rec := testutil.NewProgress()
 	svc.Setup(context.Background(), rec)
-	if ok := <-rec.done; ok {
+	if ok := rec.Wait(t); ok {
 		t.Fatal("setup without systemd succeeded")
 	}
-	if !strings.Contains(rec.text(), "error: ban tool setup failed: systemd is not available") {
-		t.Fatalf("progress:\n%s", rec.text())
+	if !strings.Contains(rec.Text(), "error: ban tool setup failed: systemd is not available") {
+		t.Fatalf("progress:\n%s", rec.Text())
 	}
 	if _, err := os.Stat(svc.JailPath()); err == nil {
 		t.Fatal("jail file written without systemd")
@@ -258,19 +238,14 @@ func TestRealServer(t *testing.T) {
 	if _, _, err := svc.AddWhitelist(ctx, "198.51.100.7"); err != nil {
 		t.Fatal(err)
 	}
-	rec := newRecorder()
+	rec := testutil.NewProgress()
 	go svc.Setup(ctx, rec)
-	select {
-	case ok := <-rec.done:
-		if !ok {
-			t.Fatalf("setup failed:\n%s", rec.text())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("setup did not finish:\n%s", rec.text())
+	if !rec.Wait(t) {
+		t.Fatalf("setup failed:\n%s", rec.Text())
 	}
 	for _, want := range []string{"fail2ban accepted the configuration", "wrote " + svc.JailPath(), "fail2ban is running with jails: sshd, tunnelsvc-auth", "ban tool set up"} {
-		if !strings.Contains(rec.text(), want) {
-			t.Errorf("progress lacks %q:\n%s", want, rec.text())
+		if !strings.Contains(rec.Text(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, rec.Text())
 		}
 	}
 	if got := in.Get(banner.AuthJail, "maxretry"); got != "3" {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
@@ -96,35 +96,6 @@ func TestValidMode(t *testing.T) {
 	}
 }
 
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-	done  chan bool
-}
-
-func newRecorder() *recorder { return &recorder{done: make(chan bool, 1)} }
-func (r *recorder) Line(level, text string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, level+": "+text)
-}
-func (r *recorder) Done(ok bool) { r.done <- ok }
-func (r *recorder) text() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.lines, "\n")
-}
-func (r *recorder) wait(t *testing.T) bool {
-	t.Helper()
-	select {
-	case ok := <-r.done:
-		return ok
-	case <-time.After(30 * time.Second):
-		t.Fatalf("operation did not finish:\n%s", r.text())
-		return false
-	}
-}
-
 func openStore(t *testing.T) *store.Store {
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -195,14 +166,14 @@ func TestSvcModeInNamespace(t *testing.T) {
 	allOpen := map[int]string{ssh: "open", control: "open", public: "open", private: "open", dashboard: "open", unlisted: "open"}
 	expect("before svc", allOpen)
 
-	rec := newRecorder()
+	rec := testutil.NewProgress()
 	go fw.EnterSvc(context.Background(), rec)
-	if !rec.wait(t) {
-		t.Fatalf("enter svc failed:\n%s", rec.text())
+	if !rec.Wait(t) {
+		t.Fatalf("enter svc failed:\n%s", rec.Text())
 	}
 	for _, want := range []string{"nft -c accepted the ruleset", "applied " + fw.RulesetPath() + " with nft -f", "mode svc is active"} {
-		if !strings.Contains(rec.text(), want) {
-			t.Errorf("progress lacks %q:\n%s", want, rec.text())
+		if !strings.Contains(rec.Text(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, rec.Text())
 		}
 	}
 	expect("svc", map[int]string{ssh: "open", control: "open", public: "open", private: "closed", dashboard: "closed", unlisted: "closed"})
@@ -263,13 +234,13 @@ func TestRefusedRulesetChangesNothing(t *testing.T) {
 	st := openStore(t)
 	path := filepath.Join(t.TempDir(), "firewall.nft")
 	fw := firewall.New(firewall.Options{Store: st, Run: failingNft{}, RulesetPath: path})
-	rec := newRecorder()
+	rec := testutil.NewProgress()
 	go fw.EnterSvc(context.Background(), rec)
-	if rec.wait(t) {
+	if rec.Wait(t) {
 		t.Fatal("succeeded")
 	}
-	if !strings.Contains(rec.text(), "error: firewall: nft -c refused the ruleset: Error: Could not process rule: Operation not supported") {
-		t.Fatalf("progress:\n%s", rec.text())
+	if !strings.Contains(rec.Text(), "error: firewall: nft -c refused the ruleset: Error: Could not process rule: Operation not supported") {
+		t.Fatalf("progress:\n%s", rec.Text())
 	}
 	if m, _ := fw.Mode(context.Background()); m != "none" {
 		t.Fatalf("mode %s after a refused ruleset", m)

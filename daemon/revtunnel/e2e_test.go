@@ -106,9 +106,6 @@ type event struct {
 // TestRealEngine runs the daemon's API, its frps plugin, a real frps and
 // real frpc processes on 127.0.0.1, with configs the daemon rendered.
 func TestRealEngine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real frps/frpc")
-	}
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := store.Open(ctx, filepath.Join(dir, "data"))
