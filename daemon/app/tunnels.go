@@ -9,15 +9,12 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
-
-// SettingBindIP is the stored bind address for public listeners (spec §4.2
-// PUT /api/local/bind-ip); frps binds tunnel listeners there when set.
-const SettingBindIP = "bind_ip"
 
 // noKeys stands in until the SSH key store is wired: registration then fails
 // with a clear message instead of handing out a machine without a key.
@@ -46,12 +43,13 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),
 		Units: units,
 		Params: func(ctx context.Context) (frpconf.ServerParams, error) {
-			bind, err := a.Store.GetSetting(ctx, SettingBindIP)
-			if errors.Is(err, store.ErrNotFound) || bind == "" {
-				bind, err = "127.0.0.1", nil
-			}
+			// Tunnel listeners stay on loopback unless bind_ip says otherwise.
+			bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
 			if err != nil {
-				return frpconf.ServerParams{}, fmt.Errorf("read %s: %w", SettingBindIP, err)
+				return frpconf.ServerParams{}, fmt.Errorf("read bind_ip: %w", err)
+			}
+			if bind == "" {
+				bind = "127.0.0.1"
 			}
 			return frpconf.ServerParams{BindPort: cfg.FRPSPort, ProxyBindAddr: bind, PluginAddr: cfg.PluginListen, Ports: ports}, nil
 		},

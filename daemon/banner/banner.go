@@ -9,12 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )

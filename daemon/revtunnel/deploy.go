@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 )
 
