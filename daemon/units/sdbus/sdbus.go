@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
@@ -30,7 +31,10 @@ type Options struct {
 	// directory /run/systemd/system exists).
 	Booted func() bool
 	// Dial opens a connection to systemd. The default tries the system bus
-	// and falls back to /run/systemd/private when no bus daemon runs.
+	// and falls back to /run/systemd/private when no bus daemon runs. The
+	// context it is given lives as long as the Manager (until Close): the
+	// connection is shared by every caller, so it must never be tied to the
+	// request that happened to open it.
 	Dial func(context.Context) (*sd.Conn, error)
 	Log  *slog.Logger
 }
@@ -43,8 +47,14 @@ type Manager struct {
 	dial    func(context.Context) (*sd.Conn, error)
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	conn *sd.Conn
+	// life is the connection's context: it ends with Close, never with a
+	// caller's request.
+	life     context.Context
+	endLife  context.CancelFunc
+	redials  atomic.Uint64
+	mu       sync.Mutex
+	conn     *sd.Conn
+	dialling chan struct{} // closed when the dial in progress ends
 }
 
 var _ units.Manager = (*Manager)(nil)
@@ -52,6 +62,7 @@ var _ units.Manager = (*Manager)(nil)
 // New returns a Manager; it does not connect yet.
 func New(o Options) *Manager {
 	m := &Manager{timeout: o.Timeout, booted: o.Booted, dial: o.Dial, log: o.Log}
+	m.life, m.endLife = context.WithCancel(context.Background())
 	if m.timeout <= 0 {
 		m.timeout = DefaultTimeout
 	}
@@ -87,8 +98,9 @@ func Dial(ctx context.Context) (*sd.Conn, error) {
 	return nil, errors.Join(err, err2)
 }
 
-// Close drops the connection, if any.
+// Close drops the connection, if any; a Manager is not used after Close.
 func (m *Manager) Close() {
+	m.endLife()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.conn != nil {
@@ -96,6 +108,10 @@ func (m *Manager) Close() {
 		m.conn = nil
 	}
 }
+
+// Reconnects counts the connections opened after the first one: each means
+// the previous connection had really closed (the bus or systemd went away).
+func (m *Manager) Reconnects() uint64 { return m.redials.Load() }
 
 // unavailable wraps why systemd could not be reached; its text is exactly
 // units.ErrUnavailable's so that callers show one clear message.
@@ -106,27 +122,73 @@ func (e *unavailable) Is(target error) bool { return target == units.ErrUnavaila
 func (e *unavailable) Unwrap() error        { return e.cause }
 
 // connection returns a live connection, dialing a new one when there is none
-// or the old one has closed.
+// or the old one has closed. The dial runs under the Manager's lifetime
+// context; ctx only bounds how long this caller waits for it, so a caller
+// that gives up leaves a connection that the next caller uses.
 func (m *Manager) connection(ctx context.Context) (*sd.Conn, error) {
 	if !m.booted() {
 		return nil, units.ErrUnavailable
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.conn != nil && m.conn.Connected() {
-		return m.conn, nil
+	for {
+		m.mu.Lock()
+		if m.conn != nil && m.conn.Connected() {
+			c := m.conn
+			m.mu.Unlock()
+			return c, nil
+		}
+		if m.conn != nil {
+			n := m.redials.Add(1)
+			m.log.Info("systemd connection closed; reconnecting", "reconnects", n)
+			m.conn.Close()
+			m.conn = nil
+		}
+		if m.dialling != nil {
+			// Another caller is dialling: wait for its result.
+			wait := m.dialling
+			m.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, &unavailable{cause: ctx.Err()}
+			}
+		}
+		done := make(chan struct{})
+		m.dialling = done
+		m.mu.Unlock()
+
+		type result struct {
+			c   *sd.Conn
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			c, err := m.dial(m.life)
+			m.mu.Lock()
+			if err == nil {
+				if m.life.Err() != nil {
+					c.Close() // closed while dialling
+					err = m.life.Err()
+					c = nil
+				} else {
+					m.conn = c
+				}
+			}
+			m.dialling = nil
+			m.mu.Unlock()
+			close(done)
+			res <- result{c, err}
+		}()
+		select {
+		case r := <-res:
+			if r.err != nil {
+				return nil, &unavailable{cause: r.err}
+			}
+			return r.c, nil
+		case <-ctx.Done():
+			return nil, &unavailable{cause: ctx.Err()}
+		}
 	}
-	if m.conn != nil {
-		m.log.Info("systemd connection closed; reconnecting")
-		m.conn.Close()
-		m.conn = nil
-	}
-	c, err := m.dial(ctx)
-	if err != nil {
-		return nil, &unavailable{cause: err}
-	}
-	m.conn = c
-	return c, nil
 }
 
 // forget drops c if it is the current connection and has closed, so the

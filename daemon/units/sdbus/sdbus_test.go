@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 
@@ -58,5 +59,63 @@ func TestNoSystemd(t *testing.T) {
 				t.Fatalf("dialed %d times without systemd", dials)
 			}
 		})
+	}
+}
+
+// The shared connection must outlive the request that opened it: the
+// context a dial receives is the Manager's own, which ends only with Close.
+// (A connection opened with a request's context closed when that request
+// ended, failing every job other callers had in flight on it.)
+func TestDialOutlivesTheCaller(t *testing.T) {
+	var dialled []context.Context
+	m := New(Options{
+		Booted: func() bool { return true },
+		Dial: func(ctx context.Context) (*sd.Conn, error) {
+			dialled = append(dialled, ctx)
+			return nil, errors.New("no bus here")
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := m.State(ctx, "caddy"); !errors.Is(err, units.ErrUnavailable) {
+		t.Fatalf("State: %v", err)
+	}
+	cancel()
+	if len(dialled) != 1 {
+		t.Fatalf("dials = %d, want 1", len(dialled))
+	}
+	if err := dialled[0].Err(); err != nil {
+		t.Fatalf("the connection's context ended with the request: %v", err)
+	}
+	m.Close()
+	if dialled[0].Err() == nil {
+		t.Fatal("the connection's context outlived Close")
+	}
+}
+
+// A caller whose own deadline passes while the dial hangs gets
+// "systemd is not available" at its deadline, not at the dial's end.
+func TestDialWaitHonoursCallerDeadline(t *testing.T) {
+	release := make(chan struct{})
+	m := New(Options{
+		Booted: func() bool { return true },
+		Dial: func(ctx context.Context) (*sd.Conn, error) {
+			<-release
+			return nil, errors.New("bus wedged")
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { _, err := m.State(ctx, "caddy"); errc <- err }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, units.ErrUnavailable) {
+			t.Fatalf("State: %v", err)
+		}
+		close(release)
+	case <-time.After(5 * time.Second):
+		close(release) // let the dial end so the goroutine does too
+		<-errc
+		t.Fatal("the caller waited past its deadline for a hung dial")
 	}
 }
