@@ -12,7 +12,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp static run test test-ui test-go test-fuzz test-system deps package bench clean
+.PHONY: all build daemon ui frp static run test test-ui test-go test-fuzz test-system deps package bench docs clean
 
 all: build
 
@@ -107,6 +107,11 @@ package: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
+
+## docs: regenerate docs/configuration.md from the flags the binary parses
+## (a test fails when it is out of date).
+docs:
+	$(GO) run ./daemon/cmd/tunnelsvc config-reference > docs/configuration.md
 
 clean:
 	rm -rf bin dist ui/dist/assets ui/dist/index.html

@@ -80,7 +80,7 @@ var Flags = []Flag{
 	{"local-nets", "TUNNELSVC_LOCAL_NETS", "comma-separated CIDRs counted as local clients"},
 	{"log-level", "TUNNELSVC_LOG_LEVEL", "debug, info, warn or error"},
 	{"dns-server", "TUNNELSVC_DNS_SERVER", "DNS server (host:port) for check-dns and resolve-ip (default: the system resolver)"},
-	{"ip-echo-urls", "TUNNELSVC_IP_ECHO_URLS", "comma-separated IP-echo URLs detect-ip asks, in order"},
+	{"ip-echo-urls", "TUNNELSVC_IP_ECHO_URLS", "comma-separated IP-echo URLs detect-ip asks, in order (default: three public echo services)"},
 	{"server-host", "TUNNELSVC_SERVER_HOST", "address machines dial the tunnel server at (default: the host they reached the dashboard by)"},
 	{"frps-port", "TUNNELSVC_FRPS_PORT", "port the tunnel server (frps) listens on for machines"},
 	{"frps-plugin-listen", "TUNNELSVC_FRPS_PLUGIN_LISTEN", "loopback address where the daemon answers frps's plugin calls"},
@@ -93,8 +93,14 @@ var Flags = []Flag{
 // so an explicit flag wins over the environment, which wins over the
 // built-in default. Call Finish after fs.Parse.
 func Register(fs *flag.FlagSet, c *Config) *string {
+	return register(fs, c, os.LookupEnv)
+}
+
+// register is Register with the environment given as lookup, so that the
+// reference page can show the built-in defaults whatever the environment.
+func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *string {
 	env := func(name, def string) string {
-		if v, ok := os.LookupEnv(name); ok {
+		if v, ok := lookup(name); ok {
 			return v
 		}
 		return def
@@ -115,7 +121,7 @@ func Register(fs *flag.FlagSet, c *Config) *string {
 		c.EchoURLs = splitList(v)
 		return nil
 	})
-	if v, ok := os.LookupEnv("TUNNELSVC_IP_ECHO_URLS"); ok {
+	if v, ok := lookup("TUNNELSVC_IP_ECHO_URLS"); ok {
 		c.EchoURLs = splitList(v)
 	}
 	fs.StringVar(&c.ServerHost, "server-host", env("TUNNELSVC_SERVER_HOST", c.ServerHost), Flags[8].Help+" [$TUNNELSVC_SERVER_HOST]")
