@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,23 +138,37 @@ func TestApplierRealFRPC(t *testing.T) {
 	}}
 	ctx := context.Background()
 
-	bad := strings.Replace(goodConfig, `type = "tcp"`, `type = "nonsense"`, 1)
+	// Of the allowed shape, but frpc's own checks refuse it.
+	bad := strings.Replace(goodConfig, "[[proxies]]", "[transport]\nheartbeatInterval = 60\nheartbeatTimeout = 10\n[[proxies]]", 1)
 	err := a.Apply(ctx, []byte(bad))
-	if !errors.Is(err, agent.ErrRefused) || !strings.Contains(err.Error(), "nonsense") {
-		t.Fatalf("bad config: %v, want refused naming the bad type", err)
+	if !errors.Is(err, agent.ErrRefused) || !strings.Contains(err.Error(), "frpc verify: ") || !strings.Contains(err.Error(), "heartbeat timeout") {
+		t.Fatalf("bad config: %v, want refused in frpc's words", err)
 	}
 	assertFile(t, path, goodConfig)
 	if reloads != 0 {
 		t.Fatal("reloaded after a refused config")
 	}
 
+	// The installed file is root:revtunnel 0640 on a machine (frpc reads it
+	// as revtunnel); the new one keeps that owner, group and mode.
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		gid = 65534
+		if err := os.Chown(path, 0, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	newer := strings.Replace(goodConfig, "20001", "20002", 1)
 	if err := a.Apply(ctx, []byte(newer)); err != nil {
 		t.Fatal(err)
 	}
 	assertFile(t, path, newer)
-	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 || reloads != 1 {
-		t.Fatalf("mode %v, reloads %d", st.Mode(), reloads)
+	st, _ := os.Stat(path)
+	if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != 0o640 || int(sys.Uid) != uid || int(sys.Gid) != gid || reloads != 1 {
+		t.Fatalf("mode %v owner %d:%d (want 0640 %d:%d), reloads %d", st.Mode(), sys.Uid, sys.Gid, uid, gid, reloads)
 	}
 
 	reloadErr = errors.New("exit status 1")
