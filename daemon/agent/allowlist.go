@@ -101,10 +101,12 @@ func name(path string) string {
 	return path
 }
 
-// mapOf allows any key matching keys, each value checked by r.
+// mapOf allows any key matching keys, each value checked by r, or by the
+// rule of its own name in except.
 type mapOf struct {
-	keys *regexp.Regexp
-	r    rule
+	keys   *regexp.Regexp
+	r      rule
+	except map[string]rule
 }
 
 func (m mapOf) check(path string, v any) error {
@@ -116,7 +118,11 @@ func (m mapOf) check(path string, v any) error {
 		if !m.keys.MatchString(k) {
 			return refused("%s: key %q is not allowed", path, k)
 		}
-		if err := m.r.check(join(path, k), val); err != nil {
+		r := m.r
+		if e, ok := m.except[k]; ok {
+			r = e
+		}
+		if err := r.check(join(path, k), val); err != nil {
 			return err
 		}
 	}
@@ -194,6 +200,21 @@ var (
 	hostname  = str{regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`), "a host name"}
 )
 
+// pemCerts allows PEM certificates, the one text the daemon writes over
+// several lines (the tunnel CA, in metadatas.ca): their alphabet has no
+// '[', so no line of it can be a section header of frpc's legacy format.
+type pemCerts struct{}
+
+var pemRe = regexp.MustCompile(`^\s*(-----BEGIN CERTIFICATE-----\r?\n([A-Za-z0-9+/=]{1,76}\r?\n)+-----END CERTIFICATE-----\s*)+$`)
+
+func (pemCerts) check(path string, v any) error {
+	s, ok := v.(string)
+	if !ok || len(s) > 64<<10 || !pemRe.MatchString(s) {
+		return refused("%s must be PEM certificates", path)
+	}
+	return nil
+}
+
 type oneOf []string
 
 func (r oneOf) check(path string, v any) error {
@@ -254,15 +275,17 @@ func (dir fileIn) check(path string, v any) error {
 	return nil
 }
 
-// clientSchema is what frpconf.ClientConfig writes, plus the TLS files of
-// the tunnel's own CA and a few harmless log settings.
+// clientSchema is what frpconf.ClientConfig writes, plus the tunnel CA
+// (metadatas.ca, and TLS files in frpc's directory: the config names itself
+// as its trustedCaFile) and a few harmless log settings.
 func clientSchema(dir string) table {
 	return table{
 		"serverAddr":    host{},
 		"serverPort":    port,
 		"user":          ident,
 		"loginFailExit": boolean{},
-		"metadatas":     mapOf{regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`), printable},
+		"metadatas": mapOf{regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`), printable,
+			map[string]rule{"ca": pemCerts{}}},
 		"auth": table{
 			"method":           oneOf{"token"},
 			"token":            printable,

@@ -2,11 +2,19 @@ package agent_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -87,22 +95,39 @@ func TestApplierRefusesWhatTheDaemonNeverRenders(t *testing.T) {
 	}
 }
 
+// selfSigned is a PEM certificate, as the tunnel CA is.
+func selfSigned(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tunnel CA for tests"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
 // TestApplierAcceptsWhatTheDaemonRenders: the allow-list is the renderer's
-// output, with the CA file (item of the tunnel's TLS) in frpc's directory.
+// output, and the tunnel CA's shape: the PEM in metadatas.ca (the one
+// multi-line string) and the config naming itself as trustedCaFile.
 func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 	_, frpc := testutil.FRP()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "client.toml")
-	ca := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(path, []byte(goodConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := agent.Applier{FRPC: frpc, Path: path, Reload: func(context.Context) (string, error) { return "", nil }}
 	good := rendered(t)
 	withCA := strings.Replace(good, "[transport.tls]\nenable = true\n",
-		"[transport.tls]\nenable = true\ntrustedCaFile = '"+ca+"'\nserverName = 'vps.example.com'\n", 1)
-	if withCA == good {
-		t.Fatal("the rendered config has no [transport.tls] table to extend")
+		"[transport.tls]\nenable = true\ntrustedCaFile = '"+path+"'\nserverName = 'revtunnel-server.tunnelsvc.invalid'\n", 1)
+	withCA = strings.Replace(withCA, "[metadatas]\n", "[metadatas]\nca = \"\"\"\n"+selfSigned(t)+"\"\"\"\n", 1)
+	if withCA == good || !strings.Contains(withCA, "BEGIN CERTIFICATE") {
+		t.Fatal("the rendered config has no [transport.tls] or [metadatas] table to extend")
 	}
 	for _, cfg := range []string{good, withCA} {
 		if err := a.Apply(context.Background(), []byte(cfg)); err != nil {
@@ -110,4 +135,10 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 		}
 		assertFile(t, path, cfg)
 	}
+	// The PEM's place cannot carry anything but certificates.
+	sneaky := strings.Replace(withCA, "-----END CERTIFICATE-----\n", "-----END CERTIFICATE-----\n[common]\nlog_file = /etc/x\n", 1)
+	if err := a.Apply(context.Background(), []byte(sneaky)); !errors.Is(err, agent.ErrRefused) || !strings.Contains(err.Error(), "metadatas.ca must be PEM certificates") {
+		t.Fatalf("a [common] line in metadatas.ca: %v", err)
+	}
+	assertFile(t, path, withCA)
 }

@@ -34,10 +34,8 @@ type Client struct {
 	// ServerHost is the frps address put in pushed configs when the machines
 	// domain has none configured (the host of --base-url).
 	ServerHost string
-	// HTTP's Timeout bounds one exchange (default 30 s); its transport is
-	// not used: each exchange has a connection of its own.
-	HTTP *http.Client
-	Log  *slog.Logger
+	HTTP       *http.Client
+	Log        *slog.Logger
 }
 
 // UnreachableError: the agent tunnel did not answer (machine offline, agent
@@ -79,7 +77,9 @@ func (e *NotAgentError) Error() string {
 // do makes one signed exchange with the machine's agent (see agent/sign.go):
 // GET /challenge, whose answer must be signed with the agent token, then the
 // request, signed, on the same connection, whose answer must be signed too.
-// The token itself is never sent.
+// The token itself is never sent. c.HTTP's Timeout bounds the exchange
+// (default 30 s); its transport is not used: each exchange dials its own
+// connection.
 func (c *Client) do(ctx context.Context, id int64, method, path string, body []byte, out any) error {
 	acc, err := c.Machines.Agent(ctx, id)
 	if err != nil {
