@@ -294,6 +294,8 @@ func clientSchema(dir string) table {
 		"transport": table{
 			"heartbeatInterval": integer{-1, 3600},
 			"heartbeatTimeout":  integer{-1, 3600},
+			// Rendered by the reconnect work (frpconf.TCPMuxKeepalive).
+			"tcpMuxKeepaliveInterval": integer{1, 3600},
 			"tls": table{
 				"enable":        boolean{},
 				"trustedCaFile": fileIn(dir),

@@ -129,7 +129,9 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 	if withCA == good || !strings.Contains(withCA, "BEGIN CERTIFICATE") {
 		t.Fatal("the rendered config has no [transport.tls] or [metadatas] table to extend")
 	}
-	for _, cfg := range []string{good, withCA} {
+	// The reconnect work renders a keepalive too.
+	keepalive := strings.Replace(good, "[transport]\n", "[transport]\ntcpMuxKeepaliveInterval = 5\n", 1)
+	for _, cfg := range []string{good, withCA, keepalive} {
 		if err := a.Apply(context.Background(), []byte(cfg)); err != nil {
 			t.Fatalf("refused a rendered config: %v\n%s", err, cfg)
 		}
@@ -140,5 +142,5 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 	if err := a.Apply(context.Background(), []byte(sneaky)); !errors.Is(err, agent.ErrRefused) || !strings.Contains(err.Error(), "metadatas.ca must be PEM certificates") {
 		t.Fatalf("a [common] line in metadatas.ca: %v", err)
 	}
-	assertFile(t, path, withCA)
+	assertFile(t, path, keepalive)
 }
