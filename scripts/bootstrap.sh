@@ -16,6 +16,7 @@ set -euo pipefail
 BASE_URL='{base_url}'
 UNIT=revtunnel-client
 CLIENT_BIN=/usr/local/bin/revtunnel-client
+CLIENT_USER=revtunnel
 CONF_DIR=/etc/revtunnel
 CONF=$CONF_DIR/client.toml
 STATE=$CONF_DIR/machine.env
@@ -237,8 +238,15 @@ if as_root test -f "$CONF"; then
 		esac
 	fi
 fi
+# The tunnel client runs as a system user of its own that may read its
+# config (root:revtunnel 0640) but not change it; only root (the agent's
+# apply-config) writes it.
+if ! id -u "$CLIENT_USER" >/dev/null 2>&1; then
+	as_root useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$CLIENT_USER" ||
+		die "could not create the system user $CLIENT_USER"
+fi
 as_root install -d -m 0755 "$CONF_DIR"
-as_root install -m 0600 "$TMP/client.toml" "$CONF"
+as_root install -m 0640 -o root -g "$CLIENT_USER" "$TMP/client.toml" "$CONF"
 printf '%s\n' "$VPS_KEY" >"$TMP/vps_key.pub"
 as_root install -m 0644 "$TMP/vps_key.pub" "$CONF_DIR/vps_key.pub"
 {
@@ -300,6 +308,40 @@ StartLimitIntervalSec=0
 ExecStart=$CLIENT_BIN -c $CONF
 Restart=always
 RestartSec=5s
+# frpc only dials the tunnel server and this machine's own ports: no root,
+# no capabilities, a read-only system, nothing of the users' homes.
+# (PrivateUsers= is left out: with it systemd could not start the unit in
+# the test hosts, status 217/USER.)
+User=$CLIENT_USER
+Group=$CLIENT_USER
+CapabilityBoundingSet=
+AmbientCapabilities=
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+PrivateMounts=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+ProtectProc=invisible
+ProcSubset=pid
+RestrictAddressFamilies=AF_INET AF_INET6
+RestrictNamespaces=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+MemoryDenyWriteExecute=yes
+RemoveIPC=yes
+SystemCallArchitectures=native
+SystemCallFilter=@system-service
+SystemCallFilter=~@privileged @resources
+SystemCallErrorNumber=EPERM
+UMask=0077
 
 [Install]
 WantedBy=multi-user.target

@@ -79,12 +79,14 @@ if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
 	done <<<"$auth_keys"
 fi
 
-# 4. Files, sudo rules, the agent's user, this script.
+# 4. Files, sudo rules, the agent's and the tunnel client's users, this script.
 rm -rf "$CONF_DIR" "$AGENT_DIR"
 rm -f /usr/local/bin/revtunnel-client /usr/local/bin/tunnel-agent \
 	/etc/sudoers.d/revtunnel-client /etc/sudoers.d/tunnel-agent
-if id -u tunnel >/dev/null 2>&1; then
-	userdel tunnel >/dev/null 2>&1 || warn "could not remove the user tunnel"
-fi
+for u in tunnel revtunnel; do
+	if id -u "$u" >/dev/null 2>&1; then
+		userdel "$u" >/dev/null 2>&1 || warn "could not remove the user $u"
+	fi
+done
 rm -f "$SELF"
 info "done: the tunnel client, the agent and their files are gone"

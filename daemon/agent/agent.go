@@ -3,8 +3,9 @@
 // person on the machine: status, restart, a new client config, uninstall.
 //
 // It listens on 127.0.0.1 only; the control server reaches it through the
-// machine's own `agent` tunnel. Every request carries the agent token
-// (Authorization: Bearer); anything else is 401.
+// machine's own `agent` tunnel. Every request is signed with the agent token,
+// which never crosses the wire, and every answer is signed back (sign.go);
+// anything else is 401.
 //
 // The agent runs as the unprivileged user `tunnel`. What needs root goes
 // through sudo rules that allow exactly these commands (bootstrap.sh writes
@@ -14,8 +15,8 @@
 package agent
 
 import (
+	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ type Server struct {
 	// Later runs f after the answer went out (default: 500 ms later, in
 	// the background). Tests run it at once.
 	Later func(f func())
+	// Now is the clock challenges age by (default time.Now).
+	Now func() time.Time
+
+	challenges challenges
 }
 
 func (s *Server) later(f func()) {
@@ -111,13 +116,79 @@ func (s *Server) log() *slog.Logger {
 	return s.Log
 }
 
-// ServeHTTP checks the token, then routes.
+// ServeHTTP answers GET /challenge, or checks a request's signature (see
+// sign.go), then routes it and signs the answer.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="tunnel-agent"`)
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "agent token required (Authorization: Bearer <token>)"})
+	now := s.now()
+	if r.URL.Path == "/challenge" && r.Method == http.MethodGet {
+		nonce := r.Header.Get(HeaderNonce)
+		if !ValidNonce(nonce) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": HeaderNonce + " must be 32 lowercase hex digits"})
+			return
+		}
+		rec := newBuffered()
+		writeJSON(rec, http.StatusOK, map[string]string{"challenge": s.challenges.issue(now)})
+		s.reply(w, nonce, rec)
 		return
 	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxConfigBytes+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "could not read the request: " + err.Error()})
+		return
+	}
+	if len(body) > MaxConfigBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("body larger than %d bytes", MaxConfigBytes)})
+		return
+	}
+	nonce := r.Header.Get(HeaderNonce)
+	sig := r.Header.Get(HeaderSignature)
+	if s.Token == "" || !ValidNonce(nonce) || !SignatureOK(sig, RequestSignature(s.Token, r.Method, r.URL.RequestURI(), body, r.Header.Get(HeaderChallenge), nonce)) {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "a request signed with the agent token is required (GET /challenge, then " +
+			HeaderChallenge + ", " + HeaderNonce + " and " + HeaderSignature + ")"})
+		return
+	}
+	rec := newBuffered()
+	// The signature is good: whoever sent it knows the token or replays a
+	// request of the daemon. A used or stale challenge tells them apart.
+	if err := s.challenges.redeem(r.Header.Get(HeaderChallenge), now); err != nil {
+		writeJSON(rec, http.StatusUnauthorized, map[string]string{"error": err.Error()})
+	} else {
+		s.route(rec, r, body)
+	}
+	s.reply(w, nonce, rec)
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// reply writes rec's answer, signed for the request that carried nonce.
+func (s *Server) reply(w http.ResponseWriter, nonce string, rec *buffered) {
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.Header().Set(HeaderSignature, ResponseSignature(s.Token, nonce, rec.status, rec.body.Bytes()))
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+}
+
+// buffered holds an answer until it is signed.
+type buffered struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newBuffered() *buffered { return &buffered{header: http.Header{}, status: http.StatusOK} }
+
+func (b *buffered) Header() http.Header         { return b.header }
+func (b *buffered) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *buffered) WriteHeader(status int)      { b.status = status }
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 	timeout := s.Timeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -142,7 +213,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.log().Info(s.Unit + " restarted")
 		})
 	case "PUT /config":
-		s.putConfig(ctx, w, r)
+		s.putConfig(ctx, w, body)
 	case "POST /uninstall":
 		if err := s.Sys.Uninstall(ctx); err != nil {
 			s.fail(w, "uninstall", err)
@@ -151,20 +222,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
 	default:
 		switch r.URL.Path {
-		case "/status", "/restart", "/config", "/uninstall":
+		case "/status", "/restart", "/config", "/uninstall", "/challenge":
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
 		}
 	}
-}
-
-func (s *Server) authorized(r *http.Request) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || s.Token == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.Token)) == 1
 }
 
 func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
@@ -189,16 +252,7 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) putConfig(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxConfigBytes+1))
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "could not read the config: " + err.Error()})
-		return
-	}
-	if len(body) > MaxConfigBytes {
-		writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{"error": fmt.Sprintf("config larger than %d bytes", MaxConfigBytes)})
-		return
-	}
+func (s *Server) putConfig(ctx context.Context, w http.ResponseWriter, body []byte) {
 	if strings.TrimSpace(string(body)) == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "empty config; the installed one is kept"})
 		return

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -109,9 +110,13 @@ func (c Commands) Uninstall(ctx context.Context) error {
 // ExitRefused is apply-config's exit status when frpc refused the config.
 const ExitRefused = 3
 
-// Applier installs a client config: `frpc verify` on a temporary file beside
-// the target, then an atomic rename, then `frpc reload`. A refused config or
-// a failed reload leaves the previous file in place.
+// Applier installs a client config: the allow-list (CheckClientConfig),
+// `frpc verify` on a temporary file beside the target, then an atomic rename,
+// then `frpc reload`. A refused config or a failed reload leaves the previous
+// file in place. The new file keeps the owner, group and mode of the one it
+// replaces (root:revtunnel 0640 as bootstrap.sh installs it, so that frpc,
+// which runs as revtunnel, can read it and only root can write it); 0600
+// when there is none.
 type Applier struct {
 	FRPC string
 	Path string
@@ -119,34 +124,26 @@ type Applier struct {
 	Reload func(ctx context.Context) (string, error)
 }
 
-// Apply does it; a refusal wraps ErrRefused with frpc's own words.
+// Apply does it; a refusal wraps ErrRefused with the reason, in frpc's own
+// words when frpc refused.
 func (a Applier) Apply(ctx context.Context, config []byte) error {
-	dir := filepath.Dir(a.Path)
-	tmp, err := os.CreateTemp(dir, ".client-*.toml")
+	if err := CheckClientConfig(config, filepath.Dir(a.Path)); err != nil {
+		return err
+	}
+	old, oldErr := os.ReadFile(a.Path)
+	like, statErr := os.Stat(a.Path)
+	if statErr != nil {
+		like = nil
+	}
+	tmp, err := writeTemp(a.Path, config, like)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
+	defer os.Remove(tmp)
+	if out, err := run(ctx, nil, a.FRPC, "verify", "-c", tmp); err != nil {
+		return fmt.Errorf("%w: frpc verify: %s", ErrRefused, strings.TrimSpace(strings.ReplaceAll(out, tmp, "the new config")))
 	}
-	if _, err := tmp.Write(config); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if out, err := run(ctx, nil, a.FRPC, "verify", "-c", tmp.Name()); err != nil {
-		return fmt.Errorf("%w: frpc verify: %s", ErrRefused, strings.TrimSpace(strings.ReplaceAll(out, tmp.Name(), "the new config")))
-	}
-	old, oldErr := os.ReadFile(a.Path)
-	if err := os.Rename(tmp.Name(), a.Path); err != nil {
+	if err := os.Rename(tmp, a.Path); err != nil {
 		return err
 	}
 	reload := a.Reload
@@ -155,7 +152,7 @@ func (a Applier) Apply(ctx context.Context, config []byte) error {
 	}
 	if out, err := reload(ctx); err != nil {
 		if oldErr == nil {
-			if werr := writeAtomic(a.Path, old); werr != nil {
+			if werr := writeAtomic(a.Path, old, like); werr != nil {
 				return fmt.Errorf("frpc reload: %s (%v); restoring the previous config also failed: %v", strings.TrimSpace(out), err, werr)
 			}
 		}
@@ -164,19 +161,48 @@ func (a Applier) Apply(ctx context.Context, config []byte) error {
 	return nil
 }
 
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".client-*.toml")
+// writeTemp writes data to a new temporary file beside path, with the owner,
+// group and mode of like (0600 and the caller's own when like is nil), and
+// returns its name.
+func writeTemp(path string, data []byte, like os.FileInfo) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".client-*.toml")
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	err = func() error {
+		mode := os.FileMode(0o600)
+		if like != nil {
+			mode = like.Mode().Perm()
+			if st, ok := like.Sys().(*syscall.Stat_t); ok {
+				if err := f.Chown(int(st.Uid), int(st.Gid)); err != nil {
+					return err
+				}
+			}
+		}
+		if err := f.Chmod(mode); err != nil {
+			return err
+		}
+		if _, err := f.Write(data); err != nil {
+			return err
+		}
+		return f.Sync()
+	}()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+func writeAtomic(path string, data []byte, like os.FileInfo) error {
+	tmp, err := writeTemp(path, data, like)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	tmp.Chmod(0o600)
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	defer os.Remove(tmp)
+	return os.Rename(tmp, path)
 }

@@ -1,6 +1,7 @@
 // Package agentclient is the daemon's side of tunnel-agent: it reaches a
 // machine's agent at 127.0.0.1:<agent port> on this server, where frps
-// listens for the machine's `agent` tunnel, with the machine's agent token.
+// listens for the machine's `agent` tunnel, and signs every request with the
+// machine's agent token without sending it (agent/sign.go).
 package agentclient
 
 import (
@@ -58,6 +59,27 @@ type AgentError struct {
 
 func (e *AgentError) Error() string { return fmt.Sprintf("agent answered %d: %s", e.Status, e.Msg) }
 
+// NotAgentError: what answers on the agent's port did not sign its answer
+// with the machine's agent token. Nothing but a challenge request went to it.
+type NotAgentError struct {
+	MachineID int64
+	Port      int
+	Status    int
+	Said      string
+}
+
+func (e *NotAgentError) Error() string {
+	return fmt.Sprintf("what answers on the agent port %d of machine %d is not its agent (HTTP %d, %q, not signed with the machine's agent token): "+
+		"another program holds the port while the machine is offline, or the machine's agent predates signed requests (run bootstrap.sh on the machine again)",
+		e.Port, e.MachineID, e.Status, e.Said)
+}
+
+// do makes one signed exchange with the machine's agent (see agent/sign.go):
+// GET /challenge, whose answer must be signed with the agent token, then the
+// request, signed, on the same connection, whose answer must be signed too.
+// The token itself is never sent. c.HTTP's Timeout bounds the exchange
+// (default 30 s); its transport is not used: each exchange dials its own
+// connection.
 func (c *Client) do(ctx context.Context, id int64, method, path string, body []byte, out any) error {
 	acc, err := c.Machines.Agent(ctx, id)
 	if err != nil {
@@ -70,37 +92,100 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	url := "http://" + net.JoinHostPort(host, strconv.Itoa(acc.Port)) + path
-	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
-	if err != nil {
-		return err
+	addr := net.JoinHostPort(host, strconv.Itoa(acc.Port))
+	timeout := 30 * time.Second
+	if c.HTTP != nil && c.HTTP.Timeout > 0 {
+		timeout = c.HTTP.Timeout
 	}
-	req.Header.Set("Authorization", "Bearer "+acc.Token)
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := hc.Do(req)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return &UnreachableError{MachineID: id, Err: err}
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
+	// One connection for both requests: whoever answered the challenge
+	// gets the request.
+	dialed := false
+	tr := &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if dialed {
+				return nil, fmt.Errorf("the agent closed the connection after the challenge")
+			}
+			dialed = true
+			return conn, nil
+		},
+		MaxConnsPerHost: 1, DisableCompression: true,
+	}
+	defer tr.CloseIdleConnections()
+	defer conn.Close()
+	hc := &http.Client{Transport: tr}
+	exchange := func(method, path string, body []byte, header http.Header) (int, []byte, error) {
+		nonce := agent.NewNonce()
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
+		if err != nil {
+			return 0, nil, err
 		}
-		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
-			e.Error = string(bytes.TrimSpace(raw))
+		for k, v := range header {
+			req.Header[k] = v
 		}
-		return &AgentError{Status: resp.StatusCode, Msg: e.Error}
+		req.Header.Set(agent.HeaderNonce, nonce)
+		if ch := header.Get(agent.HeaderChallenge); ch != "" {
+			req.Header.Set(agent.HeaderSignature, agent.RequestSignature(acc.Token, method, req.URL.RequestURI(), body, ch, nonce))
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, nil, &UnreachableError{MachineID: id, Err: err}
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return 0, nil, &UnreachableError{MachineID: id, Err: err}
+		}
+		if !agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(acc.Token, nonce, resp.StatusCode, raw)) {
+			return 0, nil, &NotAgentError{MachineID: id, Port: acc.Port, Status: resp.StatusCode, Said: errorText(raw, 200)}
+		}
+		return resp.StatusCode, raw, nil
+	}
+
+	status, raw, err := exchange("GET", "/challenge", nil, http.Header{})
+	if err != nil {
+		return err
+	}
+	var ch struct {
+		Challenge string `json:"challenge"`
+	}
+	if status != http.StatusOK || json.Unmarshal(raw, &ch) != nil || ch.Challenge == "" {
+		return &AgentError{Status: status, Msg: "no challenge in the answer: " + errorText(raw, 300)}
+	}
+	status, raw, err = exchange(method, path, body, http.Header{agent.HeaderChallenge: {ch.Challenge}})
+	if err != nil {
+		return err
+	}
+	if status/100 != 2 {
+		return &AgentError{Status: status, Msg: errorText(raw, 1<<20)}
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return &AgentError{Status: resp.StatusCode, Msg: "unreadable answer: " + err.Error()}
+			return &AgentError{Status: status, Msg: "unreadable answer: " + err.Error()}
 		}
 	}
 	return nil
+}
+
+// errorText is the "error" of a JSON answer, else the answer's start.
+func errorText(raw []byte, max int) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > max {
+		raw = raw[:max]
+	}
+	return string(raw)
 }
 
 // Status is the agent's GET /status.

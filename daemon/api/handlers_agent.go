@@ -19,11 +19,14 @@ type Agents interface {
 func agentError(err error) error {
 	var ae *agentclient.AgentError
 	var ue *agentclient.UnreachableError
+	var ne *agentclient.NotAgentError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Errorf(http.StatusNotFound, "machine not found")
 	case errors.As(err, &ue):
 		return &Error{Status: http.StatusBadGateway, Msg: ue.Error(), Err: err}
+	case errors.As(err, &ne):
+		return &Error{Status: http.StatusBadGateway, Msg: ne.Error(), Err: err}
 	case errors.As(err, &ae):
 		return &Error{Status: http.StatusBadGateway, Msg: ae.Error(), Err: err}
 	}

@@ -138,11 +138,56 @@ func TestMachineJoin(t *testing.T) {
 		if !strings.HasPrefix(key, "ssh-") || !strings.Contains(m.Must("cat", "/home/alice/.ssh/authorized_keys"), key) {
 			t.Fatalf("the server's key %q is not in alice's authorized_keys", key)
 		}
-		if st := strings.TrimSpace(m.Must("stat", "-c", "%a %U", "/etc/revtunnel/client.toml", "/etc/tunnel-agent/config.env")); st != "600 root\n600 root" {
+		// frpc reads its config as revtunnel; only root writes it.
+		if st := strings.TrimSpace(m.Must("stat", "-c", "%a %U %G", "/etc/revtunnel/client.toml", "/etc/tunnel-agent/config.env")); st != "640 root revtunnel\n600 root root" {
 			t.Fatalf("config modes: %q", st)
 		}
 		if u := strings.TrimSpace(m.Must("ps", "-o", "user=", "-C", "tunnel-agent")); u != "tunnel" {
 			t.Fatalf("tunnel-agent runs as %q, want tunnel", u)
+		}
+	})
+
+	t.Run("frpc runs unprivileged and sandboxed", func(t *testing.T) {
+		if u := strings.TrimSpace(m.Must("systemctl", "show", "-p", "User", "--value", "revtunnel-client")); u != "revtunnel" {
+			t.Fatalf("systemctl show -p User revtunnel-client: %q, want revtunnel", u)
+		}
+		pid := strings.TrimSpace(m.Must("systemctl", "show", "-p", "MainPID", "--value", "revtunnel-client"))
+		if u := strings.TrimSpace(m.Must("ps", "-o", "user=", "-p", pid)); u != "revtunnel" {
+			t.Fatalf("frpc (pid %s) runs as %q, want revtunnel", pid, u)
+		}
+		if caps := m.Must("sh", "-c", "grep -E '^Cap(Eff|Prm|Bnd):' /proc/"+pid+"/status"); strings.Count(caps, "0000000000000000") != 3 {
+			t.Fatalf("frpc has capabilities:\n%s", caps)
+		}
+		if _, err := m.Exec("runuser", "-u", "revtunnel", "--", "sh", "-c", "echo >>/etc/revtunnel/client.toml"); err == nil {
+			t.Fatal("revtunnel can write its own config")
+		}
+		out := m.Must("systemd-analyze", "security", "revtunnel-client.service")
+		last := out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]
+		var level float64
+		if _, err := fmt.Sscanf(last[strings.Index(last, ": ")+2:], "%g", &level); err != nil || level > 2.0 {
+			t.Fatalf("systemd-analyze security revtunnel-client: %q, want exposure at most 2.0", strings.TrimSpace(last))
+		}
+		t.Logf("systemd-analyze security revtunnel-client.service: %s", strings.TrimSpace(last))
+	})
+
+	t.Run("the agent's user cannot widen frpc's config", func(t *testing.T) {
+		before := m.Must("cat", "/etc/revtunnel/client.toml")
+		for _, c := range []struct{ config, key string }{
+			{strings.Replace(before, "[webServer]\n", "[webServer]\nassetsDir = \"/root\"\n", 1), "webServer.assetsDir"},
+			{"log.to = \"/etc/x\"\n" + before, "log.to"},
+			{"includes = [\"/etc/revtunnel/*.toml\"]\n" + before, "includes"},
+		} {
+			out, err := m.ExecInput([]byte(c.config), "runuser", "-u", "tunnel", "--", "sudo", "-n", "/usr/local/bin/tunnel-agent", "apply-config")
+			if err == nil || !strings.Contains(out, "config refused: "+c.key) {
+				t.Fatalf("apply-config took:\n%s\n%v\n%s", c.config, err, out)
+			}
+			t.Logf("refused: %s", strings.TrimSpace(out))
+		}
+		if after := m.Must("cat", "/etc/revtunnel/client.toml"); after != before {
+			t.Fatalf("client.toml changed:\n%s", after)
+		}
+		if _, err := m.Exec("test", "-e", "/etc/x"); err == nil {
+			t.Fatal("/etc/x exists")
 		}
 	})
 
@@ -184,6 +229,9 @@ func TestMachineJoin(t *testing.T) {
 		t.Logf("tunnel carried traffic %s after it was created", d.Round(time.Millisecond))
 		if !strings.Contains(m.Must("cat", "/etc/revtunnel/client.toml"), fmt.Sprintf("remotePort = %d", port)) {
 			t.Fatal("the pushed config is not in client.toml")
+		}
+		if st := strings.TrimSpace(m.Must("stat", "-c", "%a %U %G", "/etc/revtunnel/client.toml")); st != "640 root revtunnel" {
+			t.Fatalf("the pushed client.toml is %q, want 640 root revtunnel", st)
 		}
 	})
 
@@ -240,8 +288,10 @@ func TestMachineJoin(t *testing.T) {
 		if strings.TrimSpace(left) != "" {
 			t.Fatalf("left behind:\n%s", left)
 		}
-		if _, err := m.Exec("id", "tunnel"); err == nil {
-			t.Fatal("user tunnel still exists")
+		for _, u := range []string{"tunnel", "revtunnel"} {
+			if _, err := m.Exec("id", u); err == nil {
+				t.Fatalf("user %s still exists", u)
+			}
 		}
 		if ak := m.Must("cat", "/home/alice/.ssh/authorized_keys", "/root/.ssh/authorized_keys"); strings.Contains(ak, "ssh-") {
 			t.Fatalf("the server's key is still in authorized_keys:\n%s", ak)

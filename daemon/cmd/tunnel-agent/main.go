@@ -1,7 +1,8 @@
 // Command tunnel-agent is the machine agent (see package agent).
 //
 //	tunnel-agent [serve]      serve on 127.0.0.1:$TUNNEL_AGENT_PORT
-//	tunnel-agent apply-config read a client config on stdin, verify, install, reload (root)
+//	tunnel-agent apply-config read a client config on stdin, check it against the allow-list
+//	                          (agent.CheckClientConfig), verify, install, reload (root)
 //	tunnel-agent version
 //
 // Settings come from the environment (the unit loads /etc/tunnel-agent/config.env):
