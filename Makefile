@@ -105,7 +105,14 @@ package: build
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
 
-bench:
+## bench: the performance table (BENCH.md) against the real daemon, frps,
+## frpc and Caddy on loopback, median of BENCH_RUNS runs, then the Go
+## micro-benchmarks (bench.txt, for benchstat). Not part of `make test`,
+## which runs a short smoke pass of every figure instead.
+BENCH_RUNS ?= 5
+BENCH_DURATION ?= 10s
+bench: build
+	$(GO) run ./daemon/cmd/tunnelsvc-bench -runs $(BENCH_RUNS) -duration $(BENCH_DURATION) -out BENCH.md
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./... | tee bench.txt
 
 ## docs: regenerate docs/configuration.md from the flags the binary parses

@@ -25,6 +25,8 @@ declare -A need=(
   [nft]=nftables
   [dbus-daemon]=dbus
   [chromium]=chromium
+  [iperf3]=iperf3             # make bench and its smoke test: TCP through the tunnel
+  [systemd-socket-activate]=systemd  # make bench: cold start through socket activation
 )
 missing=()
 for cmd in "${!need[@]}"; do

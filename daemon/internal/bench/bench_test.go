@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+)
+
+// TestSmoke runs every figure of `make bench` briefly, so the benches
+// cannot rot: each must measure something, against the real parts, without
+// an error. It checks that a number came out, never how good it is (that is
+// what `make bench` and BENCH.md are for).
+func TestSmoke(t *testing.T) {
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.FRP() // builds bin/frps and bin/frpc when missing
+	bins, err := FindBins(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Bins: bins, Dir: t.TempDir(), Duration: time.Second, Machines: 5, Tunnels: 20, Registrations: 50,
+		Log: func(f string, a ...any) { t.Logf(f, a...) }}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rows, err := Run(ctx, o, Figures, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != len(Figures) {
+		t.Fatalf("%d rows for %d figures", len(rows), len(Figures))
+	}
+	for i, r := range rows {
+		if strings.Contains(r.Measured, "error:") || r.Value <= 0 {
+			t.Errorf("%s: %q (value %v)", Figures[i].Key, r.Measured, r.Value)
+		}
+	}
+	var md strings.Builder
+	WriteMarkdown(&md, rows, o, 1)
+	if !strings.Contains(md.String(), "| figure | goal | measured |") || strings.Count(md.String(), "\n| ") != len(rows)+1 {
+		t.Fatalf("BENCH.md table:\n%s", md.String())
+	}
+	t.Log("\n" + md.String())
+}
+
+// BenchmarkRender10kTunnels: every generated file for 10,000 tunnels.
+func BenchmarkRender10kTunnels(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		if err := RenderAll(10000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(m.Run()) }

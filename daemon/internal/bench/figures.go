@@ -1,0 +1,667 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
+)
+
+// Row is one line of BENCH.md.
+type Row struct {
+	Figure   string
+	Goal     string
+	Measured string
+	// Value is the number held against the goal: a ratio to the same-run
+	// baseline where there is one, else the measured figure itself.
+	Value    float64
+	Baseline string
+	Met      bool
+	Command  string
+}
+
+// Options size a run.
+type Options struct {
+	Bins Bins
+	// Dir is a scratch directory, removed by the caller.
+	Dir string
+	// Duration is how long each load phase lasts.
+	Duration time.Duration
+	// Machines and Tunnels size the memory figure (1,000 and 10,000 in
+	// `make bench`; a few in the smoke test).
+	Machines, Tunnels int
+	// Registrations is how many machines register in the registration figure.
+	Registrations int
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+// World is one daemon with its tunnel server, a machine whose frpc carries
+// a tcp tunnel, an HTTP tunnel and an iperf3 tunnel, and Caddy in front.
+type World struct {
+	opts      Options
+	Daemon    *Daemon
+	FRPS      *Proc
+	FRPC      *Proc
+	Caddy     *Proc
+	Iperf     *Proc
+	MachineID int64
+
+	OriginPort   int // the machine's web app
+	IperfPort    int // the machine's iperf3 server
+	HTTPTunnel   Tunnel
+	IperfTunnel  Tunnel
+	CaddyPort    int
+	baseline     *http.Server
+	BaselineAddr string
+	origin       *http.Server
+}
+
+const (
+	domain     = "bench.test"
+	tunnelHost = "app." + domain
+	directHost = "direct." + domain
+)
+
+// body is what both the origin and the bare baseline handler answer: the
+// size of a small JSON API answer.
+var body = []byte(`{"data":[{"id":1,"name":"nas-1","status":"online","tunnel_port":20000}]}`)
+
+func serve(addr string, h http.Handler) (*http.Server, string, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go s.Serve(l)
+	return s, l.Addr().String(), nil
+}
+
+func jsonHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	})
+}
+
+// NewWorld starts everything the throughput figures need.
+func NewWorld(ctx context.Context, o Options) (*World, error) {
+	w := &World{opts: o}
+	ok := false
+	defer func() {
+		if !ok {
+			w.Close()
+		}
+	}()
+	var err error
+	if w.Daemon, err = StartDaemon(o.Bins, filepath.Join(o.Dir, "world")); err != nil {
+		return nil, err
+	}
+	d := w.Daemon
+	if err := d.Setup(); err != nil {
+		return nil, err
+	}
+	if err := d.Call(d.Client, "POST", "/api/local/skip", map[string]string{"domain": domain}, nil); err != nil {
+		return nil, err
+	}
+	if w.FRPS, err = StartFRPS(o.Bins, d); err != nil {
+		return nil, err
+	}
+	// The machine's services: a web app and an iperf3 server.
+	var originAddr string
+	if w.origin, originAddr, err = serve("127.0.0.1:0", jsonHandler()); err != nil {
+		return nil, err
+	}
+	w.OriginPort, _ = strconv.Atoi(originAddr[strings.LastIndex(originAddr, ":")+1:])
+	if w.baseline, w.BaselineAddr, err = serve("127.0.0.1:0", jsonHandler()); err != nil {
+		return nil, err
+	}
+	if w.IperfPort, err = FreePort(); err != nil {
+		return nil, err
+	}
+	if w.Iperf, err = StartProc("iperf3 -s", "iperf3", "-s", "-B", "127.0.0.1", "-p", strconv.Itoa(w.IperfPort)); err != nil {
+		return nil, fmt.Errorf("iperf3 (scripts/install-deps.sh installs it): %w", err)
+	}
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", w.IperfPort), 10*time.Second, w.Iperf); err != nil {
+		return nil, err
+	}
+
+	tok, err := d.NewToken()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Register(tok, "bench-1"); err != nil {
+		return nil, err
+	}
+	if w.MachineID, err = d.MachineID("bench-1"); err != nil {
+		return nil, err
+	}
+	if w.HTTPTunnel, err = d.AddTunnel(w.MachineID, "web", "http", w.OriginPort, "app"); err != nil {
+		return nil, err
+	}
+	if w.IperfTunnel, err = d.AddTunnel(w.MachineID, "iperf", "tcp", w.IperfPort, ""); err != nil {
+		return nil, err
+	}
+	if err := w.StartClient(); err != nil {
+		return nil, err
+	}
+
+	// Caddy, from the daemon's own renderer, serving the tunnel and, in the
+	// operator's custom block, the same origin directly (the baseline).
+	if w.CaddyPort, err = FreePort(); err != nil {
+		return nil, err
+	}
+	file, err := webproxy.Render(webproxy.Input{
+		Domain: domain, Dashboard: d.Listen,
+		Tunnels:       []webproxy.HTTPTunnel{{Subdomain: "app", Port: w.HTTPTunnel.RemotePort}},
+		PlainHTTPPort: w.CaddyPort, Admin: "off",
+		Custom: fmt.Sprintf("http://%s:%d {\n\treverse_proxy 127.0.0.1:%d\n}", directHost, w.CaddyPort, w.OriginPort),
+	})
+	if err != nil {
+		return nil, err
+	}
+	caddyfile := filepath.Join(o.Dir, "Caddyfile")
+	if err := os.WriteFile(caddyfile, file, 0o644); err != nil {
+		return nil, err
+	}
+	w.Caddy, err = StartProcEnv("caddy", []string{"XDG_DATA_HOME=" + o.Dir, "XDG_CONFIG_HOME=" + o.Dir},
+		o.Bins.Caddy, "run", "--config", caddyfile, "--adapter", "caddyfile")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", w.CaddyPort), 15*time.Second, w.Caddy); err != nil {
+		return nil, err
+	}
+	for _, host := range []string{tunnelHost, directHost} {
+		if err := waitFor(ctx, 20*time.Second, "GET "+host+" through caddy", func() error { return w.get(host) }); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return w, nil
+}
+
+// StartClient (re)starts the machine's frpc with its current config and
+// waits until the HTTP tunnel carries a request.
+func (w *World) StartClient() error {
+	conf, err := w.Daemon.ClientConfig(w.MachineID)
+	if err != nil {
+		return err
+	}
+	if w.FRPC, err = StartFRPC(w.opts.Bins, w.opts.Dir, "bench-1", conf); err != nil {
+		return err
+	}
+	return waitFor(context.Background(), 20*time.Second, "the http tunnel's port", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", w.HTTPTunnel.RemotePort))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	})
+}
+
+func (w *World) get(host string) error {
+	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort), nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != string(body) {
+		return fmt.Errorf("%s: %d %q", host, resp.StatusCode, b)
+	}
+	return nil
+}
+
+// Close stops everything the world started.
+func (w *World) Close() {
+	for _, p := range []*Proc{w.Caddy, w.FRPC, w.FRPS, w.Iperf} {
+		p.Kill(syscall.SIGTERM)
+	}
+	if w.Daemon != nil && w.Daemon.Proc != nil {
+		w.Daemon.Stop()
+	}
+	for _, s := range []*http.Server{w.origin, w.baseline} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// load is one vegeta attack's outcome.
+type load struct {
+	Rate    float64 // successful requests per second
+	Success float64
+	P99     time.Duration
+	Mean    time.Duration
+	Errors  []string
+}
+
+// attack runs GET url with header for d: closed loop with `workers`
+// concurrent requests when rate is 0, else open loop at rate per second.
+func attack(url string, header http.Header, rate int, workers uint64, d time.Duration) load {
+	tgt := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: url, Header: header})
+	opts := []func(*vegeta.Attacker){vegeta.KeepAlive(true), vegeta.Timeout(10 * time.Second), vegeta.Connections(int(workers) * 2)}
+	r := vegeta.Rate{Freq: rate, Per: time.Second}
+	if rate == 0 {
+		opts = append(opts, vegeta.Workers(workers), vegeta.MaxWorkers(workers))
+	} else {
+		opts = append(opts, vegeta.Workers(workers), vegeta.MaxWorkers(10000))
+	}
+	a := vegeta.NewAttacker(opts...)
+	var m vegeta.Metrics
+	for res := range a.Attack(tgt, r, d, "bench") {
+		m.Add(res)
+	}
+	m.Close()
+	return load{Rate: m.Throughput, Success: m.Success, P99: m.Latencies.P99, Mean: m.Latencies.Mean, Errors: m.Errors}
+}
+
+func hostHeader(host string) http.Header {
+	return http.Header{"Host": []string{host}}
+}
+
+// APIThroughput: authenticated GET /api/machines against a bare net/http
+// JSON handler, closed loop with 50 concurrent requests each.
+func (w *World) APIThroughput() Row {
+	d := w.opts.Duration
+	api := attack(w.Daemon.Base+"/api/machines", http.Header{"Cookie": []string{w.Daemon.SessionCookie()}}, 0, 50, d)
+	bare := attack("http://"+w.BaselineAddr+"/", nil, 0, 50, d)
+	return Row{
+		Figure:   "authenticated `GET /api/machines` / a bare net/http JSON handler (50 concurrent)",
+		Goal:     "≥ 0.5",
+		Measured: fmt.Sprintf("%.0f / %.0f req/s (success %.1f%%)", api.Rate, bare.Rate, api.Success*100),
+		Baseline: "bare net/http handler, same run",
+		Value:    ratio(api.Rate, bare.Rate),
+		Met:      ratio(api.Rate, bare.Rate) >= 0.5 && api.Success == 1,
+	}
+}
+
+// TCPThroughput: iperf3 through frps/frpc (TLS on, the daemon's configs)
+// against iperf3 straight to the machine's port on loopback.
+func (w *World) TCPThroughput() Row {
+	secs := int(w.opts.Duration.Seconds())
+	if secs < 1 {
+		secs = 1
+	}
+	through, err1 := iperf(w.IperfTunnel.RemotePort, secs)
+	direct, err2 := iperf(w.IperfPort, secs)
+	row := Row{
+		Figure:   "TCP through frps/frpc, TLS on / direct loopback (iperf3)",
+		Goal:     "≥ 0.25",
+		Baseline: "iperf3 to the same server directly, same run",
+	}
+	if err := firstErr(err1, err2); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	row.Measured = fmt.Sprintf("%.2f / %.2f Gbit/s", through/1e9, direct/1e9)
+	row.Value = ratio(through, direct)
+	row.Met = row.Value >= 0.25
+	return row
+}
+
+func iperf(port, secs int) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+30)*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "iperf3", "-c", "127.0.0.1", "-p", strconv.Itoa(port), "-t", strconv.Itoa(secs), "-J").Output()
+	var r struct {
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+		Error string `json:"error"`
+	}
+	json.Unmarshal(out, &r)
+	if r.Error != "" {
+		return 0, fmt.Errorf("iperf3: %s", r.Error)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("iperf3: %v", err)
+	}
+	return r.End.SumReceived.BitsPerSecond, nil
+}
+
+// HTTPClosedLoop: Caddy → frps → frpc → origin against Caddy → the same
+// origin, 50 concurrent requests each.
+func (w *World) HTTPClosedLoop() Row {
+	d := w.opts.Duration
+	url := fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort)
+	through := attack(url, hostHeader(tunnelHost), 0, 50, d)
+	direct := attack(url, hostHeader(directHost), 0, 50, d)
+	v := ratio(through.Rate, direct.Rate)
+	return Row{
+		Figure:   "HTTP through Caddy → frps → frpc → origin / Caddy → origin (closed loop, 50 concurrent)",
+		Goal:     "≥ 0.8",
+		Measured: fmt.Sprintf("%.0f / %.0f req/s (success %.1f%% / %.1f%%)", through.Rate, direct.Rate, through.Success*100, direct.Success*100),
+		Baseline: "Caddy straight to the origin, same run",
+		Value:    v,
+		Met:      v >= 0.8 && through.Success == 1,
+	}
+}
+
+// HTTPOpenLoop: the highest rate Caddy alone holds with no errors and p99
+// under 20 ms, then the tunnel at 0.8 of it and at 1.2 of it.
+func (w *World) HTTPOpenLoop() Row {
+	d := w.opts.Duration
+	url := fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort)
+	holds := func(l load) bool { return l.Success == 1 && l.P99 < 20*time.Millisecond }
+	best := 0
+	for _, rate := range []int{500, 1000, 2000, 3000, 4000, 6000, 8000, 12000} {
+		if !holds(attack(url, hostHeader(directHost), rate, 50, d)) {
+			break
+		}
+		best = rate
+	}
+	row := Row{
+		Figure:   "HTTP through the tunnel at a constant rate (open loop)",
+		Goal:     "holds 0.8 × the highest rate Caddy alone holds (0 errors, p99 < 20 ms); above it no errors",
+		Baseline: "highest rate Caddy → origin holds, same run",
+	}
+	if best == 0 {
+		row.Measured = "Caddy alone held none of the rates tried"
+		return row
+	}
+	at := attack(url, hostHeader(tunnelHost), best*8/10, 50, d)
+	above := attack(url, hostHeader(tunnelHost), best*12/10, 50, d)
+	row.Measured = fmt.Sprintf("Caddy alone holds %d req/s; tunnel at %d: success %.2f%%, p99 %s; at %d: success %.2f%%, mean %s",
+		best, best*8/10, at.Success*100, at.P99.Round(10*time.Microsecond), best*12/10, above.Success*100, above.Mean.Round(10*time.Microsecond))
+	row.Value = at.Success
+	row.Met = holds(at) && above.Success == 1
+	return row
+}
+
+// Disconnect: frpc killed to the machine shown offline.
+func (w *World) Disconnect(ctx context.Context) Row {
+	row := Row{Figure: "frpc killed → machine `offline`", Goal: "< 2 s", Baseline: "none (absolute)"}
+	if err := waitFor(ctx, 20*time.Second, "machine online", func() error { return w.status("online") }); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	t0 := time.Now()
+	w.FRPC.Kill(syscall.SIGKILL)
+	err := waitFor(ctx, 90*time.Second, "machine offline", func() error { return w.status("offline") })
+	took := time.Since(t0)
+	if err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	row.Measured = took.Round(10 * time.Millisecond).String()
+	row.Value = took.Seconds()
+	row.Met = took < 2*time.Second
+	// Bring the machine back for whatever runs next.
+	if err := w.StartClient(); err != nil {
+		row.Measured += " (frpc did not come back: " + err.Error() + ")"
+	}
+	return row
+}
+
+func (w *World) status(want string) error {
+	var ms []Machine
+	if err := w.Daemon.Call(w.Daemon.Client, "GET", "/api/machines", nil, &ms); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.ID == w.MachineID {
+			if m.Status == want {
+				return nil
+			}
+			return fmt.Errorf("status %s", m.Status)
+		}
+	}
+	return fmt.Errorf("machine %d gone", w.MachineID)
+}
+
+// ColdStart: systemd-socket-activate holds the port; the time from the
+// first connection to the answer of /healthz, median of runs.
+func ColdStart(o Options, runs int) Row {
+	row := Row{Figure: "cold start through socket activation (connect → `/healthz` answered)", Goal: "< 100 ms", Baseline: "none (absolute)"}
+	activate, err := exec.LookPath("systemd-socket-activate")
+	if err != nil {
+		row.Measured = "error: systemd-socket-activate is missing (package systemd)"
+		return row
+	}
+	dataDir := filepath.Join(o.Dir, "cold")
+	var times []time.Duration
+	for i := 0; i <= runs; i++ {
+		port, _ := FreePort()
+		plugin, _ := FreePort()
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p, err := StartProc("socket-activate", activate, "-l", addr, "--",
+			o.Bins.Tunnelsvc, "serve", "--data-dir", dataDir, "--system-root", filepath.Join(o.Dir, "cold-root"),
+			"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", plugin), "--bin-dir", filepath.Dir(o.Bins.FRPS), "--log-level", "warn")
+		if err != nil {
+			row.Measured = "error: " + err.Error()
+			return row
+		}
+		if err := waitTCP(addr, 10*time.Second, p); err != nil {
+			p.Kill(syscall.SIGTERM)
+			row.Measured = "error: " + err.Error()
+			return row
+		}
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		t0 := time.Now()
+		resp, err := c.Get("http://" + addr + "/healthz")
+		took := time.Since(t0)
+		if err == nil {
+			resp.Body.Close()
+		}
+		p.Kill(syscall.SIGTERM)
+		if err != nil {
+			row.Measured = "error: " + err.Error()
+			return row
+		}
+		if i > 0 { // the first start creates and migrates the database
+			times = append(times, took)
+		}
+	}
+	m := median(times)
+	row.Measured = fmt.Sprintf("median %s of %d", m.Round(time.Millisecond), len(times))
+	row.Value = float64(m) / float64(time.Millisecond)
+	row.Met = m < 100*time.Millisecond
+	return row
+}
+
+// IdleRSS: the daemon's RSS idle before setup, and 10 s after a login.
+func IdleRSS(o Options) Row {
+	row := Row{Figure: "idle RSS before setup; 10 s after a login", Goal: "< 30 MB within 10 s of a login", Baseline: "none (absolute)"}
+	d, err := StartDaemon(o.Bins, filepath.Join(o.Dir, "idle"))
+	if err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	defer d.Stop()
+	time.Sleep(2 * time.Second)
+	before, _ := d.RSS()
+	if err := d.Setup(); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	if err := d.Login(); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	peak, _ := d.RSS()
+	time.Sleep(10 * time.Second)
+	after, _ := d.RSS()
+	row.Measured = fmt.Sprintf("%.1f MB before setup, %.1f MB right after the login, %.1f MB 10 s later", mb(before), mb(peak), mb(after))
+	row.Value = mb(after)
+	row.Met = mb(after) < 30
+	return row
+}
+
+// Registrations: POST /api/bootstrap with the real token claim and port
+// allocation, 50 concurrent.
+func Registrations(o Options) Row {
+	row := Row{Figure: "bootstrap registrations, 50 concurrent", Goal: "≥ 200/s", Baseline: "none (absolute)"}
+	d, err := StartDaemon(o.Bins, filepath.Join(o.Dir, "reg"))
+	if err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	defer d.Stop()
+	if err := d.Setup(); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	n := o.Registrations
+	tokens := make(chan string, n)
+	for i := 0; i < n; i++ {
+		t, err := d.NewToken()
+		if err != nil {
+			row.Measured = "error: " + err.Error()
+			return row
+		}
+		tokens <- t
+	}
+	close(tokens)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	t0 := time.Now()
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for tok := range tokens {
+				if _, err := d.Register(tok, fmt.Sprintf("m-%d", seq.Add(1))); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	rate := float64(n-int(failed.Load())) / took.Seconds()
+	row.Measured = fmt.Sprintf("%.0f/s (%d in %s, %d failed)", rate, n, took.Round(time.Millisecond), failed.Load())
+	if failed.Load() > 0 {
+		row.Measured += fmt.Sprintf("; first: %v", firstErr.Load())
+	}
+	row.Value = rate
+	row.Met = rate >= 200 && failed.Load() == 0
+	return row
+}
+
+// LoadedRSS: the daemon's RSS with many machines and tunnels registered
+// through the API.
+func LoadedRSS(o Options) Row {
+	row := Row{Figure: fmt.Sprintf("daemon RSS with %d machines and %d tunnels", o.Machines, o.Tunnels), Goal: "reported", Baseline: "idle RSS of the same daemon before they were added"}
+	d, err := StartDaemon(o.Bins, filepath.Join(o.Dir, "loaded"))
+	if err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	defer d.Stop()
+	if err := d.Setup(); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	time.Sleep(time.Second)
+	idle, _ := d.RSS()
+	perMachine := o.Tunnels / o.Machines
+	var wg sync.WaitGroup
+	work := make(chan int, o.Machines)
+	for i := 0; i < o.Machines; i++ {
+		work <- i
+	}
+	close(work)
+	var firstErr atomic.Value
+	for w := 0; w < 20; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				err := func() error {
+					tok, err := d.NewToken()
+					if err != nil {
+						return err
+					}
+					name := fmt.Sprintf("m-%d", i)
+					if _, err := d.Register(tok, name); err != nil {
+						return err
+					}
+					id, err := d.MachineID(name)
+					if err != nil {
+						return err
+					}
+					for j := 0; j < perMachine; j++ {
+						if _, err := d.AddTunnel(id, fmt.Sprintf("t%d", j), "tcp", 1000+j, ""); err != nil {
+							return err
+						}
+					}
+					return nil
+				}()
+				if err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := firstErr.Load(); e != nil {
+		row.Measured = fmt.Sprintf("error: %v", e)
+		return row
+	}
+	// Let the background pushes and the garbage collector settle.
+	time.Sleep(5 * time.Second)
+	loaded, _ := d.RSS()
+	row.Measured = fmt.Sprintf("%.1f MB (idle %.1f MB)", mb(loaded), mb(idle))
+	row.Value = mb(loaded)
+	row.Met = true
+	return row
+}
+
+func mb(b int64) float64 { return float64(b) / 1e6 }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Figure is one measurement: Key names it on the command line.
+type Figure struct {
+	Key string
+	// World figures share one World; the others start what they need.
+	World bool
+	Run   func(ctx context.Context, o Options, w *World) Row
+}
+
+// Figures lists every figure of `make bench`, in BENCH.md's order.
+var Figures = []Figure{
+	{"api", true, func(_ context.Context, _ Options, w *World) Row { return w.APIThroughput() }},
+	{"tcp", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPThroughput() }},
+	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
+	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPOpenLoop() }},
+	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
+	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
+	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
+	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
+	{"render", false, func(_ context.Context, _ Options, _ *World) Row { return Render(10000) }},
+	{"loadedrss", false, func(_ context.Context, o Options, _ *World) Row { return LoadedRSS(o) }},
+}
+
+// Select returns the figures whose keys are in only (all when empty).
+func Select(only []string) ([]Figure, error) {
+	if len(only) == 0 {
+		return Figures, nil
+	}
+	var out []Figure
+	for _, k := range only {
+		found := false
+		for _, f := range Figures {
+			if f.Key == k {
+				out = append(out, f)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("no figure %q", k)
+		}
+	}
+	return out, nil
+}
+
+// Run measures each figure `runs` times and keeps the run with the median
+// value. A World is started anew for each round of world figures.
+func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error) {
+	results := make([][]Row, len(figs))
+	for r := 0; r < runs; r++ {
+		var w *World
+		for i, f := range figs {
+			if f.World && w == nil {
+				var err error
+				o.logf("run %d: starting daemon, frps, frpc and caddy", r+1)
+				if w, err = NewWorld(ctx, o); err != nil {
+					return nil, err
+				}
+				defer w.Close()
+			}
+			o.logf("run %d: %s", r+1, f.Key)
+			row := f.Run(ctx, o, w)
+			row.Command = "go run ./daemon/cmd/tunnelsvc-bench -only " + f.Key
+			o.logf("run %d: %s: %s", r+1, f.Key, row.Measured)
+			results[i] = append(results[i], row)
+		}
+		if w != nil {
+			w.Close()
+		}
+	}
+	rows := make([]Row, len(figs))
+	for i, rs := range results {
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].Value < rs[b].Value })
+		rows[i] = rs[len(rs)/2]
+		if runs > 1 {
+			var vals []string
+			for _, x := range rs {
+				vals = append(vals, fmt.Sprintf("%.3g", x.Value))
+			}
+			rows[i].Measured += fmt.Sprintf(" (median of %d runs; values %s)", runs, strings.Join(vals, ", "))
+		}
+	}
+	return rows, nil
+}
+
+// WriteMarkdown writes BENCH.md.
+func WriteMarkdown(w io.Writer, rows []Row, o Options, runs int) {
+	fmt.Fprintf(w, "# Benchmarks\n\nMeasured by `make bench` on %s: %d CPUs (%s/%s, %s), %d run(s) per figure, %s load phases. ",
+		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), runs, o.Duration)
+	fmt.Fprintf(w, "Every ratio is taken against a baseline measured in the same run; the value column is that ratio, or the figure itself where there is no baseline.\n\n")
+	fmt.Fprintf(w, "| figure | goal | measured | value | baseline | goal met | reproduce |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		met := "no"
+		if r.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.3g | %s | %s | `%s` |\n", r.Figure, r.Goal, strings.ReplaceAll(r.Measured, "|", "/"), r.Value, r.Baseline, met, r.Command)
+	}
+}
