@@ -12,14 +12,16 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-// Settings keys.
+// Settings keys: each setting has exactly one, used only here; everything
+// else reads and writes settings through the Settings methods below.
 const (
 	keyVPS              = "vps"
 	keyDomain           = "domain"
 	keyBindIP           = "bind_ip"
 	keyDashboardPrivate = "dashboard_private"
-	// KeyFirewallMode is owned by the firewall package; status reports it.
-	KeyFirewallMode = "firewall_mode"
+	// The firewall has always saved its mode under this key; status read
+	// "firewall_mode" and so said "none" after svc was applied.
+	keyFirewallMode = "firewall.mode"
 )
 
 // VPS is the stored record of an installation.
@@ -107,7 +109,13 @@ func (s Settings) SetDashboardPrivate(ctx context.Context, on bool) error {
 	return s.Store.SetSetting(ctx, keyDashboardPrivate, v)
 }
 
-// FirewallMode is svc, manual, none, or "" when never chosen.
+// FirewallMode is svc, manual, none, or "" when never chosen. The firewall
+// package owns its meaning and writes it with SetFirewallMode.
 func (s Settings) FirewallMode(ctx context.Context) (string, error) {
-	return s.get(ctx, KeyFirewallMode)
+	return s.get(ctx, keyFirewallMode)
+}
+
+// SetFirewallMode stores the firewall mode.
+func (s Settings) SetFirewallMode(ctx context.Context, mode string) error {
+	return s.Store.SetSetting(ctx, keyFirewallMode, mode)
 }
