@@ -22,6 +22,8 @@ const (
 	// The firewall has always saved its mode under this key; status read
 	// "firewall_mode" and so said "none" after svc was applied.
 	keyFirewallMode = "firewall.mode"
+	keyACMECA       = "acme_ca"
+	keyACMECARoot   = "acme_ca_root"
 )
 
 // VPS is the stored record of an installation.
@@ -118,4 +120,31 @@ func (s Settings) FirewallMode(ctx context.Context) (string, error) {
 // SetFirewallMode stores the firewall mode.
 func (s Settings) SetFirewallMode(ctx context.Context, mode string) error {
 	return s.Store.SetSetting(ctx, keyFirewallMode, mode)
+}
+
+// ACME is where the web proxy gets its certificates: an ACME directory URL
+// (empty: Caddy's default, Let's Encrypt) and, for a private CA, the PEM
+// file of the root its directory's TLS certificate chains to.
+type ACME struct {
+	CA     string `json:"acme_ca"`
+	CARoot string `json:"acme_ca_root"`
+}
+
+// ACME returns the stored ACME CA setting.
+func (s Settings) ACME(ctx context.Context) (ACME, error) {
+	var a ACME
+	var err error
+	if a.CA, err = s.get(ctx, keyACMECA); err != nil {
+		return a, err
+	}
+	a.CARoot, err = s.get(ctx, keyACMECARoot)
+	return a, err
+}
+
+// SetACME stores the ACME CA setting (validated by Service.SetACME).
+func (s Settings) SetACME(ctx context.Context, a ACME) error {
+	if err := s.Store.SetSetting(ctx, keyACMECA, a.CA); err != nil {
+		return err
+	}
+	return s.Store.SetSetting(ctx, keyACMECARoot, a.CARoot)
 }
