@@ -48,7 +48,8 @@ func TestACMESetting(t *testing.T) {
 		{body("https://acme.example.com/directory?x=1", ""), badURL},
 		{body("https://acme.example.com:99999/directory", ""), badURL},
 		{body("https://-bad-.example.com/directory", ""), badURL},
-		{body("", root), "acme_ca_root is only used with acme_ca: give the ACME directory URL too"},
+		{body("", root), "acme_ca_root is only used with another ACME CA than Let's Encrypt: give its directory URL in acme_ca"},
+		{body(localsetup.DefaultACMECA, root), "acme_ca_root is only used with another ACME CA than Let's Encrypt: give its directory URL in acme_ca"},
 		{body(staging, "acme-root.pem"), badPath},
 		{body(staging, "/etc/../etc/acme-root.pem"), badPath},
 		{body(staging, "/etc/my root.pem"), badPath},
@@ -58,7 +59,8 @@ func TestACMESetting(t *testing.T) {
 	for _, c := range cases {
 		wantError(t, e.do(req{method: "PUT", path: "/api/local/acme", body: c.body, cookie: e.cookie}), 400, c.msg)
 	}
-	if st := e.status(t); st.ACMECA != "" || st.ACMECARoot != "" {
+	// Let's Encrypt until another CA is set.
+	if st := e.status(t); st.ACMECA != localsetup.DefaultACMECA || st.ACMECARoot != "" {
 		t.Fatalf("a refused request changed the setting: %+v", st)
 	}
 
@@ -89,12 +91,13 @@ func TestACMESetting(t *testing.T) {
 	if st := e.status(t); st.ACMECA != private || st.ACMECARoot != root {
 		t.Fatalf("status: %+v", st)
 	}
-	// An empty acme_ca goes back to Let's Encrypt.
-	if r := e.do(req{method: "PUT", path: "/api/local/acme", body: `{"acme_ca":""}`, cookie: e.cookie}); r.Code != 200 {
+	// An empty acme_ca goes back to Let's Encrypt, named in the file.
+	r = e.do(req{method: "PUT", path: "/api/local/acme", body: `{"acme_ca":""}`, cookie: e.cookie})
+	if r.Code != 200 || strings.TrimSpace(r.Body.String()) != `{"data":{"acme_ca":"`+localsetup.DefaultACMECA+`","acme_ca_root":""}}` {
 		t.Fatalf("clearing: %d %s", r.Code, r.Body)
 	}
-	if deployed, _ := os.ReadFile(e.setup.Proxy.Path); strings.Contains(string(deployed), "acme_ca") {
-		t.Fatalf("cleared setting still deployed:\n%s", deployed)
+	if deployed, _ := os.ReadFile(e.setup.Proxy.Path); !strings.Contains(string(deployed), "\tacme_ca "+localsetup.DefaultACMECA+"\n") || strings.Contains(string(deployed), "acme_ca_root") {
+		t.Fatalf("deployed after clearing:\n%s", deployed)
 	}
 	wantError(t, e.do(req{method: "PUT", path: "/api/local/acme", body: `{"acme_ca":""}`}), 401, "authentication required")
 }

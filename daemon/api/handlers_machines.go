@@ -97,7 +97,7 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 	}
 	base, warning, err := s.joinBase(r)
 	if err != nil {
-		return Internal("could not read the settings", err)
+		return err
 	}
 	tok, err := s.machines.CreateToken(r.Context(), ttl)
 	if err != nil {

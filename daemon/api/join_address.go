@@ -17,7 +17,7 @@ import (
 //
 // When none is known, the request's address is used and warning says what
 // to set. A candidate that could not be substituted safely into the shell
-// command is passed over.
+// command is passed over; a request address that could not is refused.
 func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
 	if s.cfg.BaseURL != "" && safeBaseURL.MatchString(s.cfg.BaseURL) {
 		return s.cfg.BaseURL, "", nil
@@ -26,7 +26,7 @@ func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
 	if s.setup != nil {
 		v, err := s.setup.Settings.VPS(r.Context())
 		if err != nil {
-			return "", "", err
+			return "", "", Internal("could not read the settings", err)
 		}
 		if v != nil && v.Domain != "" && !v.SkipWebproxy && !v.InstalledAt.IsZero() {
 			if u := "https://router." + v.Domain; safeBaseURL.MatchString(u) {
@@ -43,6 +43,9 @@ func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
 		}
 	}
 	base = s.baseURL(r)
+	if !safeBaseURL.MatchString(base) {
+		return "", "", Errorf(http.StatusBadRequest, "cannot build the join command from the address %q: set --base-url to the address machines use (scheme://host[:port])", base)
+	}
 	return base, "No address machines can reach is set, so this command uses " + base +
 		", the address this page was opened at; a machine cannot join through loopback or an SSH forward. " +
 		"Set --base-url (TUNNELSVC_BASE_URL), or install the web proxy with a domain (router.<domain>), or give the server host.", nil

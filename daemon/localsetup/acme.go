@@ -27,13 +27,17 @@ var (
 const maxACMELen = 2048
 
 // ValidateACME checks the ACME CA setting and returns it normalized:
-// CA empty (Let's Encrypt) or an https URL of an ACME directory; CARoot
-// empty or the absolute path of a PEM file holding at least one
-// certificate, read as Caddy will read it. A root needs a CA.
+// CA empty (DefaultACMECA, Let's Encrypt) or an https URL of an ACME
+// directory; CARoot empty or the absolute path of a PEM file holding at
+// least one certificate, read as Caddy will read it. A root needs a CA of
+// its own.
 func ValidateACME(a ACME) (ACME, error) {
 	a.CA, a.CARoot = strings.TrimSpace(a.CA), strings.TrimSpace(a.CARoot)
+	if a.CA == DefaultACMECA {
+		a.CA = ""
+	}
 	if a.CA == "" && a.CARoot != "" {
-		return a, InputError("acme_ca_root is only used with acme_ca: give the ACME directory URL too")
+		return a, InputError("acme_ca_root is only used with another ACME CA than Let's Encrypt: give its directory URL in acme_ca")
 	}
 	if a.CA != "" {
 		u, err := url.Parse(a.CA)
@@ -115,5 +119,5 @@ func (s *Service) SetACME(ctx context.Context, a ACME) (ACME, error) {
 		}
 		return a, fmt.Errorf("web proxy: %w", err)
 	}
-	return a, nil
+	return s.Settings.ACME(ctx)
 }

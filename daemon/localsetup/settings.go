@@ -122,26 +122,35 @@ func (s Settings) SetFirewallMode(ctx context.Context, mode string) error {
 	return s.Store.SetSetting(ctx, keyFirewallMode, mode)
 }
 
+// DefaultACMECA is Let's Encrypt's production directory: the ACME CA used
+// until another is set. It is named in the Caddyfile rather than left to
+// Caddy, whose own default also falls back to a second CA.
+const DefaultACMECA = "https://acme-v02.api.letsencrypt.org/directory"
+
 // ACME is where the web proxy gets its certificates: an ACME directory URL
-// (empty: Caddy's default, Let's Encrypt) and, for a private CA, the PEM
-// file of the root its directory's TLS certificate chains to.
+// and, for a private CA, the PEM file of the root its directory's TLS
+// certificate chains to.
 type ACME struct {
 	CA     string `json:"acme_ca"`
 	CARoot string `json:"acme_ca_root"`
 }
 
-// ACME returns the stored ACME CA setting.
+// ACME returns the ACME CA setting; CA is DefaultACMECA when none is set.
 func (s Settings) ACME(ctx context.Context) (ACME, error) {
 	var a ACME
 	var err error
 	if a.CA, err = s.get(ctx, keyACMECA); err != nil {
 		return a, err
 	}
+	if a.CA == "" {
+		a.CA = DefaultACMECA
+	}
 	a.CARoot, err = s.get(ctx, keyACMECARoot)
 	return a, err
 }
 
-// SetACME stores the ACME CA setting (validated by Service.SetACME).
+// SetACME stores the ACME CA setting (validated by Service.SetACME); an
+// empty CA means DefaultACMECA.
 func (s Settings) SetACME(ctx context.Context, a ACME) error {
 	if err := s.Store.SetSetting(ctx, keyACMECA, a.CA); err != nil {
 		return err

@@ -27,7 +27,8 @@ type Status struct {
 	FirewallMode     string                `json:"firewall_mode"`
 	DashboardPrivate bool                  `json:"dashboard_private"`
 	BindIP           string                `json:"bind_ip"`
-	// ACMECA is "" while Caddy's default CA (Let's Encrypt) is used.
+	// ACMECA is the ACME directory certificates come from (Let's Encrypt
+	// until another is set).
 	ACMECA     string `json:"acme_ca"`
 	ACMECARoot string `json:"acme_ca_root"`
 	Operation  string `json:"operation,omitempty"`

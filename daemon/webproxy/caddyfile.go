@@ -43,7 +43,8 @@ type Input struct {
 	// (localhost:2019, which `caddy reload` uses), "off" disables it.
 	Admin string
 	// ACMECA is the ACME directory URL certificates come from (acme_ca);
-	// empty keeps Caddy's default, Let's Encrypt. ACMECARoot is a PEM file
+	// empty leaves it to Caddy (the set-up always names one, Let's Encrypt
+	// unless the operator chose another). ACMECARoot is a PEM file
 	// of the root that CA's directory is served under (acme_ca_root), for
 	// private ACME CAs. The set-up validates both before they get here.
 	ACMECA, ACMECARoot string
