@@ -16,10 +16,14 @@ import (
 //     request reached the dashboard at.
 //
 // When none is known, the request's address is used and warning says what
-// to set. A candidate that could not be substituted safely into the shell
-// command is passed over; a request address that could not is refused.
+// to set. A router name or server host that could not be substituted
+// safely into the shell command is passed over; a base URL or request
+// address that could not is refused.
 func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
-	if s.cfg.BaseURL != "" && safeBaseURL.MatchString(s.cfg.BaseURL) {
+	if s.cfg.BaseURL != "" {
+		if !safeBaseURL.MatchString(s.cfg.BaseURL) {
+			return "", "", Errorf(http.StatusBadRequest, "cannot build the join command from --base-url %q: give it as scheme://host[:port]", s.cfg.BaseURL)
+		}
 		return s.cfg.BaseURL, "", nil
 	}
 	serverHost := s.cfg.ServerHost

@@ -90,14 +90,17 @@ func TestJoinCommandAddress(t *testing.T) {
 	}
 }
 
-// TestJoinCommandRefusesUnsafeHost: with no address known, a request Host
-// that is not a plain host[:port] makes no command (it would be pasted into
-// a shell) and no token.
+// TestJoinCommandRefusesUnsafeHost: a request Host (with no address known)
+// or a --base-url that is not a plain scheme://host[:port] makes no command
+// (it would be pasted into a shell) and no token.
 func TestJoinCommandRefusesUnsafeHost(t *testing.T) {
 	e, _ := joinEnv(t)
 	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
 		header: map[string]string{"Host": "x;touch${IFS}pwned"}}), 400,
 		`cannot build the join command from the address "http://x;touch${IFS}pwned": set --base-url to the address machines use (scheme://host[:port])`)
+	e.cfg.BaseURL = "https://tunnels.example.org/$(id)"
+	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie}), 400,
+		`cannot build the join command from --base-url "https://tunnels.example.org/$(id)": give it as scheme://host[:port]`)
 	if l := e.list(t, "/api/bootstrap/tokens"); len(l) != 0 {
 		t.Fatalf("a token was made: %v", l)
 	}
