@@ -12,7 +12,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp static run test test-ui test-go test-fuzz test-system deps package bench docs clean
+.PHONY: all build daemon ui frp pebble static run test test-ui test-go test-fuzz test-system deps package bench docs clean
 
 all: build
 
@@ -27,6 +27,14 @@ FRP_DIR := tools/frp
 frp: bin/frps bin/frpc
 bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
 	cd $(FRP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
+
+## pebble: Let's Encrypt's ACME test server, only for the tests that prove
+## the HTTPS path (never packaged), from the version pinned in
+## tools/pebble/go.mod. The tests build it when it is missing.
+PEBBLE_DIR := tools/pebble
+pebble: bin/pebble
+bin/pebble: $(PEBBLE_DIR)/go.mod $(PEBBLE_DIR)/go.sum
+	cd $(PEBBLE_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/letsencrypt/pebble/v2/cmd/pebble
 
 ## static: what the daemon serves machines under /static (--static-dir):
 ## tunnel-agent for linux amd64/arm64 and frpc (as revtunnel-client) for

@@ -16,7 +16,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner/bannertest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 // progressLog records background operations as the log WebSocket would see
@@ -263,7 +266,8 @@ func TestSetupBannerWithoutSystemd(t *testing.T) {
 }
 
 // TestFirewallConfigureAPI runs the firewall against a network namespace of
-// its own: svc in the background with its log, manual synchronously.
+// its own: svc in the background with its log, manual synchronously. The
+// dashboard's status reports each mode the firewall applied.
 func TestFirewallConfigureAPI(t *testing.T) {
 	for _, tool := range []string{"nft", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -292,8 +296,16 @@ func TestFirewallConfigureAPI(t *testing.T) {
 			},
 		})
 		o.Progress = plog.sink
+		o.Setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil), Run: noTools{}}
 	})
 	cookie := e.setup()
+	statusMode := func() any {
+		t.Helper()
+		return dataOf(t, e.do(req{method: "GET", path: "/api/local/status", cookie: cookie}))["firewall_mode"]
+	}
+	if m := statusMode(); m != "none" {
+		t.Fatalf("status firewall_mode before any choice = %v, want none", m)
+	}
 	for _, body := range []string{`{"mode":"ufw"}`, `{}`, `{"mode":"SVC"}`} {
 		wantError(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: body}), 400, "mode must be one of: svc, manual, none")
 	}
@@ -317,7 +329,13 @@ func TestFirewallConfigureAPI(t *testing.T) {
 	if d["mode"] != "svc" || d["nftables"].(map[string]any)["svc_table"] != true {
 		t.Fatalf("detect: %s", r.Body)
 	}
+	if m := statusMode(); m != "svc" {
+		t.Fatalf("status firewall_mode after svc was applied = %v, want svc", m)
+	}
 	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"manual"}`}), "firewall mode set to manual")
+	if m := statusMode(); m != "manual" {
+		t.Fatalf("status firewall_mode after manual = %v, want manual", m)
+	}
 	if tables := nft("list", "tables"); tables != "" {
 		t.Fatalf("tables after manual: %s", tables)
 	}

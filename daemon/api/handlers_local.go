@@ -101,6 +101,27 @@ func (s *Server) localBindIP(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// localACME: PUT /api/local/acme, where the web proxy's certificates come
+// from. acme_ca is required (an empty string means Let's Encrypt again).
+func (s *Server) localACME(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		CA     *string `json:"acme_ca"`
+		CARoot string  `json:"acme_ca_root"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.CA == nil {
+		return Errorf(http.StatusBadRequest, "acme_ca is required (an empty string means Let's Encrypt)")
+	}
+	a, err := s.setup.SetACME(r.Context(), localsetup.ACME{CA: *body.CA, CARoot: body.CARoot})
+	if err := setupError(err, "could not apply the ACME CA"); err != nil {
+		return err
+	}
+	writeData(w, http.StatusOK, a)
+	return nil
+}
+
 func (s *Server) resolveIP(w http.ResponseWriter, r *http.Request) error {
 	host := strings.TrimSpace(r.URL.Query().Get("host"))
 	if host == "" {

@@ -95,16 +95,24 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 		}
 		ttl = time.Duration(*body.ExpiresInMinutes) * time.Minute
 	}
+	base, warning, err := s.joinBase(r)
+	if err != nil {
+		return err
+	}
 	tok, err := s.machines.CreateToken(r.Context(), ttl)
 	if err != nil {
 		return domainError(err, "token")
 	}
-	writeData(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"id":         tok.ID,
 		"token":      tok.Token,
 		"expires_at": tok.ExpiresAt,
-		"command":    "curl -fsSL " + s.baseURL(r) + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
-	})
+		"command":    "curl -fsSL " + base + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
+	}
+	if warning != "" {
+		out["warning"] = warning
+	}
+	writeData(w, http.StatusOK, out)
 	return nil
 }
 

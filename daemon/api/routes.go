@@ -68,6 +68,8 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/local/skip", private, s.localSkip)
 	api("PUT", "/api/local/server-ports", private, s.localServerPorts)
 	api("PUT", "/api/local/bind-ip", private, s.localBindIP)
+	// The ACME CA the web proxy gets certificates from (not in the spec).
+	api("PUT", "/api/local/acme", private, s.localACME)
 	api("GET", "/api/local/resolve-ip", private, s.resolveIP)
 	api("GET", "/api/local/check-dns", public, s.checkDNS)
 	api("GET", "/api/local/detect-ip", public, s.detectIP)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -49,8 +50,6 @@ type ApplyError struct{ Msg string }
 
 func (e *ApplyError) Error() string { return e.Msg }
 
-const keyMode = "firewall.mode"
-
 // Options configure a Service.
 type Options struct {
 	Store *store.Store
@@ -65,17 +64,18 @@ type Options struct {
 
 // Service owns the firewall mode.
 type Service struct {
-	store *store.Store
-	run   cmdrun.Runner
-	ports func(ctx context.Context) (Ports, error)
-	path  string
-	log   *slog.Logger
-	mu    sync.Mutex
+	// settings holds the mode, under the one key status reads it by.
+	settings localsetup.Settings
+	run      cmdrun.Runner
+	ports    func(ctx context.Context) (Ports, error)
+	path     string
+	log      *slog.Logger
+	mu       sync.Mutex
 }
 
 // New builds a Service.
 func New(o Options) *Service {
-	s := &Service{store: o.Store, run: o.Run, ports: o.Ports, path: o.RulesetPath, log: o.Log}
+	s := &Service{settings: localsetup.Settings{Store: o.Store}, run: o.Run, ports: o.Ports, path: o.RulesetPath, log: o.Log}
 	if s.run == nil {
 		s.run = cmdrun.Exec{}
 	}
@@ -96,8 +96,8 @@ func (s *Service) RulesetPath() string { return s.path }
 
 // Mode returns the saved mode; `none` until one is chosen.
 func (s *Service) Mode(ctx context.Context) (string, error) {
-	m, err := s.store.GetSetting(ctx, keyMode)
-	if errors.Is(err, store.ErrNotFound) {
+	m, err := s.settings.FirewallMode(ctx)
+	if m == "" && err == nil {
 		return ModeNone, nil
 	}
 	return m, err
@@ -127,7 +127,7 @@ func (s *Service) SetMode(ctx context.Context, mode string) error {
 		}
 		s.log.Info("firewall: left svc mode; table inet tunnelsvc deleted", "mode", mode)
 	}
-	return s.store.SetSetting(ctx, keyMode, mode)
+	return s.settings.SetFirewallMode(ctx, mode)
 }
 
 // EnterSvc is the background half of configure `svc`: render the ruleset,
@@ -142,7 +142,7 @@ func (s *Service) EnterSvc(ctx context.Context, p Progress) {
 		p.Done(false)
 		return
 	}
-	if err := s.store.SetSetting(ctx, keyMode, ModeSvc); err != nil {
+	if err := s.settings.SetFirewallMode(ctx, ModeSvc); err != nil {
 		p.Line("error", "firewall: the ruleset is applied but the mode could not be saved: "+err.Error())
 		p.Done(false)
 		return

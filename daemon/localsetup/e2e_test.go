@@ -35,10 +35,11 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
-var frps, frpc string
+var frps, frpc, pebbleBin string
 
 func TestMain(m *testing.M) {
 	frps, frpc = testutil.FRP()
+	pebbleBin = testutil.PebbleBin()
 	os.Exit(m.Run())
 }
 

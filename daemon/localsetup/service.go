@@ -220,6 +220,11 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 	if in.BindIP, err = s.Settings.BindIP(ctx); err != nil {
 		return in, false, err
 	}
+	acme, err := s.Settings.ACME(ctx)
+	if err != nil {
+		return in, false, err
+	}
+	in.ACMECA, in.ACMECARoot = acme.CA, acme.CARoot
 	if s.Tunnels != nil {
 		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {
 			return in, false, err

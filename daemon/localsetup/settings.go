@@ -12,14 +12,18 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-// Settings keys.
+// Settings keys: each setting has exactly one, used only here; everything
+// else reads and writes settings through the Settings methods below.
 const (
 	keyVPS              = "vps"
 	keyDomain           = "domain"
 	keyBindIP           = "bind_ip"
 	keyDashboardPrivate = "dashboard_private"
-	// KeyFirewallMode is owned by the firewall package; status reports it.
-	KeyFirewallMode = "firewall_mode"
+	// The firewall has always saved its mode under this key; status read
+	// "firewall_mode" and so said "none" after svc was applied.
+	keyFirewallMode = "firewall.mode"
+	keyACMECA       = "acme_ca"
+	keyACMECARoot   = "acme_ca_root"
 )
 
 // VPS is the stored record of an installation.
@@ -107,7 +111,49 @@ func (s Settings) SetDashboardPrivate(ctx context.Context, on bool) error {
 	return s.Store.SetSetting(ctx, keyDashboardPrivate, v)
 }
 
-// FirewallMode is svc, manual, none, or "" when never chosen.
+// FirewallMode is svc, manual, none, or "" when never chosen. The firewall
+// package owns its meaning and writes it with SetFirewallMode.
 func (s Settings) FirewallMode(ctx context.Context) (string, error) {
-	return s.get(ctx, KeyFirewallMode)
+	return s.get(ctx, keyFirewallMode)
+}
+
+// SetFirewallMode stores the firewall mode.
+func (s Settings) SetFirewallMode(ctx context.Context, mode string) error {
+	return s.Store.SetSetting(ctx, keyFirewallMode, mode)
+}
+
+// DefaultACMECA is Let's Encrypt's production directory: the ACME CA used
+// until another is set. It is named in the Caddyfile rather than left to
+// Caddy, whose own default also falls back to a second CA.
+const DefaultACMECA = "https://acme-v02.api.letsencrypt.org/directory"
+
+// ACME is where the web proxy gets its certificates: an ACME directory URL
+// and, for a private CA, the PEM file of the root its directory's TLS
+// certificate chains to.
+type ACME struct {
+	CA     string `json:"acme_ca"`
+	CARoot string `json:"acme_ca_root"`
+}
+
+// ACME returns the ACME CA setting; CA is DefaultACMECA when none is set.
+func (s Settings) ACME(ctx context.Context) (ACME, error) {
+	var a ACME
+	var err error
+	if a.CA, err = s.get(ctx, keyACMECA); err != nil {
+		return a, err
+	}
+	if a.CA == "" {
+		a.CA = DefaultACMECA
+	}
+	a.CARoot, err = s.get(ctx, keyACMECARoot)
+	return a, err
+}
+
+// SetACME stores the ACME CA setting (validated by Service.SetACME); an
+// empty CA means DefaultACMECA.
+func (s Settings) SetACME(ctx context.Context, a ACME) error {
+	if err := s.Store.SetSetting(ctx, keyACMECA, a.CA); err != nil {
+		return err
+	}
+	return s.Store.SetSetting(ctx, keyACMECARoot, a.CARoot)
 }

@@ -27,7 +27,11 @@ type Status struct {
 	FirewallMode     string                `json:"firewall_mode"`
 	DashboardPrivate bool                  `json:"dashboard_private"`
 	BindIP           string                `json:"bind_ip"`
-	Operation        string                `json:"operation,omitempty"`
+	// ACMECA is the ACME directory certificates come from (Let's Encrypt
+	// until another is set).
+	ACMECA     string `json:"acme_ca"`
+	ACMECARoot string `json:"acme_ca_root"`
+	Operation  string `json:"operation,omitempty"`
 }
 
 // Status gathers the settings, unit states and tool versions.
@@ -62,6 +66,11 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	if st.BindIP, err = s.Settings.BindIP(ctx); err != nil {
 		return st, err
 	}
+	acme, err := s.Settings.ACME(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.ACMECA, st.ACMECARoot = acme.CA, acme.CARoot
 	st.Operation, _ = s.Hub.Running()
 	for _, u := range units.Managed {
 		name := strings.TrimSuffix(u, ".service")

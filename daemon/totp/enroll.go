@@ -16,6 +16,7 @@ import (
 	qrcode "github.com/skip2/go-qrcode"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -60,8 +61,10 @@ func (s *Service) Enroll(ctx context.Context, host string) (Enrollment, error) {
 	}, nil
 }
 
+// accountName is the otpauth URI's account: the configured domain, else the
+// host the request came by.
 func (s *Service) accountName(ctx context.Context, host string) string {
-	if d, err := s.st.GetSetting(ctx, DomainSetting); err == nil && strings.TrimSpace(d) != "" {
+	if d, err := (localsetup.Settings{Store: s.st}).Domain(ctx); err == nil && strings.TrimSpace(d) != "" {
 		return strings.TrimSpace(d)
 	}
 	if h, _, err := net.SplitHostPort(host); err == nil {

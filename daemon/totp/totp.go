@@ -46,10 +46,6 @@ const (
 // Issuer is the otpauth issuer shown in authenticator apps.
 const Issuer = "tunnelsvc"
 
-// DomainSetting is the settings key of the configured domain; when set it is
-// the account name in the otpauth URI, otherwise the request's host is.
-const DomainSetting = "domain"
-
 // Error is a failure the operator caused and can fix; its text is what the
 // API answers.
 type Error struct{ msg string }

@@ -42,6 +42,15 @@ type Input struct {
 	// Admin is Caddy's admin endpoint; empty keeps Caddy's default
 	// (localhost:2019, which `caddy reload` uses), "off" disables it.
 	Admin string
+	// ACMECA is the ACME directory URL certificates come from (acme_ca);
+	// empty leaves it to Caddy (the set-up always names one, Let's Encrypt
+	// unless the operator chose another). ACMECARoot is a PEM file
+	// of the root that CA's directory is served under (acme_ca_root), for
+	// private ACME CAs. The set-up validates both before they get here.
+	ACMECA, ACMECARoot string
+	// HTTPPort and HTTPSPort, when non-zero, replace 80 and 443 with
+	// automatic HTTPS still on (tests run a real ACME exchange on loopback).
+	HTTPPort, HTTPSPort int
 }
 
 var caddyTmpl = template.Must(template.New("Caddyfile").Parse(`# Managed by tunnelsvc: this file is regenerated from the dashboard's
@@ -100,6 +109,18 @@ func Render(in Input) ([]byte, error) {
 	}
 	if in.BindIP != "" {
 		v.Global = append(v.Global, "default_bind "+in.BindIP)
+	}
+	if in.HTTPSPort != 0 {
+		if in.PlainHTTPPort != 0 {
+			return nil, fmt.Errorf("HTTPSPort and PlainHTTPPort exclude each other")
+		}
+		v.Global = append(v.Global, fmt.Sprintf("http_port %d", in.HTTPPort), fmt.Sprintf("https_port %d", in.HTTPSPort))
+	}
+	if in.ACMECA != "" {
+		v.Global = append(v.Global, "acme_ca "+in.ACMECA)
+	}
+	if in.ACMECARoot != "" {
+		v.Global = append(v.Global, "acme_ca_root "+in.ACMECARoot)
 	}
 	if c := strings.Trim(in.Custom, "\n"); c != "" {
 		v.Custom = c + "\n"

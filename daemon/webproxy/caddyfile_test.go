@@ -58,6 +58,10 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"tunnels":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels},
 		"custom":     {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Custom: "static.example.com {\n\trespond \"hello\"\n}\n"},
 		"bind-ip":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:2], BindIP: "203.0.113.5"},
+		// caddy validate reads the root file: a real PEM, relative to the
+		// package directory (the set-up only ever stores absolute paths).
+		"acme-ca": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1],
+			ACMECA: "https://acme-staging-v02.api.letsencrypt.org/directory", ACMECARoot: "testdata/acme-root.pem"},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {

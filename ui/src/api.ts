@@ -131,7 +131,12 @@ export interface LocalStatus {
   bind_ip?: string;
   operation?: string;
 }
-export interface BootstrapToken { id: number; token?: string; created_at?: string; expires_at: string; command?: string }
+export interface BootstrapToken {
+  id: number; token?: string; created_at?: string; expires_at: string; command?: string;
+  // Set when the daemon knows no address machines can reach (the command
+  // then uses the dashboard's own address): what to set.
+  warning?: string;
+}
 export interface Machine {
   id: number; name: string; username: string; status: string; created_at: string;
   last_seen?: string | null; client_addr?: string; tunnel_port?: number; agent_port?: number;

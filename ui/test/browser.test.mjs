@@ -135,6 +135,8 @@ test('setup, overview, bootstrap token, logout and login in chromium', { timeout
   await cmd.waitFor();
   const command = await cmd.textContent();
   assert.match(command, /^curl -fsSL http:\/\/127\.0\.0\.1:\d+\/static\/bootstrap\.sh -o bootstrap\.sh && bash bootstrap\.sh \S+$/);
+  // Nothing tells the daemon an address machines reach: the page says what to set.
+  await page.getByRole('alert').filter({ hasText: 'Set --base-url' }).waitFor();
   await page.getByRole('cell', { name: /^#\d+$/ }).first().waitFor(); // listed as unused
   await page.screenshot({ path: join(shots, '2-machines.png'), fullPage: true });
   await page.setViewportSize({ width: 380, height: 800 });

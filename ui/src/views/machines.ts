@@ -23,7 +23,9 @@ export const machinesView: View = (root, ctx) => {
     });
     clear(commandBox,
       h('p', null, 'Run this on the machine that should join (the token works once, until ', fmtTime(t.expires_at), '):'),
-      h('pre', null, code), h('div', { class: 'actions' }, copy, copied));
+      h('pre', null, code), h('div', { class: 'actions' }, copy, copied),
+      // The daemon knows no address machines can reach; it says what to set.
+      t.warning ? h('p', { class: 'callout', role: 'alert' }, t.warning) : null);
     commandBox.hidden = false;
     void loadTokens();
   });

@@ -1,0 +1,204 @@
+package localsetup_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
+)
+
+// machineWebApp registers a machine and gives it an HTTP tunnel named sub to
+// a web app on its loopback, through real frps and frpc. It returns when the
+// tunnel's port on the VPS side answers.
+func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub, answer string) {
+	t.Helper()
+	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s, path %s", answer, r.URL.Path)
+	}))
+	t.Cleanup(web.Close)
+	webPort := web.Listener.Addr().(*net.TCPAddr).Port
+
+	frpsPort := testutil.FreePort(t)
+	lo := 30000 + mrand.IntN(25000)
+	ports := store.PortRange{Lo: lo, Hi: lo + 99}
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
+	t.Cleanup(plugin.Close)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sp, _ := ssh.NewPublicKey(pub)
+	svc := &machines.Service{
+		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
+		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
+	}
+	deployer := &revtunnel.Deployer{
+		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
+		Params: func(context.Context) (frpconf.ServerParams, error) {
+			return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports}, nil
+		},
+	}
+	if _, err := deployer.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Start(t, "frps", frps, "-c", deployer.Path)
+	testutil.WaitListening(t, frpsPort, 10*time.Second)
+	tok, err := svc.CreateToken(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind, name := "http", sub
+	tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := svc.ClientConfig(ctx, reg.MachineID, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "client.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Start(t, "frpc", frpc, "-c", confPath)
+	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+}
+
+// TestHTTPSFromACMEServer: a machine's web app is served at
+// https://files.example.test through Caddy → frps → frpc with a certificate
+// Caddy obtained from a real ACME server (Pebble), set through the ACME CA
+// setting, and curl verifies it against Pebble's root. Pebble validates
+// the challenge for real: it resolves the name with a DNS server on
+// loopback and fetches the answer from Caddy's loopback ports.
+func TestHTTPSFromACMEServer(t *testing.T) {
+	for _, tool := range []string{"caddy", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (scripts/install-deps.sh installs it)", tool)
+		}
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	machineWebApp(t, ctx, st, dir, "files", "machine web app")
+
+	httpPort, httpsPort := testutil.QuietPort(t), testutil.QuietPort(t)
+	dns := testutil.DNSServer(t, map[string]string{"files.example.test.": "127.0.0.1", "router.example.test.": "127.0.0.1"})
+	pebble := testutil.StartPebble(t, pebbleBin, testutil.PebbleOptions{HTTPPort: httpPort, TLSPort: httpsPort, DNSServer: dns})
+
+	setup := &localsetup.Service{
+		Settings:  localsetup.Settings{Store: st},
+		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: activeUnits{}},
+		Units:     activeUnits{},
+		Tunnels:   localsetup.StoreTunnels{Store: st},
+		Hub:       logstream.NewHub(nil),
+		Dashboard: func() string { return "127.0.0.1:1" },
+		Run:       cmdrun.Exec{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
+	}
+	if err := setup.Skip(ctx, "example.test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.SetACME(ctx, localsetup.ACME{CA: pebble.Directory, CARoot: pebble.DirRootFile}); err != nil {
+		t.Fatalf("the ACME CA setting refused Pebble: %v", err)
+	}
+	in, ok, err := setup.ProxyInput(ctx)
+	if err != nil || !ok {
+		t.Fatalf("proxy input: %v %v", ok, err)
+	}
+	// Loopback high ports instead of 80 and 443, on loopback only.
+	in.HTTPPort, in.HTTPSPort, in.BindIP, in.Admin = httpPort, httpsPort, "127.0.0.1", "off"
+	file, err := webproxy.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(file), "\tacme_ca "+pebble.Directory+"\n") || !strings.Contains(string(file), "\tacme_ca_root "+pebble.DirRootFile+"\n") {
+		t.Fatalf("the Caddyfile does not name the ACME CA:\n%s", file)
+	}
+	if err := setup.Proxy.Validate(ctx, file); err != nil {
+		t.Fatalf("caddy refused the rendered file: %v", err)
+	}
+	caddyfile := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(caddyfile, file, 0o644)
+	t.Setenv("XDG_DATA_HOME", dir) // caddy's certificates stay in the test's directory
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	caddy := testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
+
+	rootFile := filepath.Join(dir, "pebble-root.pem")
+	root := pebble.IssuingRoot(t)
+	os.WriteFile(rootFile, root, 0o644)
+	url := fmt.Sprintf("https://files.example.test:%d/docs/", httpsPort)
+	var body string
+	took := testutil.Eventually(t, 90*time.Second, "https://files.example.test through caddy with a certificate from pebble", func() error {
+		if !caddy.Running() {
+			t.Fatalf("caddy exited:\n%s", caddy.Out.String())
+		}
+		out, err := exec.Command("curl", "-sS", "--max-time", "5", "--cacert", rootFile,
+			"--resolve", fmt.Sprintf("files.example.test:%d:127.0.0.1", httpsPort), url).CombinedOutput()
+		body = string(out)
+		if err != nil {
+			return fmt.Errorf("curl: %v: %s", err, out)
+		}
+		return nil
+	})
+	if body != "machine web app, path /docs/" {
+		t.Fatalf("through caddy, frps and frpc over HTTPS: %q", body)
+	}
+	t.Logf("served over HTTPS %v after caddy started", took)
+
+	// The certificate is Pebble's, for the name, and verifies only against
+	// the root Pebble issued it under.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(root)
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort), &tls.Config{ServerName: "files.example.test", RootCAs: pool})
+	if err != nil {
+		t.Fatalf("the certificate does not verify against pebble's root: %v", err)
+	}
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if !strings.Contains(leaf.Issuer.CommonName, "Pebble") || leaf.VerifyHostname("files.example.test") != nil {
+		t.Fatalf("certificate for %v issued by %q", leaf.DNSNames, leaf.Issuer.CommonName)
+	}
+	if out, err := exec.Command("curl", "-sS", "--max-time", "5", "--cacert", pebble.DirRootFile,
+		"--resolve", fmt.Sprintf("files.example.test:%d:127.0.0.1", httpsPort), url).CombinedOutput(); err == nil {
+		t.Fatalf("curl trusted the certificate under an unrelated root: %s", out)
+	}
+}
