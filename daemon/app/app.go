@@ -194,6 +194,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			log.Info(msg)
 		}
 	}()
+	go a.renewCertificates(ctx)
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())

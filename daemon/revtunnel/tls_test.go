@@ -1,0 +1,312 @@
+package revtunnel_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
+)
+
+// testCA is a tunnel CA kept in a fresh store, as the daemon keeps it.
+func testCA(t *testing.T) *tunnelca.Authority {
+	t.Helper()
+	a, _ := testCAStore(t)
+	return a
+}
+
+func testCAStore(t *testing.T) (*tunnelca.Authority, *store.Store) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	st, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sealer, err := seal.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tunnelca.Authority{Store: st, Sealer: sealer}, st
+}
+
+// deployedCert reads the certificate the deployer wrote and checks it
+// against the CA the way frpc does (CA pool + server name).
+func deployedCert(t *testing.T, d *revtunnel.Deployer) *x509.Certificate {
+	t.Helper()
+	certPEM, err := os.ReadFile(d.CertPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(d.KeyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatalf("deployed key does not match the certificate: %v", err)
+	}
+	if fi, _ := os.Stat(d.KeyPath); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	cert, err := tunnelca.ParseCert(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := d.CA.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, DNSName: tunnelca.ServerName, CurrentTime: d.Now()}); err != nil {
+		t.Fatalf("deployed certificate does not verify against the tunnel CA: %v", err)
+	}
+	return cert
+}
+
+// TestCertificateLifecycle: frps's certificate is issued at the first
+// reconcile, kept while more than a third of its life is left, renewed
+// (with a frps restart) after, and re-issued when server_host changes. The
+// CA itself lives 10 years and its key is stored sealed.
+func TestCertificateLifecycle(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	ca, st := testCAStore(t)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	ca.Now = func() time.Time { return now }
+	host := "vps.example.com"
+	units := &fakeUnits{}
+	d := &revtunnel.Deployer{
+		Path: filepath.Join(root, revtunnel.ServerConfigPath), FRPS: frps, Units: units,
+		Params: func(context.Context) (frpconf.ServerParams, error) { return serverParams, nil },
+		CA:     ca, CertPath: filepath.Join(root, revtunnel.ServerCertPath), KeyPath: filepath.Join(root, revtunnel.ServerKeyPath),
+		Host: func(context.Context) (string, error) { return host, nil },
+		Now:  func() time.Time { return now },
+	}
+	if _, err := d.Reconcile(ctx); err != nil || len(units.restarts) != 1 {
+		t.Fatalf("first reconcile: %v, restarts %v", err, units.restarts)
+	}
+	first := deployedCert(t, d)
+	if got := first.NotAfter.Sub(now); got != tunnelca.ServerLifetime {
+		t.Fatalf("server certificate lives %v, want %v", got, tunnelca.ServerLifetime)
+	}
+	if strings.Join(first.DNSNames, ",") != tunnelca.ServerName+",vps.example.com" {
+		t.Fatalf("certificate names %v", first.DNSNames)
+	}
+	c, err := ca.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Cert.IsCA || c.Cert.NotAfter.Sub(now) < 10*365*24*time.Hour || c.Cert.NotAfter.Sub(now) > 3660*24*time.Hour {
+		t.Fatalf("CA: IsCA %v, lives until %v", c.Cert.IsCA, c.Cert.NotAfter)
+	}
+	raw, _ := st.GetSetting(ctx, "tunnel_ca")
+	if strings.Contains(raw, "PRIVATE KEY") || !strings.Contains(raw, `"key_sealed":"v1:`) {
+		t.Fatalf("the CA key is not stored sealed: %.200s", raw)
+	}
+
+	// Day 19: 11 days (more than a third) left: kept, frps not restarted.
+	now = now.Add(19 * 24 * time.Hour)
+	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration unchanged" || len(units.restarts) != 1 {
+		t.Fatalf("day 19: %q %v %v", msg, err, units.restarts)
+	}
+	if deployedCert(t, d).SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("certificate replaced with more than a third of its life left")
+	}
+	// Day 21: 9 days left: renewed, frps restarted to load it.
+	now = now.Add(2 * 24 * time.Hour)
+	msg, err := d.Reconcile(ctx)
+	if err != nil || !strings.Contains(msg, "certificate renewed") || !strings.Contains(msg, "less than a third") || len(units.restarts) != 2 {
+		t.Fatalf("day 21: %q %v %v", msg, err, units.restarts)
+	}
+	second := deployedCert(t, d)
+	if second.SerialNumber.Cmp(first.SerialNumber) == 0 || second.NotAfter.Sub(now) != tunnelca.ServerLifetime {
+		t.Fatal("certificate not renewed")
+	}
+	// A new server host (an IP this time) re-issues it at once.
+	host = "203.0.113.10"
+	if msg, err := d.Reconcile(ctx); err != nil || !strings.Contains(msg, "certificate renewed") || len(units.restarts) != 3 {
+		t.Fatalf("server_host change: %q %v %v", msg, err, units.restarts)
+	}
+	third := deployedCert(t, d)
+	if len(third.IPAddresses) != 1 || third.IPAddresses[0].String() != "203.0.113.10" || strings.Join(third.DNSNames, ",") != tunnelca.ServerName {
+		t.Fatalf("after server_host change: DNS %v IP %v", third.DNSNames, third.IPAddresses)
+	}
+	// A key file that does not match (damaged, replaced) is re-issued too.
+	os.WriteFile(d.KeyPath, []byte("junk"), 0o600)
+	if msg, err := d.Reconcile(ctx); err != nil || !strings.Contains(msg, "key file") || len(units.restarts) != 4 {
+		t.Fatalf("bad key: %q %v %v", msg, err, units.restarts)
+	}
+	deployedCert(t, d)
+	// Another daemon loading the same store gets the same CA.
+	again, err := (&tunnelca.Authority{Store: st, Sealer: ca.Sealer}).Load(ctx)
+	if err != nil || again.Fingerprint() != c.Fingerprint() {
+		t.Fatalf("CA changed between loads: %v", err)
+	}
+}
+
+// selfSigned writes a certificate for tunnelca.ServerName and 127.0.0.1
+// that no tunnel CA issued: what an impostor frps would serve.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: tunnelca.ServerName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{tunnelca.ServerName}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "impostor.crt"), filepath.Join(dir, "impostor.key")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+	return certFile, keyFile
+}
+
+// TestImpostorServerGetsNoLogin runs a real frps with its own certificate
+// (naming our server name, but not issued by the tunnel CA) whose plugin
+// would let anyone in, and points a machine's frpc, with the config the
+// daemon rendered, at it: frpc refuses the certificate, so the impostor
+// never sees a Login and the machine's secret never leaves it. The same
+// config pointed at the real frps (certificate from the tunnel CA)
+// connects and carries bytes.
+func TestImpostorServerGetsNoLogin(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	echoPort := echoServer(t)
+	lo := 30000 + mrand.IntN(25000)
+	ports := store.PortRange{Lo: lo, Hi: lo + 19}
+	realPort, impostorPort := freePort(t), freePort(t)
+
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sp, _ := ssh.NewPublicKey(pub)
+	svc := &machines.Service{
+		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: impostorPort, SSHLocalPort: echoPort,
+	}
+	tok, err := svc.CreateToken(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "victim", Username: "pi", FallbackHost: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := regexp.MustCompile(`(?m)^token = '([^']+)'`).FindStringSubmatch(reg.ClientConfig)[1]
+
+	// The impostor: real frps, own certificate, a plugin that records every
+	// call and allows it.
+	var mu sync.Mutex
+	var calls []string
+	recorder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		calls = append(calls, string(body))
+		mu.Unlock()
+		w.Write([]byte(`{"reject":false,"unchange":true}`))
+	}))
+	t.Cleanup(recorder.Close)
+	certFile, keyFile := selfSigned(t, dir)
+	impConf, err := frpconf.ServerConfig(frpconf.ServerParams{
+		BindPort: impostorPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(recorder.URL, "http://"),
+		Ports: ports, CertFile: certFile, KeyFile: keyFile,
+	}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	impPath := filepath.Join(dir, "impostor.toml")
+	os.WriteFile(impPath, []byte(impConf), 0o600)
+	impostor := start(t, "impostor frps", frps, "-c", impPath)
+	testutil.WaitListening(t, impostorPort, 10*time.Second)
+
+	clientPath := filepath.Join(dir, "client.toml")
+	conf := installedAt(t, reg.ClientConfig, clientPath)
+	victim := start(t, "frpc", frpc, "-c", clientPath)
+	select {
+	case <-victim.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("frpc kept running against the impostor")
+	}
+	if out := victim.Out.String(); !strings.Contains(out, "certificate signed by unknown authority") {
+		t.Fatalf("frpc did not report the impostor's certificate:\n%s", out)
+	}
+	mu.Lock()
+	got := append([]string(nil), calls...)
+	mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("the impostor's plugin received %d calls, first: %.300s", len(got), got[0])
+	}
+	if out := impostor.Out.String(); strings.Contains(out, "login") || strings.Contains(out, secret) {
+		t.Fatalf("the impostor logged a login or the secret:\n%s", out)
+	}
+
+	// The real frps, with the tunnel CA's certificate: same config, connects.
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
+	t.Cleanup(plugin.Close)
+	d := &revtunnel.Deployer{
+		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
+		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
+		Host: func(context.Context) (string, error) { return "127.0.0.1", nil },
+	}
+	d.Params = func(context.Context) (frpconf.ServerParams, error) {
+		return frpconf.ServerParams{BindPort: realPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
+			Ports: ports, CertFile: d.CertPath, KeyFile: d.KeyPath}, nil
+	}
+	if _, err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start(t, "frps", frps, "-c", d.Path)
+	testutil.WaitListening(t, realPort, 10*time.Second)
+	conf = strings.Replace(conf, fmt.Sprintf("serverPort = %d", impostorPort), fmt.Sprintf("serverPort = %d", realPort), 1)
+	os.WriteFile(clientPath, []byte(conf), 0o600)
+	start(t, "frpc", frpc, "-c", clientPath)
+	eventually(t, 15*time.Second, "bytes through the tunnel of the pinned frpc", func() error { return echo(reg.TunnelPort) })
+}
