@@ -230,6 +230,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	svc := &machines.Service{
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: impostorPort, SSHLocalPort: echoPort,
+		ClientAdminPort: freePort(t),
 	}
 	tok, err := svc.CreateToken(ctx, 0)
 	if err != nil {
@@ -274,8 +275,22 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("frpc kept running against the impostor")
 	}
-	if out := victim.Out.String(); !strings.Contains(out, "certificate signed by unknown authority") {
-		t.Fatalf("frpc did not report the impostor's certificate:\n%s", out)
+	// frpc multiplexes its control session over the TLS connection, so
+	// the handshake failure reaches its log either in x509's words or as
+	// the session shutting down, before any login.
+	if out := victim.Out.String(); !strings.Contains(out, "login to the server failed") ||
+		!(strings.Contains(out, "certificate signed by unknown authority") || strings.Contains(out, "session shutdown")) {
+		t.Fatalf("frpc did not fail its TLS handshake with the impostor:\n%s", out)
+	}
+	// The same check frpc makes (CA pool read from the config file, the
+	// pinned server name), in Go's words: the impostor's certificate fails.
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(conf)) {
+		t.Fatal("no CA in the installed config")
+	}
+	_, err = tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", impostorPort), &tls.Config{RootCAs: pool, ServerName: tunnelca.ServerName})
+	if err == nil || !strings.Contains(err.Error(), "certificate signed by unknown authority") {
+		t.Fatalf("TLS to the impostor with the pinned CA: %v", err)
 	}
 	mu.Lock()
 	got := append([]string(nil), calls...)
