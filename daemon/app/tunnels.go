@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -46,7 +48,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Units: units,
 		Params: func(ctx context.Context) (frpconf.ServerParams, error) {
 			return frpconf.ServerParams{
-				BindPort: cfg.FRPSPort, ProxyBindAddr: frpconf.ProxyBindAddr, PluginAddr: cfg.PluginListen, Ports: ports,
+				BindPort: cfg.FRPSPort, PluginAddr: cfg.PluginListen, Ports: ports,
 				CertFile: revtunnel.RuntimeCertPath, KeyFile: revtunnel.RuntimeKeyPath,
 			}, nil
 		},
@@ -56,6 +58,33 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Host:     a.serverHost,
 		Now:      time.Now,
 	}
+	a.Publish = publish.New(publish.Options{
+		Store: a.Store, Run: cmdrun.Exec{}, Log: a.Log,
+		RulesetPath: cfg.SystemPath(PublishRulesetPath),
+		Params:      a.publishParams,
+	})
+}
+
+// PublishRulesetPath keeps the applied publish table (nft -f loads it).
+const PublishRulesetPath = "/etc/tunnelsvc/publish.nft"
+
+// publishParams: bind_ip and the ports of public tcp tunnels.
+func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
+	bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
+	if err != nil {
+		return publish.Params{}, err
+	}
+	ts, err := a.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return publish.Params{}, err
+	}
+	p := publish.Params{BindIP: bind}
+	for _, t := range ts {
+		if t.Kind == "tcp" && t.Public {
+			p.Ports = append(p.Ports, t.RemotePort)
+		}
+	}
+	return p, nil
 }
 
 // serverHost is the host machines dial, named in frps's certificate:

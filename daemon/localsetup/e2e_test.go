@@ -98,7 +98,7 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 	}
 	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
 			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
 	}
 	if _, err := deployer.Reconcile(ctx); err != nil {

@@ -33,7 +33,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 var serverParams = frpconf.ServerParams{
-	BindPort: 7000, ProxyBindAddr: "127.0.0.1", PluginAddr: "127.0.0.1:7381",
+	BindPort: 7000, PluginAddr: "127.0.0.1:7381",
 	Ports:    store.PortRange{Lo: 20000, Hi: 29999},
 	CertFile: revtunnel.RuntimeCertPath, KeyFile: revtunnel.RuntimeKeyPath,
 }
@@ -45,8 +45,7 @@ func TestServerConfigGolden(t *testing.T) {
 		custom string
 	}{
 		{"server", serverParams, ""},
-		{"server-bind-ip", func() frpconf.ServerParams { p := serverParams; p.ProxyBindAddr = "203.0.113.10"; return p }(),
-			"# operator's own settings\nmaxPortsPerClient = 20\n"},
+		{"server-custom", serverParams, "# operator's own settings\nmaxPortsPerClient = 20\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := frpconf.ServerConfig(c.p, c.custom)
@@ -160,18 +159,18 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	// The operator writes in the custom block; a settings change keeps it.
 	edited := strings.Replace(string(first), frpconf.CustomEnd, "maxPortsPerClient = 20\n"+frpconf.CustomEnd, 1)
 	os.WriteFile(d.Path, []byte(edited), 0o640)
-	params.ProxyBindAddr = "0.0.0.0"
+	params.BindPort = 7001
 	if _, err := d.Reconcile(ctx); err != nil || len(units.restarts) != 2 {
 		t.Fatalf("reconcile after bind change: %v %v", err, units.restarts)
 	}
 	now, _ := os.ReadFile(d.Path)
-	if !strings.Contains(string(now), "proxyBindAddr = '0.0.0.0'") || !strings.Contains(string(now), "maxPortsPerClient = 20\n"+frpconf.CustomEnd) {
+	if !strings.Contains(string(now), "bindPort = 7001") || !strings.Contains(string(now), "maxPortsPerClient = 20\n"+frpconf.CustomEnd) {
 		t.Fatalf("custom block lost or settings not applied:\n%s", now)
 	}
 	// A custom block frps refuses: the file stays, no restart, frps's words.
 	bad := strings.Replace(string(now), "maxPortsPerClient = 20", "maxPortsPerClient = \"many\"", 1)
 	os.WriteFile(d.Path, []byte(bad), 0o640)
-	params.ProxyBindAddr = "127.0.0.1"
+	params.BindPort = 7000
 	_, err = d.Reconcile(ctx)
 	if err == nil || !strings.Contains(err.Error(), "frps verify: ") || !strings.Contains(err.Error(), "maxPortsPerClient") {
 		t.Fatalf("err = %v, want frps's refusal", err)
@@ -187,7 +186,7 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	}
 	// A restart failure is reported after the write.
 	d.Units = &fakeUnits{err: errors.New("unit revtunnel-server.service not found")}
-	params.ProxyBindAddr = "0.0.0.0"
+	params.BindPort = 7002
 	if _, err := d.Reconcile(ctx); err == nil || !strings.Contains(err.Error(), "unit revtunnel-server.service not found") {
 		t.Fatalf("restart failure: %v", err)
 	}

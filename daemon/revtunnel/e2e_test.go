@@ -157,7 +157,7 @@ func TestRealEngine(t *testing.T) {
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 	}
 	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: pluginAddr, Ports: ports,
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: pluginAddr, Ports: ports,
 			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
 	}
 	cfg := config.Default()

@@ -140,7 +140,7 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 	}
 	d.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
 			Ports: ports, CertFile: d.CertPath, KeyFile: d.KeyPath}, nil
 	}
 	if _, err := d.Reconcile(ctx); err != nil {

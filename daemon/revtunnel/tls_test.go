@@ -256,7 +256,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	t.Cleanup(recorder.Close)
 	certFile, keyFile := selfSigned(t, dir)
 	impConf, err := frpconf.ServerConfig(frpconf.ServerParams{
-		BindPort: impostorPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(recorder.URL, "http://"),
+		BindPort: impostorPort, PluginAddr: strings.TrimPrefix(recorder.URL, "http://"),
 		Ports: ports, CertFile: certFile, KeyFile: keyFile,
 	}, "")
 	if err != nil {
@@ -312,7 +312,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 		Host: func(context.Context) (string, error) { return "127.0.0.1", nil },
 	}
 	d.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: realPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
+		return frpconf.ServerParams{BindPort: realPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
 			Ports: ports, CertFile: d.CertPath, KeyFile: d.KeyPath}, nil
 	}
 	if _, err := d.Reconcile(ctx); err != nil {

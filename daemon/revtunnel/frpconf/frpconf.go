@@ -26,7 +26,9 @@ const (
 
 // ProxyBindAddr is where frps binds every tunnel listener. frps has one
 // such address for all proxies, and machines' SSH and agent ports and HTTP
-// tunnels' back ends must never listen outside, so it is loopback always.
+// tunnels' back ends must never listen outside (the daemon reaches agents
+// on 127.0.0.1), so it is loopback always and not a parameter: public tcp
+// tunnels are published by package publish (DNAT), whatever bind_ip says.
 const ProxyBindAddr = "127.0.0.1"
 
 // PluginPath is the HTTP path frps posts plugin calls to.
@@ -59,10 +61,6 @@ const DefaultClientConfigPath = "/etc/revtunnel/client.toml"
 type ServerParams struct {
 	// BindPort is where frpc connects (all interfaces).
 	BindPort int
-	// ProxyBindAddr is where frps binds every tunnel listener: always
-	// ProxyBindAddr (loopback). Public tcp tunnels reach theirs through
-	// the firewall package's DNAT, never through frps listening outside.
-	ProxyBindAddr string
 	// PluginAddr is the daemon's loopback plugin listener (host:port).
 	PluginAddr string
 	// Ports is the range tunnel ports come from; frps refuses any other.
@@ -125,7 +123,7 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 	f := serverFile{
 		BindAddr:      "0.0.0.0",
 		BindPort:      p.BindPort,
-		ProxyBindAddr: p.ProxyBindAddr,
+		ProxyBindAddr: ProxyBindAddr,
 		AllowPorts:    []portRange{{Start: p.Ports.Lo, End: p.Ports.Hi}},
 		Transport:     serverTransport{HeartbeatTimeout: HeartbeatTimeout, TLS: serverTLS{Force: true, CertFile: p.CertFile, KeyFile: p.KeyFile}},
 		HTTPPlugins:   []httpPlugin{{Name: "tunnelsvc", Addr: p.PluginAddr, Path: PluginPath, Ops: PluginOps}},
