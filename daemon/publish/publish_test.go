@@ -423,3 +423,45 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 		t.Fatalf("table left behind:\n%s", tables)
 	}
 }
+
+// TestUnpublishScript: the package's removal takes away the table and the
+// route_localnet it needed (packaging/unpublish.sh, run by preremove).
+func TestUnpublishScript(t *testing.T) {
+	needTools(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	ns := newNetns(t)
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	path := filepath.Join(dir, "publish.nft")
+	svc := publish.New(publish.Options{
+		Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, RulesetPath: path,
+		Params: func(context.Context) (publish.Params, error) { return publish.Params{Ports: []int{20003}}, nil },
+	})
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		tables := run(t, "ip", "netns", "exec", ns, "nft", "list", "tables")
+		return fmt.Sprintf("table:%t sysctl:%s", strings.Contains(tables, "tunnelsvc_publish"),
+			strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "sysctl", "-n", publish.Sysctl)))
+	}
+	if got := state(); got != "table:true sysctl:1" {
+		t.Fatalf("after publishing: %s", got)
+	}
+	root, _ := testutil.RepoRoot()
+	cmd := exec.Command("ip", "netns", "exec", ns, "sh", filepath.Join(root, "packaging", "unpublish.sh"))
+	cmd.Env = append(os.Environ(), "TUNNELSVC_PUBLISH_NFT="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unpublish.sh: %v\n%s", err, out)
+	}
+	if got := state(); got != "table:false sysctl:0" {
+		t.Fatalf("after unpublish.sh: %s", got)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("ruleset file left: %v", err)
+	}
+}
