@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
@@ -101,6 +102,10 @@ type Deployer struct {
 	Host func(ctx context.Context) (string, error)
 	// Now is the clock certificates are issued and checked by.
 	Now func() time.Time
+
+	// mu serializes reconciles (start, renewal loop, settings changes), so
+	// two never interleave writing a certificate and its key.
+	mu sync.Mutex
 }
 
 func (d *Deployer) now() time.Time {
@@ -173,6 +178,8 @@ func (d *Deployer) Render(ctx context.Context) (string, error) {
 // deployed file as it was. The daemon calls it at start, on settings
 // changes and every tunnelca.CheckInterval.
 func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	p, err := d.Params(ctx)
 	if err != nil {
 		return "", err

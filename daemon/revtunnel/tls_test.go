@@ -325,3 +325,37 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	start(t, "frpc", frpc, "-c", clientPath)
 	eventually(t, 15*time.Second, "bytes through the tunnel of the pinned frpc", func() error { return echo(reg.TunnelPort) })
 }
+
+// TestConcurrentReconcilesKeepKeyAndCertificateTogether: the daemon
+// reconciles from several places at once (start, the renewal loop,
+// settings changes); the deployed key always matches the certificate.
+func TestConcurrentReconcilesKeepKeyAndCertificateTogether(t *testing.T) {
+	for round := 0; round < 5; round++ {
+		root := t.TempDir()
+		host := 0
+		var hmu sync.Mutex
+		d := &revtunnel.Deployer{
+			Path: filepath.Join(root, revtunnel.ServerConfigPath), FRPS: frps,
+			Params: func(context.Context) (frpconf.ServerParams, error) { return serverParams, nil },
+			CA:     testCA(t), CertPath: filepath.Join(root, revtunnel.ServerCertPath), KeyPath: filepath.Join(root, revtunnel.ServerKeyPath),
+			// Every reconcile sees a new server host, so every one issues.
+			Host: func(context.Context) (string, error) {
+				hmu.Lock()
+				defer hmu.Unlock()
+				host++
+				return fmt.Sprintf("h%d.example.com", host), nil
+			},
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < 6; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); d.Reconcile(context.Background()) }()
+		}
+		wg.Wait()
+		certPEM, _ := os.ReadFile(d.CertPath)
+		keyPEM, _ := os.ReadFile(d.KeyPath)
+		if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+			t.Fatalf("round %d: deployed key and certificate differ: %v", round, err)
+		}
+	}
+}
