@@ -359,3 +359,101 @@ func TestConcurrentReconcilesKeepKeyAndCertificateTogether(t *testing.T) {
 		}
 	}
 }
+
+// procUnits restarts a real frps process, as systemd restarts
+// revtunnel-server.service.
+type procUnits struct {
+	t    *testing.T
+	conf string
+	mu   sync.Mutex
+	proc *testutil.Proc
+}
+
+func (u *procUnits) Restart(_ context.Context, name string) error {
+	if name != revtunnel.ServerUnit {
+		return fmt.Errorf("unexpected unit %s", name)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.proc != nil {
+		u.proc.Stop()
+	}
+	u.proc = start(u.t, "frps", frps, "-c", u.conf)
+	return nil
+}
+
+// servedSerial is the serial of the certificate frps presents, checked
+// against the CA pinned in a machine's config.
+func servedSerial(conf string, port int) (string, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(conf))
+	c, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: tunnelca.ServerName})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+}
+
+// TestRenewalReachesMachines: when the certificate is renewed, frps is
+// restarted on it and a machine's frpc, pinned to the CA, reconnects by
+// itself and carries bytes again.
+func TestRenewalReachesMachines(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ca, st := testCAStore(t)
+	// The first certificate was issued 21 days ago (9 of 30 days left).
+	now := time.Now().Add(-21 * 24 * time.Hour)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lo := 30000 + mrand.IntN(25000)
+	ports := store.PortRange{Lo: lo, Hi: lo + 19}
+	frpsPort := freePort(t)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sp, _ := ssh.NewPublicKey(pub)
+	svc := &machines.Service{
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort, SSHLocalPort: echoServer(t), ClientAdminPort: freePort(t),
+	}
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
+	t.Cleanup(plugin.Close)
+	units := &procUnits{t: t, conf: filepath.Join(dir, "root", revtunnel.ServerConfigPath)}
+	d := &revtunnel.Deployer{
+		Path: units.conf, FRPS: frps, Units: units, CA: ca, Now: func() time.Time { return now },
+		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
+	}
+	d.Params = func(context.Context) (frpconf.ServerParams, error) {
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"),
+			Ports: ports, CertFile: d.CertPath, KeyFile: d.KeyPath}, nil
+	}
+	if _, err := d.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitListening(t, frpsPort, 10*time.Second)
+	tok, _ := svc.CreateToken(ctx, 0)
+	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "m", Username: "pi", FallbackHost: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := installedAt(t, reg.ClientConfig, filepath.Join(dir, "client.toml"))
+	start(t, "frpc", frpc, "-c", filepath.Join(dir, "client.toml"))
+	eventually(t, 15*time.Second, "bytes through the tunnel", func() error { return echo(reg.TunnelPort) })
+	before, err := servedSerial(conf, frpsPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Today, day 21 of 30: the renewal loop's reconcile renews and
+	// restarts frps.
+	now = time.Now()
+	msg, err := d.Reconcile(ctx)
+	if err != nil || !strings.Contains(msg, "certificate renewed") {
+		t.Fatalf("renewal: %q %v", msg, err)
+	}
+	testutil.WaitListening(t, frpsPort, 10*time.Second)
+	after, err := servedSerial(conf, frpsPort)
+	if err != nil || after == before {
+		t.Fatalf("frps serves serial %s (before %s): %v", after, before, err)
+	}
+	took := eventually(t, 60*time.Second, "bytes through the tunnel after the renewal", func() error { return echo(reg.TunnelPort) })
+	t.Logf("the machine carried bytes again %v after frps restarted on the renewed certificate", took.Round(time.Millisecond))
+}
