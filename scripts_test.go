@@ -12,7 +12,7 @@ func TestScriptsShellcheck(t *testing.T) {
 	if _, err := exec.LookPath("shellcheck"); err != nil {
 		t.Fatal("shellcheck is missing: run scripts/install-deps.sh (apt-get install shellcheck)")
 	}
-	for _, s := range []string{"scripts/bootstrap.sh", "scripts/tunnel-uninstall.sh"} {
+	for _, s := range []string{"scripts/bootstrap.sh", "scripts/tunnel-uninstall.sh", "packaging/unpublish.sh"} {
 		out, err := exec.Command("shellcheck", "--severity=style", s).CombinedOutput()
 		if err != nil {
 			t.Errorf("shellcheck %s: %v\n%s", s, err, out)

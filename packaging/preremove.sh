@@ -8,5 +8,7 @@ case "$1" in
     if [ -d /run/systemd/system ]; then
       systemctl disable --now tunnelsvc.socket tunnelsvc.service >/dev/null 2>&1 || true
     fi
+    # Public tcp tunnels' DNAT table and route_localnet go with the daemon.
+    /usr/lib/tunnelsvc/unpublish.sh || true
     ;;
 esac

@@ -23,12 +23,15 @@ import (
 )
 
 // rendered is a config exactly as the daemon renders it for a machine.
-func rendered(t *testing.T) string {
+func rendered(t *testing.T, path string) string {
 	t.Helper()
 	cfg, err := frpconf.ClientConfig(frpconf.ClientParams{
 		ServerAddr: "vps.example.com", ServerPort: 7000, MachineID: 7, Secret: "s3cr3t-of-machine-7",
 		SSHLocalPort: 22, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
-		Tunnels: []store.Tunnel{{ID: 3, LocalPort: 8080, RemotePort: 20003}, {ID: 4, LocalPort: 5432, RemotePort: 20004}},
+		Tunnels:    []store.Tunnel{{ID: 3, LocalPort: 8080, RemotePort: 20003}, {ID: 4, LocalPort: 5432, RemotePort: 20004}},
+		CA:         selfSigned(t),
+		ServerName: "revtunnel-server.tunnelsvc.invalid",
+		ConfigPath: path,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +54,7 @@ func TestApplierRefusesWhatTheDaemonNeverRenders(t *testing.T) {
 	if err := os.Mkdir(inc, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	good := rendered(t)
+	good := rendered(t, path)
 	base := "serverAddr = \"127.0.0.1\"\nserverPort = 7000\n"
 	cases := []struct{ name, config, want string }{
 		{"assets dir", base + "[webServer]\nport = 7400\nassetsDir = \"/root\"\n", "webServer.assetsDir"},
@@ -122,13 +125,13 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := agent.Applier{FRPC: frpc, Path: path, Reload: func(context.Context) (string, error) { return "", nil }}
-	good := rendered(t)
-	withCA := strings.Replace(good, "[transport.tls]\nenable = true\n",
-		"[transport.tls]\nenable = true\ntrustedCaFile = '"+path+"'\nserverName = 'revtunnel-server.tunnelsvc.invalid'\n", 1)
-	withCA = strings.Replace(withCA, "[metadatas]\n", "[metadatas]\nca = \"\"\"\n"+selfSigned(t)+"\"\"\"\n", 1)
-	if withCA == good || !strings.Contains(withCA, "BEGIN CERTIFICATE") {
-		t.Fatal("the rendered config has no [transport.tls] or [metadatas] table to extend")
+	// The renderer's output carries the CA: the PEM in metadatas.ca and the
+	// config naming itself as trustedCaFile.
+	withCA := rendered(t, path)
+	if !strings.Contains(withCA, "BEGIN CERTIFICATE") || !strings.Contains(withCA, "trustedCaFile = '"+path+"'") {
+		t.Fatalf("the rendered config does not pin the CA:\n%s", withCA)
 	}
+	good := withCA
 	// The reconnect work renders a keepalive too.
 	keepalive := strings.Replace(good, "[transport]\n", "[transport]\ntcpMuxKeepaliveInterval = 5\n", 1)
 	for _, cfg := range []string{good, withCA, keepalive} {

@@ -36,6 +36,9 @@ type Client struct {
 	ServerHost string
 	HTTP       *http.Client
 	Log        *slog.Logger
+	// Rollout, when set, says after a push whether the machine's frpc must
+	// restart to pin the tunnel CA.
+	Rollout *Rollout
 }
 
 // UnreachableError: the agent tunnel did not answer (machine offline, agent
@@ -216,5 +219,14 @@ func (c *Client) PushConfig(ctx context.Context, id int64) error {
 	if err != nil {
 		return fmt.Errorf("render the client config: %w", err)
 	}
-	return c.do(ctx, id, "PUT", "/config", []byte(cfg), nil)
+	if err := c.do(ctx, id, "PUT", "/config", []byte(cfg), nil); err != nil {
+		return err
+	}
+	if c.Rollout != nil && c.Rollout.NeedsRestart(ctx, id) {
+		// frpc reload does not apply TLS settings: restart it onto the pin.
+		if _, err := c.RestartTunnel(ctx, id); err != nil {
+			return fmt.Errorf("config installed, but restarting the tunnel client to pin the tunnel CA failed: %w", err)
+		}
+	}
+	return nil
 }

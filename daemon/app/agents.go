@@ -28,18 +28,10 @@ func (a *App) agentServices() {
 			serverHost = u.Hostname()
 		}
 	}
-	a.Agents = &agentclient.Client{
-		Machines: a.Machines, Host: "127.0.0.1", ServerHost: serverHost, Log: a.Log,
-		HTTP: &http.Client{Timeout: PushTimeout},
-	}
 	var mu sync.Mutex
 	pending := map[int64]bool{}
 	wake := make(chan struct{}, 1)
-	prev := a.Machines.OnChange
-	a.Machines.OnChange = func(id int64) {
-		if prev != nil {
-			prev(id)
-		}
+	push := func(id int64) {
 		mu.Lock()
 		pending[id] = true
 		mu.Unlock()
@@ -47,6 +39,27 @@ func (a *App) agentServices() {
 		case wake <- struct{}{}:
 		default:
 		}
+	}
+	// Machines whose frpc does not pin the tunnel CA get their config (and
+	// a restart of frpc) at their next Login.
+	rollout := &agentclient.Rollout{Push: push, CurrentCA: func(ctx context.Context) (string, error) {
+		ca, err := a.Machines.TunnelCA(ctx)
+		if err != nil {
+			return "", err
+		}
+		return string(ca.CertPEM), nil
+	}}
+	a.Plugin.OnLogin = rollout.Login
+	a.Agents = &agentclient.Client{
+		Machines: a.Machines, Host: "127.0.0.1", ServerHost: serverHost, Log: a.Log,
+		HTTP: &http.Client{Timeout: PushTimeout}, Rollout: rollout,
+	}
+	prev := a.Machines.OnChange
+	a.Machines.OnChange = func(id int64) {
+		if prev != nil {
+			prev(id)
+		}
+		push(id)
 	}
 	go func() {
 		for range wake {

@@ -27,6 +27,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
@@ -60,6 +61,8 @@ type App struct {
 	Machines  *machines.Service
 	Plugin    *revtunnel.Plugin
 	Revtunnel *revtunnel.Deployer
+	// Publish makes public tcp tunnels reachable (frps listens on loopback).
+	Publish *publish.Service
 
 	Hub   *logstream.Hub
 	Net   *netcheck.Checker
@@ -194,6 +197,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 			log.Info(msg)
 		}
 	}()
+	go a.renewCertificates(ctx)
+	// Our publish table does not survive a reboot: put it back.
+	if err := a.Publish.Reconcile(ctx); err != nil {
+		log.Error("public tcp tunnels could not be published", "err", err)
+	}
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
@@ -31,7 +34,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
 		Units:        a.Units,
 		Tunnels:      localsetup.StoreTunnels{Store: a.Store},
-		TunnelServer: reconciler{a.Revtunnel},
+		TunnelServer: reconciler{a.Revtunnel, a.Publish},
 		Hub:          a.Hub,
 		Dashboard:    func() string { return loopbackOf(dashboard) },
 		Run:          cmdrun.Exec{},
@@ -42,6 +45,9 @@ func (a *App) setupServices(dashboard net.Addr) {
 	// Tunnel changes reach Caddy (and the firewall, once built) through one
 	// worker that always applies the latest state.
 	a.Machines.OnChange = a.Setup.FollowTunnels(context.Background(), func(ctx context.Context) error {
+		if err := a.Publish.Reconcile(ctx); err != nil {
+			return fmt.Errorf("publishing public tcp tunnels: %w", err)
+		}
 		if a.Firewall == nil {
 			return nil
 		}
@@ -69,10 +75,21 @@ func loopbackOf(addr net.Addr) string {
 	return ap.String()
 }
 
-// reconciler adapts the frps deployer to the set-up's TunnelServer.
-type reconciler struct{ d *revtunnel.Deployer }
+// reconciler adapts the frps deployer and the publishing of public tcp
+// tunnels (which follows bind_ip) to the set-up's TunnelServer.
+type reconciler struct {
+	d *revtunnel.Deployer
+	p *publish.Service
+}
 
 func (r reconciler) Reconcile(ctx context.Context) error {
-	_, err := r.d.Reconcile(ctx)
+	if _, err := r.d.Reconcile(ctx); err != nil {
+		return err
+	}
+	err := r.p.Reconcile(ctx)
+	if errors.Is(err, publish.ErrIPv6Bind) {
+		// bind_ip is the operator's input: a 400, and the old one is kept.
+		return localsetup.InputError(err.Error())
+	}
 	return err
 }

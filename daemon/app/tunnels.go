@@ -3,17 +3,20 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 // noKeys stands in until the SSH key store is wired: registration then fails
@@ -32,10 +35,11 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		keys = noKeys{}
 	}
 	ports := store.PortRange{Lo: cfg.TunnelPortLo, Hi: cfg.TunnelPortHi}
+	ca := &tunnelca.Authority{Store: a.Store, Sealer: a.Sealer, Now: time.Now}
 	a.Machines = &machines.Service{
 		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: time.Now,
 		Limiter: auth.NewLimiter(time.Now), Ports: ports,
-		ServerHost: cfg.ServerHost, FRPSPort: cfg.FRPSPort,
+		ServerHost: cfg.ServerHost, FRPSPort: cfg.FRPSPort, CA: ca,
 	}
 	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now}
 	a.Revtunnel = &revtunnel.Deployer{
@@ -43,16 +47,82 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),
 		Units: units,
 		Params: func(ctx context.Context) (frpconf.ServerParams, error) {
-			// Tunnel listeners stay on loopback unless bind_ip says otherwise.
-			bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
-			if err != nil {
-				return frpconf.ServerParams{}, fmt.Errorf("read bind_ip: %w", err)
-			}
-			if bind == "" {
-				bind = "127.0.0.1"
-			}
-			return frpconf.ServerParams{BindPort: cfg.FRPSPort, ProxyBindAddr: bind, PluginAddr: cfg.PluginListen, Ports: ports}, nil
+			return frpconf.ServerParams{
+				BindPort: cfg.FRPSPort, PluginAddr: cfg.PluginListen, Ports: ports,
+				CertFile: revtunnel.RuntimeCertPath, KeyFile: revtunnel.RuntimeKeyPath,
+			}, nil
 		},
+		CA:       ca,
+		CertPath: cfg.SystemPath(revtunnel.ServerCertPath),
+		KeyPath:  cfg.SystemPath(revtunnel.ServerKeyPath),
+		Host:     a.serverHost,
+		Now:      time.Now,
+	}
+	a.Publish = publish.New(publish.Options{
+		Store: a.Store, Run: cmdrun.Exec{}, Log: a.Log,
+		RulesetPath: cfg.SystemPath(PublishRulesetPath),
+		Params:      a.publishParams,
+	})
+}
+
+// PublishRulesetPath keeps the applied publish table (nft -f loads it).
+const PublishRulesetPath = "/etc/tunnelsvc/publish.nft"
+
+// publishParams: bind_ip and the ports of public tcp tunnels.
+func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
+	bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
+	if err != nil {
+		return publish.Params{}, err
+	}
+	ts, err := a.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return publish.Params{}, err
+	}
+	p := publish.Params{BindIP: bind}
+	for _, t := range ts {
+		if t.Kind == "tcp" && t.Public {
+			p.Ports = append(p.Ports, t.RemotePort)
+		}
+	}
+	return p, nil
+}
+
+// serverHost is the host machines dial, named in frps's certificate:
+// --server-host, else the one saved at install, else --base-url's host.
+func (a *App) serverHost(ctx context.Context) (string, error) {
+	if h := a.Config.ServerHost; h != "" {
+		return h, nil
+	}
+	v, err := localsetup.Settings{Store: a.Store}.VPS(ctx)
+	if err != nil {
+		return "", err
+	}
+	if v != nil && v.ServerHost != "" {
+		return v.ServerHost, nil
+	}
+	if u, err := url.Parse(a.Config.BaseURL); err == nil {
+		return u.Hostname(), nil
+	}
+	return "", nil
+}
+
+// renewCertificates reconciles the tunnel server every
+// tunnelca.CheckInterval, which renews frps's certificate (and restarts
+// frps) once less than a third of its lifetime is left.
+func (a *App) renewCertificates(ctx context.Context) {
+	t := time.NewTicker(tunnelca.CheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if msg, err := a.Revtunnel.Reconcile(ctx); err != nil {
+			a.Log.Error("revtunnel-server: certificate check failed; the deployed certificate stays", "err", err)
+		} else {
+			a.Log.Info(msg)
+		}
 	}
 }
 

@@ -114,7 +114,9 @@ table inet tunnelsvc {
 		case !bind.IsValid():
 			fmt.Fprintf(&b, "\t\ttcp dport %s accept comment \"public tunnels\"\n", set(public))
 		case bind.Is4():
-			fmt.Fprintf(&b, "\t\tip daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
+			// The original destination: package publish DNATs these
+			// packets to frps's listener on 127.0.0.1 before input.
+			fmt.Fprintf(&b, "\t\tct original ip daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
 		default:
 			fmt.Fprintf(&b, "\t\tip6 daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -63,12 +64,16 @@ func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub,
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
 		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
+		ClientConfigPath: filepath.Join(dir, "client.toml"),
 	}
 	deployer := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		Params: func(context.Context) (frpconf.ServerParams, error) {
-			return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports}, nil
-		},
+		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
+	}
+	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
+			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
 	}
 	if _, err := deployer.Reconcile(ctx); err != nil {
 		t.Fatal(err)

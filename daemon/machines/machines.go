@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 // Defaults.
@@ -74,6 +75,12 @@ type Service struct {
 	// ClientAdminPort is frpc's admin webServer port on machines' loopback
 	// (0: frpconf.DefaultAdminPort).
 	ClientAdminPort int
+	// CA is the tunnel CA every client config pins (nil: the one kept in
+	// Store, sealed by Sealer).
+	CA *tunnelca.Authority
+	// ClientConfigPath is where machines install their config, which is
+	// also its own trustedCaFile (empty: frpconf.DefaultClientConfigPath).
+	ClientConfigPath string
 	// OnChange, when set, is called after a machine's tunnels changed (a
 	// tunnel created, updated or deleted, or the machine deleted), so the
 	// web proxy and the machine's client configuration can follow.
@@ -228,7 +235,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		s.stale(ctx, req.Client, "registration failed: "+err.Error())
 		return Registration{}, err
 	}
-	cfg, err := s.clientConfig(m, secret, host, nil)
+	cfg, err := s.clientConfig(ctx, m, secret, host, nil)
 	if err != nil {
 		return Registration{}, err
 	}
@@ -311,13 +318,31 @@ func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAtt
 	return s.Store.ListStaleTokenAttempts(ctx, staleTokenLimit)
 }
 
-func (s *Service) clientConfig(m store.Machine, secret, host string, tunnels []store.Tunnel) (string, error) {
+func (s *Service) clientConfig(ctx context.Context, m store.Machine, secret, host string, tunnels []store.Tunnel) (string, error) {
+	ca, err := s.TunnelCA(ctx)
+	if err != nil {
+		return "", err
+	}
 	return frpconf.ClientConfig(frpconf.ClientParams{
 		ServerAddr: host, ServerPort: s.FRPSPort, MachineID: m.ID, Secret: secret,
 		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels,
 		AdminPort: s.ClientAdminPort,
+		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: s.ClientConfigPath,
 	})
+}
+
+// TunnelCA is the CA machines pin.
+func (s *Service) TunnelCA(ctx context.Context) (*tunnelca.CA, error) {
+	a := s.CA
+	if a == nil {
+		a = &tunnelca.Authority{Store: s.Store, Sealer: s.Sealer, Now: s.Now}
+	}
+	ca, err := a.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel CA: %w", err)
+	}
+	return ca, nil
 }
 
 // ClientConfig renders a machine's current frpc config (its tunnels
@@ -339,7 +364,7 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if host == "" {
 		host = fallbackHost
 	}
-	return s.clientConfig(m, string(secret), host, tunnels)
+	return s.clientConfig(ctx, m, string(secret), host, tunnels)
 }
 
 // checkName accepts 1–64 printable characters.

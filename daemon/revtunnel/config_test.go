@@ -2,6 +2,7 @@ package revtunnel_test
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 func golden(t *testing.T, name, got string) {
@@ -31,8 +33,9 @@ func golden(t *testing.T, name, got string) {
 }
 
 var serverParams = frpconf.ServerParams{
-	BindPort: 7000, ProxyBindAddr: "127.0.0.1", PluginAddr: "127.0.0.1:7381",
-	Ports: store.PortRange{Lo: 20000, Hi: 29999},
+	BindPort: 7000, PluginAddr: "127.0.0.1:7381",
+	Ports:    store.PortRange{Lo: 20000, Hi: 29999},
+	CertFile: revtunnel.RuntimeCertPath, KeyFile: revtunnel.RuntimeKeyPath,
 }
 
 func TestServerConfigGolden(t *testing.T) {
@@ -42,8 +45,7 @@ func TestServerConfigGolden(t *testing.T) {
 		custom string
 	}{
 		{"server", serverParams, ""},
-		{"server-bind-ip", func() frpconf.ServerParams { p := serverParams; p.ProxyBindAddr = "203.0.113.10"; return p }(),
-			"# operator's own settings\nmaxPortsPerClient = 20\n"},
+		{"server-custom", serverParams, "# operator's own settings\nmaxPortsPerClient = 20\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := frpconf.ServerConfig(c.p, c.custom)
@@ -62,9 +64,14 @@ func TestServerConfigGolden(t *testing.T) {
 }
 
 func TestClientConfigGolden(t *testing.T) {
+	caPEM, err := os.ReadFile(filepath.Join("testdata", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := frpconf.ClientParams{
 		ServerAddr: "vps.example.com", ServerPort: 7000, MachineID: 7, Secret: "s3cr3t-of-machine-7",
 		SSHLocalPort: 22, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
+		CA: string(caPEM), ServerName: tunnelca.ServerName,
 	}
 	for _, c := range []struct {
 		name    string
@@ -86,7 +93,25 @@ func TestClientConfigGolden(t *testing.T) {
 			if err := revtunnel.Verify(context.Background(), frpc, got); err != nil {
 				t.Fatalf("frpc refuses the rendered config: %v", err)
 			}
+			// The file is its own trustedCaFile: frpc's loader
+			// (x509.CertPool.AppendCertsFromPEM) finds exactly our CA in it.
+			if !strings.Contains(got, "trustedCaFile = '"+frpconf.DefaultClientConfigPath+"'") ||
+				!strings.Contains(got, "serverName = '"+tunnelca.ServerName+"'") {
+				t.Fatalf("config does not pin its own file and the server name:\n%s", got)
+			}
+			ca, _ := tunnelca.ParseCert(caPEM)
+			fromFile, _ := tunnelca.ParseCert([]byte(got))
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM([]byte(got)) || fromFile == nil || !fromFile.Equal(ca) {
+				t.Fatal("the CA cannot be read back out of the config file")
+			}
 		})
+	}
+	// Without a CA there is no config: an unpinned frpc would hand its
+	// secret to any server.
+	p.CA = ""
+	if _, err := frpconf.ClientConfig(p); err == nil || !strings.Contains(err.Error(), "no tunnel CA") {
+		t.Fatalf("rendering without a CA: %v", err)
 	}
 }
 
@@ -115,10 +140,12 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	units := &fakeUnits{}
 	d := &revtunnel.Deployer{
 		Path: filepath.Join(root, revtunnel.ServerConfigPath), FRPS: frps, Units: units,
-		Params: func(context.Context) (frpconf.ServerParams, error) { return params, nil },
+		Params:   func(context.Context) (frpconf.ServerParams, error) { return params, nil },
+		CA:       testCA(t),
+		CertPath: filepath.Join(root, revtunnel.ServerCertPath), KeyPath: filepath.Join(root, revtunnel.ServerKeyPath),
 	}
 	msg, err := d.Reconcile(ctx)
-	if err != nil || msg != "revtunnel-server configuration written and revtunnel-server restarted" || len(units.restarts) != 1 || units.restarts[0] != "revtunnel-server.service" {
+	if err != nil || !strings.HasPrefix(msg, "revtunnel-server configuration written, certificate renewed (no certificate yet) and revtunnel-server restarted") || len(units.restarts) != 1 || units.restarts[0] != "revtunnel-server.service" {
 		t.Fatalf("first reconcile: %q %v %v", msg, err, units.restarts)
 	}
 	first, _ := os.ReadFile(d.Path)
@@ -132,18 +159,18 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	// The operator writes in the custom block; a settings change keeps it.
 	edited := strings.Replace(string(first), frpconf.CustomEnd, "maxPortsPerClient = 20\n"+frpconf.CustomEnd, 1)
 	os.WriteFile(d.Path, []byte(edited), 0o640)
-	params.ProxyBindAddr = "0.0.0.0"
+	params.BindPort = 7001
 	if _, err := d.Reconcile(ctx); err != nil || len(units.restarts) != 2 {
 		t.Fatalf("reconcile after bind change: %v %v", err, units.restarts)
 	}
 	now, _ := os.ReadFile(d.Path)
-	if !strings.Contains(string(now), "proxyBindAddr = '0.0.0.0'") || !strings.Contains(string(now), "maxPortsPerClient = 20\n"+frpconf.CustomEnd) {
+	if !strings.Contains(string(now), "bindPort = 7001") || !strings.Contains(string(now), "maxPortsPerClient = 20\n"+frpconf.CustomEnd) {
 		t.Fatalf("custom block lost or settings not applied:\n%s", now)
 	}
 	// A custom block frps refuses: the file stays, no restart, frps's words.
 	bad := strings.Replace(string(now), "maxPortsPerClient = 20", "maxPortsPerClient = \"many\"", 1)
 	os.WriteFile(d.Path, []byte(bad), 0o640)
-	params.ProxyBindAddr = "127.0.0.1"
+	params.BindPort = 7000
 	_, err = d.Reconcile(ctx)
 	if err == nil || !strings.Contains(err.Error(), "frps verify: ") || !strings.Contains(err.Error(), "maxPortsPerClient") {
 		t.Fatalf("err = %v, want frps's refusal", err)
@@ -159,7 +186,7 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	}
 	// A restart failure is reported after the write.
 	d.Units = &fakeUnits{err: errors.New("unit revtunnel-server.service not found")}
-	params.ProxyBindAddr = "0.0.0.0"
+	params.BindPort = 7002
 	if _, err := d.Reconcile(ctx); err == nil || !strings.Contains(err.Error(), "unit revtunnel-server.service not found") {
 		t.Fatalf("restart failure: %v", err)
 	}

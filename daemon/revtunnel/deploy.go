@@ -3,6 +3,7 @@ package revtunnel
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 // ServerConfigPath is where the server config is deployed (under --system-root).
@@ -21,6 +24,17 @@ const ServerConfigPath = "/etc/revtunnel/server.toml"
 
 // ServerUnit is the systemd unit that runs frps.
 const ServerUnit = "revtunnel-server.service"
+
+// frps's certificate and key as the daemon deploys them (under
+// --system-root), and as frps reads them: revtunnel-server.service runs
+// frps as a dynamic user, so its ExecStartPre copies server.toml, the
+// certificate and the key into the unit's runtime directory.
+const (
+	ServerCertPath  = "/etc/revtunnel/server.crt"
+	ServerKeyPath   = "/etc/revtunnel/server.key"
+	RuntimeCertPath = "/run/revtunnel-server/server.crt"
+	RuntimeKeyPath  = "/run/revtunnel-server/server.key"
+)
 
 // UnitRestarter restarts an allow-listed systemd unit. The unit layer
 // provides it; nil means there is no systemd to talk to.
@@ -76,8 +90,75 @@ type Deployer struct {
 	FRPS string
 	// Units restarts revtunnel-server; nil skips the restart and says so.
 	Units UnitRestarter
-	// Params returns the current settings.
+	// Params returns the current settings. Its CertFile and KeyFile are
+	// where frps reads what the deployer writes at CertPath and KeyPath.
 	Params func(ctx context.Context) (frpconf.ServerParams, error)
+	// CA issues frps's certificate; CertPath and KeyPath are where it and
+	// its key are written (0644 and 0600).
+	CA                *tunnelca.Authority
+	CertPath, KeyPath string
+	// Host returns the server host machines dial (server_host); the
+	// certificate names it beside tunnelca.ServerName. May be nil.
+	Host func(ctx context.Context) (string, error)
+	// Now is the clock certificates are issued and checked by.
+	Now func() time.Time
+
+	// mu serializes reconciles (start, renewal loop, settings changes), so
+	// two never interleave writing a certificate and its key.
+	mu sync.Mutex
+}
+
+func (d *Deployer) now() time.Time {
+	if d.Now == nil {
+		return time.Now()
+	}
+	return d.Now()
+}
+
+// ensureCert issues and writes a new frps certificate when the deployed one
+// is missing, not from the tunnel CA, names another host or has less than
+// a third of its lifetime left. It returns why it renewed ("" when it kept
+// the certificate).
+func (d *Deployer) ensureCert(ctx context.Context) (string, error) {
+	if d.CA == nil {
+		return "", errors.New("no tunnel CA to issue frps's certificate")
+	}
+	ca, err := d.CA.Load(ctx)
+	if err != nil {
+		return "", err
+	}
+	host := ""
+	if d.Host != nil {
+		if host, err = d.Host(ctx); err != nil {
+			return "", fmt.Errorf("read the server host: %w", err)
+		}
+	}
+	names := tunnelca.Names(host)
+	old, err := os.ReadFile(d.CertPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read %s: %w", d.CertPath, err)
+	}
+	now := d.now()
+	why := ca.RenewReason(old, names, now)
+	if why == "" {
+		key, err := os.ReadFile(d.KeyPath)
+		if _, kerr := tls.X509KeyPair(old, key); err == nil && kerr == nil {
+			return "", nil
+		}
+		why = "the key file is missing or does not match the certificate"
+	}
+	certPEM, keyPEM, err := ca.Issue(names, now)
+	if err != nil {
+		return "", fmt.Errorf("issue frps's certificate: %w", err)
+	}
+	// Key first: a certificate is never deployed without its key.
+	if err := atomicfile.Write(d.KeyPath, keyPEM, 0o600); err != nil {
+		return "", err
+	}
+	if err := atomicfile.Write(d.CertPath, certPEM, 0o644); err != nil {
+		return "", err
+	}
+	return why, nil
 }
 
 // Render returns the config as it would be deployed now, with the custom
@@ -90,14 +171,22 @@ func (d *Deployer) Render(ctx context.Context) (string, error) {
 	return frpconf.ServerConfig(p, "")
 }
 
-// Reconcile renders the config keeping the deployed file's custom block,
-// checks it with `frps verify`, writes it atomically and restarts
-// revtunnel-server, each step only when the content changed. A refused
-// config leaves the deployed file as it was.
+// Reconcile renews frps's certificate when it must (see ensureCert),
+// renders the config keeping the deployed file's custom block, checks it
+// with `frps verify`, writes it atomically and restarts revtunnel-server,
+// each step only when something changed. A refused config leaves the
+// deployed file as it was. The daemon calls it at start, on settings
+// changes and every tunnelca.CheckInterval.
 func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	p, err := d.Params(ctx)
 	if err != nil {
 		return "", err
+	}
+	renewed, err := d.ensureCert(ctx)
+	if err != nil {
+		return "", fmt.Errorf("frps certificate: %w", err)
 	}
 	old, err := os.ReadFile(d.Path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -115,20 +204,29 @@ func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if bytes.Equal(old, []byte(next)) {
+	what := "configuration written"
+	switch {
+	case bytes.Equal(old, []byte(next)) && renewed == "":
 		return "revtunnel-server configuration unchanged", nil
-	}
-	if err := Verify(ctx, d.FRPS, next); err != nil {
-		return "", err
-	}
-	if err := atomicfile.Write(d.Path, []byte(next), 0o640); err != nil {
-		return "", err
+	case bytes.Equal(old, []byte(next)):
+		what = "certificate renewed (" + renewed + ")"
+	default:
+		if err := Verify(ctx, d.FRPS, next); err != nil {
+			return "", err
+		}
+		if err := atomicfile.Write(d.Path, []byte(next), 0o640); err != nil {
+			return "", err
+		}
+		if renewed != "" {
+			what = "configuration written, certificate renewed (" + renewed + ")"
+		}
 	}
 	if d.Units == nil {
-		return "revtunnel-server configuration written; no unit manager, so revtunnel-server was not restarted", nil
+		return "revtunnel-server " + what + "; no unit manager, so revtunnel-server was not restarted", nil
 	}
+	// frps reads its certificate only at start: a renewal needs a restart.
 	if err := d.Units.Restart(ctx, ServerUnit); err != nil {
-		return "", fmt.Errorf("configuration written, but restarting %s failed: %w", ServerUnit, err)
+		return "", fmt.Errorf("revtunnel-server %s, but restarting %s failed: %w", what, ServerUnit, err)
 	}
-	return "revtunnel-server configuration written and revtunnel-server restarted", nil
+	return "revtunnel-server " + what + " and revtunnel-server restarted", nil
 }

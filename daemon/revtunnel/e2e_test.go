@@ -33,6 +33,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 type keys struct{ key string }
@@ -53,6 +54,22 @@ var (
 		return testutil.Start(t, name, bin, args...)
 	}
 )
+
+// installedAt writes a rendered client config to path, as bootstrap.sh and
+// the agent install it at /etc/revtunnel/client.toml: the file is its own
+// trustedCaFile, so the pin follows it to path.
+func installedAt(t *testing.T, conf, path string) string {
+	t.Helper()
+	want := "trustedCaFile = '" + frpconf.DefaultClientConfigPath + "'"
+	if !strings.Contains(conf, want) {
+		t.Fatalf("client config does not pin its CA:\n%s", conf)
+	}
+	conf = strings.Replace(conf, want, "trustedCaFile = '"+path+"'", 1)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
 
 // client is a logged-in dashboard client.
 type client struct {
@@ -136,9 +153,12 @@ func TestRealEngine(t *testing.T) {
 	}
 	deployer := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		Params: func(context.Context) (frpconf.ServerParams, error) {
-			return frpconf.ServerParams{BindPort: frpsPort, ProxyBindAddr: "127.0.0.1", PluginAddr: pluginAddr, Ports: ports}, nil
-		},
+		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
+	}
+	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: pluginAddr, Ports: ports,
+			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
 	}
 	cfg := config.Default()
 	cfg.DataDir = filepath.Join(dir, "data")
@@ -184,9 +204,7 @@ func TestRealEngine(t *testing.T) {
 		path := filepath.Join(dir, name+".toml")
 		// Each frpc gets its own admin port: several run on this loopback.
 		conf = regexp.MustCompile(`(?m)^port = \d+$`).ReplaceAllString(conf, fmt.Sprintf("port = %d", testutil.FreePort(t)))
-		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		conf = installedAt(t, conf, path)
 		return start(t, "frpc "+name, frpc, "-c", path)
 	}
 	machineByName := func(name string) map[string]any {

@@ -38,6 +38,10 @@ type Plugin struct {
 	Store *store.Store
 	Log   *slog.Logger
 	Now   func() time.Time
+	// OnLogin, when set, hears of every accepted Login with the tunnel CA
+	// the machine's config carries (frpconf.MetaCA; "" for configs that
+	// predate it). It must not block.
+	OnLogin func(ctx context.Context, machineID int64, caPEM string)
 }
 
 type pluginRequest struct {
@@ -232,6 +236,9 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 	}
 	p.event(ctx, store.Event{Source: "machine", Kind: EventConnected, MachineID: m.ID,
 		Message: fmt.Sprintf("machine %q connected from %s", m.Name, c.ClientAddress)})
+	if p.OnLogin != nil {
+		p.OnLogin(context.WithoutCancel(ctx), m.ID, c.Metas[frpconf.MetaCA])
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,6 +86,17 @@ func BenchmarkPluginNewUserConn(b *testing.B) {
 	})
 	b.Run("authorized", func(b *testing.B) {
 		body := fmt.Sprintf(`{"version":"0.1.0","op":"NewUserConn","content":{"user":{"user":%q,"metas":{"token":%q}},"proxy_name":%q,"proxy_type":"tcp","remote_addr":"127.0.0.1:40000"}}`, user, secret, proxy)
+		call(b, body, `"reject":false`)
+	})
+	// What frps sends for a machine whose config pins the tunnel CA: the
+	// client-level metadatas, CA included, ride on every call.
+	b.Run("authorized-with-ca", func(b *testing.B) {
+		ca, err := svc.TunnelCA(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		metas, _ := json.Marshal(map[string]string{"token": secret, "ca": string(ca.CertPEM)})
+		body := fmt.Sprintf(`{"version":"0.1.0","op":"NewUserConn","content":{"user":{"user":%q,"metas":%s},"proxy_name":%q,"proxy_type":"tcp","remote_addr":"127.0.0.1:40000"}}`, user, metas, proxy)
 		call(b, body, `"reject":false`)
 	})
 }

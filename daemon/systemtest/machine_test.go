@@ -142,6 +142,17 @@ func TestMachineJoin(t *testing.T) {
 		if st := strings.TrimSpace(m.Must("stat", "-c", "%a %U %G", "/etc/revtunnel/client.toml", "/etc/tunnel-agent/config.env")); st != "640 root revtunnel\n600 root root" {
 			t.Fatalf("config modes: %q", st)
 		}
+		// client.toml is its own trustedCaFile: frps (revtunnel-server.service
+		// on the copies its ExecStartPre made) proves a certificate from the
+		// daemon's tunnel CA for the pinned name.
+		if !strings.Contains(m.Must("cat", "/etc/revtunnel/client.toml"), "trustedCaFile = '/etc/revtunnel/client.toml'") {
+			t.Fatal("client.toml does not pin the tunnel CA")
+		}
+		verify, _ := m.Exec("sh", "-c", "openssl s_client -connect "+vpsIP+":7000 -servername revtunnel-server.tunnelsvc.invalid "+
+			"-verify_hostname revtunnel-server.tunnelsvc.invalid -CAfile /etc/revtunnel/client.toml -verify_return_error </dev/null 2>&1")
+		if !strings.Contains(verify, "Verify return code: 0 (ok)") {
+			t.Fatalf("frps's certificate does not verify against the CA in client.toml:\n%s", verify)
+		}
 		if u := strings.TrimSpace(m.Must("ps", "-o", "user=", "-C", "tunnel-agent")); u != "tunnel" {
 			t.Fatalf("tunnel-agent runs as %q, want tunnel", u)
 		}

@@ -58,6 +58,9 @@ func installVPS(t *testing.T) *vps {
 	// under test: it runs until stopped, as frps does.
 	h.WriteFile("/usr/lib/tunnelsvc/frps", []byte("#!/bin/sh\nexec sleep infinity\n"), 0o755)
 	h.WriteFile("/etc/revtunnel/server.toml", []byte("bindPort = 7000\n"), 0o600)
+	// The unit copies the certificate and key beside it (the stand-in reads neither).
+	h.WriteFile("/etc/revtunnel/server.crt", []byte("stand-in\n"), 0o644)
+	h.WriteFile("/etc/revtunnel/server.key", []byte("stand-in\n"), 0o600)
 	h.Must("systemctl", "daemon-reload")
 	h.Must("systemctl", "enable", "--now", "tunnelsvc.socket")
 	jar, _ := cookiejar.New(nil)

@@ -360,12 +360,16 @@ func (d *Daemon) ServerConfigPath() string {
 // Stop ends the daemon.
 func (d *Daemon) Stop() { d.Kill(syscall.SIGTERM) }
 
-// StartFRPS runs frps on the config the daemon wrote at start.
+// StartFRPS runs frps on the config the daemon wrote at start. The config
+// names the certificate and key where revtunnel-server.service copies them
+// (its runtime directory); here they are read where the daemon wrote them.
 func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
+	var conf []byte
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(d.ServerConfigPath())
-		if err == nil && len(b) > 0 {
+		var err error
+		conf, err = os.ReadFile(d.ServerConfigPath())
+		if err == nil && len(conf) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -373,7 +377,13 @@ func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	p, err := StartProc("frps", bins.FRPS, "-c", d.ServerConfigPath())
+	etc := filepath.Dir(d.ServerConfigPath())
+	conf = []byte(strings.ReplaceAll(string(conf), "/run/revtunnel-server/", etc+"/"))
+	path := filepath.Join(d.Dir, "frps.toml")
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
+		return nil, err
+	}
+	p, err := StartProc("frps", bins.FRPS, "-c", path)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +394,10 @@ func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
 	return p, nil
 }
 
-var adminPort = regexp.MustCompile(`(?m)^port = \d+$`)
+var (
+	adminPort = regexp.MustCompile(`(?m)^port = \d+$`)
+	trustedCA = regexp.MustCompile(`(?m)^trustedCaFile = '[^']*'$`)
+)
 
 // StartFRPC writes conf (with a free admin port, several frpc share this
 // loopback) and runs frpc on it.
@@ -395,6 +408,9 @@ func StartFRPC(bins Bins, dir, name, conf string) (*Proc, error) {
 	}
 	conf = adminPort.ReplaceAllString(conf, fmt.Sprintf("port = %d", port))
 	path := filepath.Join(dir, name+".toml")
+	// The config carries the tunnel CA and names its own path as the CA
+	// file: point that at where this copy lives.
+	conf = trustedCA.ReplaceAllString(conf, "trustedCaFile = '"+path+"'")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}

@@ -23,8 +23,9 @@ func RenderAll(n int) error {
 		sites[i] = webproxy.HTTPTunnel{Subdomain: fmt.Sprintf("app-%d", i), Port: port}
 		ports[i] = port
 	}
-	if _, err := frpconf.ServerConfig(frpconf.ServerParams{BindPort: 7000, ProxyBindAddr: "127.0.0.1",
-		PluginAddr: "127.0.0.1:7381", Ports: store.PortRange{Lo: 20000, Hi: 29999}}, ""); err != nil {
+	if _, err := frpconf.ServerConfig(frpconf.ServerParams{BindPort: 7000,
+		PluginAddr: "127.0.0.1:7381", Ports: store.PortRange{Lo: 20000, Hi: 29999},
+		CertFile: "/etc/revtunnel/server.crt", KeyFile: "/etc/revtunnel/server.key"}, ""); err != nil {
 		return err
 	}
 	if _, err := webproxy.Render(webproxy.Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: sites}); err != nil {

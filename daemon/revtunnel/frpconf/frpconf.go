@@ -24,6 +24,13 @@ const (
 	CustomEnd   = "# ===== END CUSTOM CONFIGURATION ====="
 )
 
+// ProxyBindAddr is where frps binds every tunnel listener. frps has one
+// such address for all proxies, and machines' SSH and agent ports and HTTP
+// tunnels' back ends must never listen outside (the daemon reaches agents
+// on 127.0.0.1), so it is loopback always and not a parameter: public tcp
+// tunnels are published by package publish (DNAT), whatever bind_ip says.
+const ProxyBindAddr = "127.0.0.1"
+
 // PluginPath is the HTTP path frps posts plugin calls to.
 const PluginPath = "/frp/plugin"
 
@@ -39,17 +46,29 @@ const (
 // MetaToken is the frpc metadata key that carries the machine's secret.
 const MetaToken = "token"
 
+// MetaCA is the frpc metadata key that carries the tunnel CA (PEM). The
+// config file is its own trustedCaFile: Go reads the PEM block out of the
+// TOML around it. So the pin and the config that uses it are one file,
+// installed in one atomic step by bootstrap.sh and by every agent (old
+// agents included, which know nothing of CAs), and frps's plugin learns at
+// each Login which CA a machine pins.
+const MetaCA = "ca"
+
+// DefaultClientConfigPath is where machines keep their frpc config.
+const DefaultClientConfigPath = "/etc/revtunnel/client.toml"
+
 // ServerParams are the settings the server config is rendered from.
 type ServerParams struct {
 	// BindPort is where frpc connects (all interfaces).
 	BindPort int
-	// ProxyBindAddr is where frps binds every tunnel listener: 127.0.0.1
-	// unless the operator set bind_ip.
-	ProxyBindAddr string
 	// PluginAddr is the daemon's loopback plugin listener (host:port).
 	PluginAddr string
 	// Ports is the range tunnel ports come from; frps refuses any other.
 	Ports store.PortRange
+	// CertFile and KeyFile are frps's certificate (issued by the daemon's
+	// tunnel CA) and key, as paths frps reads. Required: without them frps
+	// would serve a throwaway certificate no machine can verify.
+	CertFile, KeyFile string
 }
 
 type serverFile struct {
@@ -72,7 +91,9 @@ type serverTransport struct {
 }
 
 type serverTLS struct {
-	Force bool `toml:"force"`
+	Force    bool   `toml:"force"`
+	CertFile string `toml:"certFile"`
+	KeyFile  string `toml:"keyFile"`
 }
 
 type httpPlugin struct {
@@ -96,12 +117,15 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 	if p.Ports.Lo < 1 || p.Ports.Hi > 65535 || p.Ports.Lo > p.Ports.Hi {
 		return "", fmt.Errorf("tunnel port range %d-%d is not a port range", p.Ports.Lo, p.Ports.Hi)
 	}
+	if p.CertFile == "" || p.KeyFile == "" {
+		return "", fmt.Errorf("no certificate for frps: machines pin the tunnel CA and would refuse frps's own")
+	}
 	f := serverFile{
 		BindAddr:      "0.0.0.0",
 		BindPort:      p.BindPort,
-		ProxyBindAddr: p.ProxyBindAddr,
+		ProxyBindAddr: ProxyBindAddr,
 		AllowPorts:    []portRange{{Start: p.Ports.Lo, End: p.Ports.Hi}},
-		Transport:     serverTransport{HeartbeatTimeout: HeartbeatTimeout, TLS: serverTLS{Force: true}},
+		Transport:     serverTransport{HeartbeatTimeout: HeartbeatTimeout, TLS: serverTLS{Force: true, CertFile: p.CertFile, KeyFile: p.KeyFile}},
 		HTTPPlugins:   []httpPlugin{{Name: "tunnelsvc", Addr: p.PluginAddr, Path: PluginPath, Ops: PluginOps}},
 	}
 	body, err := toml.Marshal(f)
@@ -158,6 +182,13 @@ type ClientParams struct {
 	// (0: DefaultAdminPort); `frpc reload -c` reaches frpc through it.
 	AdminPort int
 	Tunnels   []store.Tunnel
+	// CA is the tunnel CA certificate (PEM) frpc pins; required.
+	CA string
+	// ServerName is the name frpc requires in frps's certificate.
+	ServerName string
+	// ConfigPath is where the config is installed on the machine (empty:
+	// DefaultClientConfigPath); it is also the trustedCaFile (see MetaCA).
+	ConfigPath string
 }
 
 // DefaultAdminPort is frpc's admin webServer port on machines (frp's own default).
@@ -190,13 +221,19 @@ const (
 func TunnelProxy(tunnelID int64) string { return "tunnel-" + strconv.FormatInt(tunnelID, 10) }
 
 type clientFile struct {
-	ServerAddr string            `toml:"serverAddr"`
-	ServerPort int               `toml:"serverPort"`
-	User       string            `toml:"user"`
-	Metadatas  map[string]string `toml:"metadatas"`
-	Transport  clientTransport   `toml:"transport"`
-	WebServer  webServer         `toml:"webServer"`
-	Proxies    []proxy           `toml:"proxies"`
+	ServerAddr string          `toml:"serverAddr"`
+	ServerPort int             `toml:"serverPort"`
+	User       string          `toml:"user"`
+	Metadatas  clientMetas     `toml:"metadatas"`
+	Transport  clientTransport `toml:"transport"`
+	WebServer  webServer       `toml:"webServer"`
+	Proxies    []proxy         `toml:"proxies"`
+}
+
+type clientMetas struct {
+	Token string `toml:"token"`
+	// Multi-line, so each PEM line starts a line of the file.
+	CA string `toml:"ca,multiline"`
 }
 
 type webServer struct {
@@ -213,7 +250,9 @@ type clientTransport struct {
 }
 
 type clientTLS struct {
-	Enable bool `toml:"enable"`
+	Enable        bool   `toml:"enable"`
+	TrustedCaFile string `toml:"trustedCaFile"`
+	ServerName    string `toml:"serverName"`
 }
 
 type proxy struct {
@@ -231,17 +270,25 @@ func ClientConfig(p ClientParams) (string, error) {
 	if p.ServerAddr == "" {
 		return "", fmt.Errorf("no server address to put in the client config")
 	}
+	if !strings.Contains(p.CA, "-----BEGIN CERTIFICATE-----") || p.ServerName == "" {
+		return "", fmt.Errorf("no tunnel CA and server name to pin in the client config")
+	}
 	admin := p.AdminPort
 	if admin == 0 {
 		admin = DefaultAdminPort
+	}
+	path := p.ConfigPath
+	if path == "" {
+		path = DefaultClientConfigPath
 	}
 	f := clientFile{
 		ServerAddr: p.ServerAddr,
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
-		Metadatas:  map[string]string{MetaToken: p.Secret},
-		Transport:  clientTransport{HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3, TLS: clientTLS{Enable: true}},
-		WebServer:  webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
+		Metadatas:  clientMetas{Token: p.Secret, CA: strings.TrimSpace(p.CA) + "\n"},
+		Transport: clientTransport{HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
+			TLS: clientTLS{Enable: true, TrustedCaFile: path, ServerName: p.ServerName}},
+		WebServer: webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{
 			{Name: ProxySSH, Type: "tcp", LocalIP: "127.0.0.1", LocalPort: p.SSHLocalPort, RemotePort: p.TunnelPort},
 			{Name: ProxyAgent, Type: "tcp", LocalIP: "127.0.0.1", LocalPort: p.AgentLocalPort, RemotePort: p.AgentPort},
@@ -252,6 +299,7 @@ func ClientConfig(p ClientParams) (string, error) {
 	}
 	var b bytes.Buffer
 	b.WriteString("# Generated by tunnelsvc for this machine. The token below is this machine's own credential.\n")
+	b.WriteString("# frpc sends it only to a server whose certificate chains to the CA below (this file is its own trustedCaFile).\n")
 	enc := toml.NewEncoder(&b)
 	if err := enc.Encode(f); err != nil {
 		return "", err

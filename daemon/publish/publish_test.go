@@ -1,0 +1,467 @@
+package publish_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// The test binary doubles as the echo server, the allow-all frps plugin
+// and the prober it runs inside the namespaces (a socket belongs to the
+// namespace of the process that opens it).
+const helperEnv = "TUNNELSVC_PUBLISH_HELPER"
+
+var frps, frpc string
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "echo":
+		serveHelper(func(l net.Listener) {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); io.Copy(c, c) }()
+			}
+		})
+		return
+	case "plugin":
+		serveHelper(func(l net.Listener) {
+			http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Write([]byte(`{"reject":false,"unchange":true}`))
+			}))
+		})
+		return
+	case "probe":
+		probeHelper(strings.Split(os.Getenv("TARGETS"), ","))
+		return
+	}
+	flag.Parse()
+	frps, frpc = testutil.FRP()
+	os.Exit(m.Run())
+}
+
+// serveHelper listens on 127.0.0.1:$PORT until stdin closes.
+func serveHelper(serve func(net.Listener)) {
+	l, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	go serve(l)
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
+// probeHelper prints, per target, "open" when a line sent there comes back
+// (through frps, frpc and the echo server), else "closed".
+func probeHelper(targets []string) {
+	var wg sync.WaitGroup
+	res := make([]string, len(targets))
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = t + " closed"
+			c, err := net.DialTimeout("tcp", t, 800*time.Millisecond)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			if _, err := c.Write([]byte("ping\n")); err != nil {
+				return
+			}
+			if line, err := bufio.NewReader(c).ReadString('\n'); err == nil && line == "ping\n" {
+				res[i] = t + " open"
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println(strings.Join(res, "\n"))
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    publish.Params
+	}{
+		{"any-address", publish.Params{Ports: []int{20004, 20003, 20004}}},
+		{"bind-ip", publish.Params{BindIP: "203.0.113.10", Ports: []int{20003}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := publish.Render(c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", c.name+".nft.golden")
+			if *update {
+				os.WriteFile(path, []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(path)
+			if err != nil || string(want) != got {
+				t.Fatalf("differs from %s (go test -update rewrites it): %v\n%s", path, err, got)
+			}
+			needTools(t)
+			ns := newNetns(t)
+			f := filepath.Join(t.TempDir(), "p.nft")
+			os.WriteFile(f, []byte(got), 0o600)
+			if out, err := exec.Command("ip", "netns", "exec", ns, "nft", "-c", "-f", f).CombinedOutput(); err != nil {
+				t.Fatalf("nft -c refuses it: %v\n%s", err, out)
+			}
+		})
+	}
+	for in, want := range map[string]string{"2001:db8::1": "IPv4 only", "nonsense": "not an IP address"} {
+		if _, err := publish.Render(publish.Params{BindIP: in, Ports: []int{20003}}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bind %q: %v, want %q", in, err, want)
+		}
+	}
+	if _, err := publish.Render(publish.Params{Ports: []int{70000}}); err == nil || !strings.Contains(err.Error(), "not a port") {
+		t.Errorf("port 70000: %v", err)
+	}
+}
+
+func needTools(t testing.TB) {
+	t.Helper()
+	for tool, pkg := range map[string]string{"nft": "nftables", "ip": "iproute2", "sysctl": "procps"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (scripts/install-deps.sh installs %s)", tool, pkg)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("network namespace tests need root (make test runs as root, as CI does)")
+	}
+}
+
+var nsSeq atomic.Int32
+
+func run(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func newNetns(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("tsvcpub-%d-%d", os.Getpid(), nsSeq.Add(1))
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	run(t, "ip", "-n", name, "link", "set", "lo", "up")
+	return name
+}
+
+// helper starts this binary in ns as a helper on 127.0.0.1:port.
+func helper(t *testing.T, ns, mode string, port int) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "PORT="+strconv.Itoa(port))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		t.Fatalf("%s helper: %q", mode, line)
+	}
+}
+
+func probe(t *testing.T, ns string, targets ...string) map[string]string {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"=probe", "TARGETS="+strings.Join(targets, ","))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = v
+		}
+	}
+	return got
+}
+
+// expect probes from ns and compares each target's state.
+func expect(t *testing.T, ns, when string, want map[string]string) {
+	t.Helper()
+	var targets []string
+	for k := range want {
+		targets = append(targets, k)
+	}
+	got := probe(t, ns, targets...)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s is %s, want %s", when, k, got[k], w)
+		}
+	}
+}
+
+// TestOnlyPublicTunnelsListenOutside runs real frps and frpc, with configs
+// from the daemon's renderer, in a "vps" network namespace and probes from
+// a "client" namespace joined to it by veth: a machine's SSH and agent ports
+// and a private tunnel are never reachable from outside, whatever bind_ip
+// says, and are on 127.0.0.1 where the daemon reaches them; a public tcp
+// tunnel is reachable on every address, or only on bind_ip when it is set,
+// and no longer once it is not public.
+func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
+	needTools(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	vps, cli := newNetns(t), newNetns(t)
+	n := nsSeq.Add(1)
+	vs, vc := fmt.Sprintf("tpb%ds%d", os.Getpid()%10000, n), fmt.Sprintf("tpb%dc%d", os.Getpid()%10000, n)
+	run(t, "ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
+	run(t, "ip", "link", "set", vs, "netns", vps)
+	run(t, "ip", "link", "set", vc, "netns", cli)
+	run(t, "ip", "-n", vps, "addr", "add", "10.199.77.1/24", "dev", vs)
+	run(t, "ip", "-n", vps, "addr", "add", "10.199.77.3/24", "dev", vs)
+	run(t, "ip", "-n", cli, "addr", "add", "10.199.77.2/24", "dev", vc)
+	run(t, "ip", "-n", vps, "link", "set", vs, "up")
+	run(t, "ip", "-n", cli, "link", "set", vc, "up")
+
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := (&tunnelca.Authority{Store: st, Sealer: sealer}).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(tunnelca.Names(""), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	os.WriteFile(certFile, certPEM, 0o600)
+	os.WriteFile(keyFile, keyPEM, 0o600)
+
+	const echoPort, pluginPort, frpsPort = 9000, 7381, 7000
+	const sshPort, agentPort, privPort, pubPort = 20001, 20002, 20003, 20004
+	helper(t, vps, "echo", echoPort)
+	helper(t, vps, "plugin", pluginPort)
+	server, err := frpconf.ServerConfig(frpconf.ServerParams{BindPort: frpsPort, PluginAddr: fmt.Sprintf("127.0.0.1:%d", pluginPort),
+		Ports: store.PortRange{Lo: 20000, Hi: 20010}, CertFile: certFile, KeyFile: keyFile}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverPath, clientPath := filepath.Join(dir, "server.toml"), filepath.Join(dir, "client.toml")
+	os.WriteFile(serverPath, []byte(server), 0o600)
+	client, err := frpconf.ClientConfig(frpconf.ClientParams{
+		ServerAddr: "127.0.0.1", ServerPort: frpsPort, MachineID: 1, Secret: "secret-of-machine-1",
+		SSHLocalPort: echoPort, TunnelPort: sshPort, AgentLocalPort: echoPort, AgentPort: agentPort, AdminPort: 7400,
+		Tunnels: []store.Tunnel{
+			{ID: 3, MachineID: 1, Kind: "tcp", LocalPort: echoPort, RemotePort: privPort},
+			{ID: 4, MachineID: 1, Kind: "tcp", Public: true, LocalPort: echoPort, RemotePort: pubPort},
+		},
+		CA: string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: clientPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(clientPath, []byte(client), 0o600)
+	testutil.Start(t, "frps", "ip", "netns", "exec", vps, frps, "-c", serverPath)
+	testutil.Eventually(t, 10*time.Second, "frps listening", func() error {
+		if !strings.Contains(run(t, "ip", "netns", "exec", vps, "ss", "-Hltn"), fmt.Sprintf(":%d ", frpsPort)) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	testutil.Start(t, "frpc", "ip", "netns", "exec", vps, frpc, "-c", clientPath)
+
+	lo := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
+	at := func(ip string, p int) string { return fmt.Sprintf("%s:%d", ip, p) }
+	testutil.Eventually(t, 15*time.Second, "every tunnel carries bytes on the vps's loopback", func() error {
+		for k, v := range probe(t, vps, lo(sshPort), lo(agentPort), lo(privPort), lo(pubPort)) {
+			if v != "open" {
+				return fmt.Errorf("%s %s", k, v)
+			}
+		}
+		return nil
+	})
+
+	params := publish.Params{Ports: []int{pubPort}}
+	svc := publish.New(publish.Options{
+		Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", vps}, Timeout: 20 * time.Second},
+		RulesetPath: filepath.Join(dir, "publish.nft"),
+		Params:      func(context.Context) (publish.Params, error) { return params, nil },
+	})
+	routeLocalnet := func() string {
+		return strings.TrimSpace(run(t, "ip", "netns", "exec", vps, "sysctl", "-n", publish.Sysctl))
+	}
+	if routeLocalnet() != "0" {
+		t.Fatal("a fresh namespace has route_localnet on")
+	}
+	expect(t, cli, "before publishing", map[string]string{
+		at("10.199.77.1", sshPort): "closed", at("10.199.77.1", agentPort): "closed",
+		at("10.199.77.1", privPort): "closed", at("10.199.77.1", pubPort): "closed",
+	})
+
+	// bind_ip empty: the public tunnel on every address, nothing else.
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli, "published on every address", map[string]string{
+		at("10.199.77.1", pubPort): "open", at("10.199.77.3", pubPort): "open",
+		at("10.199.77.1", sshPort): "closed", at("10.199.77.1", agentPort): "closed", at("10.199.77.1", privPort): "closed",
+	})
+	if routeLocalnet() != "1" {
+		t.Fatal("route_localnet not turned on while a tunnel is published")
+	}
+	// route_localnet would let a neighbour reach loopback services: a
+	// client that routes 127.0.0.1 to the vps gets nothing while our guard
+	// is loaded, and would reach the SSH port without it.
+	run(t, "ip", "netns", "exec", cli, "sysctl", "-q", "-w", publish.Sysctl+"=1")
+	run(t, "ip", "-n", cli, "rule", "add", "pref", "10", "lookup", "local")
+	run(t, "ip", "-n", cli, "rule", "del", "pref", "0")
+	run(t, "ip", "-n", cli, "rule", "add", "pref", "5", "to", "127.0.0.1", "lookup", "100")
+	run(t, "ip", "-n", cli, "route", "add", "127.0.0.1/32", "via", "10.199.77.1", "dev", vc, "table", "100")
+	expect(t, cli, "martian to the vps's loopback, guarded", map[string]string{lo(sshPort): "closed", lo(agentPort): "closed"})
+	run(t, "ip", "netns", "exec", vps, "nft", "delete", "chain", "ip", "tunnelsvc_publish", "guard")
+	expect(t, cli, "martian to the vps's loopback, guard removed by hand", map[string]string{lo(sshPort): "open"})
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli, "martian to the vps's loopback, guard back", map[string]string{lo(sshPort): "closed"})
+	run(t, "ip", "-n", cli, "rule", "del", "pref", "5")
+
+	// bind_ip set: only there. The private ports stay closed on it too, and
+	// the agent is still reached on the vps's loopback.
+	params.BindIP = "10.199.77.3"
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli, "published on bind_ip", map[string]string{
+		at("10.199.77.3", pubPort): "open", at("10.199.77.1", pubPort): "closed",
+		at("10.199.77.3", sshPort): "closed", at("10.199.77.3", agentPort): "closed", at("10.199.77.3", privPort): "closed",
+	})
+	expect(t, vps, "on the vps itself", map[string]string{
+		lo(sshPort): "open", lo(agentPort): "open", lo(pubPort): "open", at("10.199.77.3", pubPort): "open",
+	})
+
+	// With the firewall in svc mode (its input chain drops by default),
+	// the published port is still accepted on bind_ip.
+	fw := firewall.New(firewall.Options{
+		Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", vps}, Timeout: 20 * time.Second},
+		RulesetPath: filepath.Join(dir, "firewall.nft"),
+		Ports: func(context.Context) (firewall.Ports, error) {
+			return firewall.Ports{ControlPort: frpsPort, PrivatePorts: []int{sshPort, agentPort, privPort},
+				PublicTCPPorts: []int{pubPort}, BindIP: "10.199.77.3"}, nil
+		},
+	})
+	rec := testutil.NewProgress()
+	go fw.EnterSvc(ctx, rec)
+	if !rec.Wait(t) {
+		t.Fatalf("firewall svc mode: %s", rec.Text())
+	}
+	expect(t, cli, "published on bind_ip, firewall in svc mode", map[string]string{
+		at("10.199.77.3", pubPort): "open", at("10.199.77.1", pubPort): "closed", at("10.199.77.3", sshPort): "closed",
+	})
+
+	// An IPv6 bind address cannot publish: nothing changes, and the
+	// message says why.
+	params.BindIP = "fd99::1"
+	if err := svc.Reconcile(ctx); err == nil || !strings.Contains(err.Error(), "IPv4 only") {
+		t.Fatalf("IPv6 bind: %v", err)
+	}
+	expect(t, cli, "after a refused change", map[string]string{at("10.199.77.3", pubPort): "open"})
+
+	// No public tunnel left: the table goes and route_localnet is off again.
+	params = publish.Params{BindIP: "10.199.77.3"}
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli, "unpublished", map[string]string{at("10.199.77.3", pubPort): "closed"})
+	if routeLocalnet() != "0" {
+		t.Fatal("route_localnet left on with no public tunnel")
+	}
+	if tables := run(t, "ip", "netns", "exec", vps, "nft", "list", "tables"); strings.Contains(tables, "tunnelsvc_publish") {
+		t.Fatalf("table left behind:\n%s", tables)
+	}
+}
+
+// TestUnpublishScript: the package's removal takes away the table and the
+// route_localnet it needed (packaging/unpublish.sh, run by preremove).
+func TestUnpublishScript(t *testing.T) {
+	needTools(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	ns := newNetns(t)
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	path := filepath.Join(dir, "publish.nft")
+	svc := publish.New(publish.Options{
+		Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, RulesetPath: path,
+		Params: func(context.Context) (publish.Params, error) { return publish.Params{Ports: []int{20003}}, nil },
+	})
+	if err := svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		tables := run(t, "ip", "netns", "exec", ns, "nft", "list", "tables")
+		return fmt.Sprintf("table:%t sysctl:%s", strings.Contains(tables, "tunnelsvc_publish"),
+			strings.TrimSpace(run(t, "ip", "netns", "exec", ns, "sysctl", "-n", publish.Sysctl)))
+	}
+	if got := state(); got != "table:true sysctl:1" {
+		t.Fatalf("after publishing: %s", got)
+	}
+	root, _ := testutil.RepoRoot()
+	cmd := exec.Command("ip", "netns", "exec", ns, "sh", filepath.Join(root, "packaging", "unpublish.sh"))
+	cmd.Env = append(os.Environ(), "TUNNELSVC_PUBLISH_NFT="+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unpublish.sh: %v\n%s", err, out)
+	}
+	if got := state(); got != "table:false sysctl:0" {
+		t.Fatalf("after unpublish.sh: %s", got)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("ruleset file left: %v", err)
+	}
+}
