@@ -13,11 +13,15 @@ import (
 // settingsOwners are the only files that may call the store's raw settings
 // functions: the set-up settings (every key the dashboard's settings use,
 // firewall mode included), the operator password (a credential, kept by
-// auth alone) and the ban tool's own JSON config.
+// auth alone), the ban tool's own JSON config, the tunnel CA (its sealed
+// key, kept by tunnelca alone) and publish's record of having turned
+// route_localnet on (internal state, no operator setting).
 var settingsOwners = map[string]bool{
 	"localsetup/settings.go": true,
 	"auth/service.go":        true,
 	"banner/config.go":       true,
+	"tunnelca/tunnelca.go":   true,
+	"publish/publish.go":     true,
 }
 
 // TestOneKeyPerSetting keeps each setting under one key: a package that
