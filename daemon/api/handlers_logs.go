@@ -37,13 +37,15 @@ func sameOrigin(r *http.Request) bool {
 // {done, ok} at the end of each operation. A late watcher first gets what
 // the latest operation has said so far.
 func (s *Server) logsWS(w http.ResponseWriter, r *http.Request) error {
+	// Subscribed before the handshake answers, so that a change made right
+	// after the client sees the socket open is not missed.
+	backlog, ch, cancel := s.hub.Subscribe()
+	defer cancel()
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return nil // the upgrader has answered
 	}
 	defer conn.Close()
-	backlog, ch, cancel := s.hub.Subscribe()
-	defer cancel()
 
 	// Reading notices the client leaving (and answers its pings).
 	closed := make(chan struct{})

@@ -19,7 +19,7 @@ func unitError(err error) error {
 	case errors.As(err, &notAllowed):
 		return Errorf(http.StatusBadRequest, "%s", notAllowed.Error())
 	case errors.Is(err, units.ErrUnavailable):
-		return &Error{Status: http.StatusServiceUnavailable, Msg: units.ErrUnavailable.Error(), Err: err}
+		return &Error{Status: http.StatusServiceUnavailable, Msg: units.Explain(units.ErrUnavailable), Err: err}
 	case errors.As(err, &job):
 		return &Error{Status: http.StatusInternalServerError, Msg: job.Error(), Err: err}
 	default:

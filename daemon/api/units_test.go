@@ -67,7 +67,7 @@ func TestUnitsWithoutSystemd(t *testing.T) {
 		{method: "POST", path: "/api/units/fail2ban.service/stop"},
 	} {
 		q.cookie = tok
-		wantError(t, e.do(q), 503, "systemd is not available")
+		wantError(t, e.do(q), 503, "systemd is not available: "+units.UnavailableHint)
 	}
 	// The allow-list is checked first, systemd or not.
 	wantError(t, e.do(req{method: "POST", path: "/api/units/ssh/restart", cookie: tok}), 400,

@@ -370,6 +370,13 @@ func (s *Service) DefaultPublicKey(ctx context.Context) (string, error) {
 	return k.PublicKey, err
 }
 
+// DefaultKey is the default key's id and public half (it makes a default
+// key first if there is none); registration records the id per machine.
+func (s *Service) DefaultKey(ctx context.Context) (id, publicKey string, err error) {
+	k, err := s.EnsureDefault(ctx)
+	return k.ID, k.PublicKey, err
+}
+
 // DefaultSigner is the default key's private half, for the daemon's own SSH
 // connections to machines; it makes a default key first if there is none.
 func (s *Service) DefaultSigner(ctx context.Context) (ssh.Signer, error) {
