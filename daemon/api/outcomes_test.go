@@ -1,9 +1,16 @@
 package api
 
 import (
+	"context"
 	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
@@ -90,4 +97,73 @@ func TestStateEventsPushed(t *testing.T) {
 	next("tunnels", "activity")
 	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/1", body: `{"name":"nas"}`, cookie: e.cookie}), 200)
 	next("machines")
+}
+
+// TestFirewallOutcomeKept: firewall changes, made at once or in the
+// background, are stored with their result, failure included, for the
+// status page.
+func TestFirewallOutcomeKept(t *testing.T) {
+	var setup *localsetup.Service
+	nft := &switchRunner{}
+	e := newEnv(t, func(o *Options, st *store.Store) {
+		o.Firewall = firewall.New(firewall.Options{
+			Store: st, RulesetPath: filepath.Join(t.TempDir(), "firewall.nft"), Run: nft,
+			Ports: func(context.Context) (firewall.Ports, error) { return firewall.Ports{ControlPort: 7000}, nil },
+		})
+		setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil),
+			Run: cmdrun.Exec{}, Log: o.Log, Now: time.Now}
+		setup.Hub.OnDone = setup.RecordOperation
+		o.Setup, o.Hub = setup, setup.Hub
+	})
+	cookie := e.setup()
+	status := func() map[string]any {
+		r := e.do(req{method: "GET", path: "/api/local/status", cookie: cookie})
+		if r.Code != 200 {
+			t.Fatalf("status: %d %s", r.Code, r.Body)
+		}
+		o, _ := r.json(t)["data"].(map[string]any)["outcomes"].(map[string]any)["firewall"].(map[string]any)
+		return o
+	}
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"manual"}`}), "firewall mode set to manual")
+	if o := status(); o["ok"] != true || o["message"] != "firewall mode set to manual" || o["at"] == nil {
+		t.Fatalf("outcome = %v", o)
+	}
+	// svc, in the background, with an nft that accepts everything.
+	_, ch, cancel := setup.Hub.Subscribe()
+	defer cancel()
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"svc"}`}), "firewall takeover started; follow its progress in the log")
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case m := <-ch:
+			done = m.Done
+		case <-deadline:
+			t.Fatal("the takeover did not end")
+		}
+	}
+	if o := status(); o["ok"] != true {
+		t.Fatalf("outcome after svc = %v", o)
+	}
+	// Leaving svc needs nft, which now fails: the failure is what is kept.
+	nft.fail.Store(true)
+	r := e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"none"}`})
+	if r.Code != 500 {
+		t.Fatalf("leaving svc with a failing nft: %d %s", r.Code, r.Body)
+	}
+	msg := r.json(t)["error"].(string)
+	if o := status(); o["ok"] != false || o["message"] != msg || msg == "" {
+		t.Fatalf("outcome = %v, want failed with %q", o, msg)
+	}
+}
+
+// switchRunner runs every command as `true` (success) or, once fail is
+// set, as `false`.
+type switchRunner struct{ fail atomic.Bool }
+
+func (r *switchRunner) Run(ctx context.Context, name string, args ...string) cmdrun.Result {
+	prefix := "true"
+	if r.fail.Load() {
+		prefix = "false"
+	}
+	return cmdrun.Exec{Prefix: []string{prefix}}.Run(ctx, name, args...)
 }

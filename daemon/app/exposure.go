@@ -35,7 +35,13 @@ func (a *App) exposure(ctx context.Context) (machines.Exposure, error) {
 	if x.BindIP, err = set.BindIP(ctx); err != nil {
 		return x, err
 	}
-	mode, err := set.FirewallMode(ctx)
-	x.FirewallSvc = mode == firewall.ModeSvc
-	return x, err
+	// The firewall package owns its mode.
+	if a.Firewall != nil {
+		mode, err := a.Firewall.Mode(ctx)
+		if err != nil {
+			return x, err
+		}
+		x.FirewallSvc = mode == firewall.ModeSvc
+	}
+	return x, nil
 }
