@@ -264,3 +264,17 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 	writeData(w, http.StatusOK, message("firewall mode set to "+body.Mode))
 	return nil
 }
+
+// firewallPlan: GET /api/local/firewall/plan, what svc mode would open and
+// close now, with lock-out warnings, for the confirmation.
+func (s *Server) firewallPlan(w http.ResponseWriter, r *http.Request) error {
+	if s.firewall == nil {
+		return errFirewallUnwired
+	}
+	p, err := s.firewall.Preview(r.Context())
+	if err != nil {
+		return Internal("could not work out the firewall plan", err)
+	}
+	writeData(w, http.StatusOK, p)
+	return nil
+}

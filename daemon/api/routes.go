@@ -152,6 +152,8 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/api/local/firewall/detect", public, s.firewallDetect)
 	// svc runs in the background; manual and none are saved at once.
 	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
+	// What svc would open and close, and who could be locked out.
+	api("GET", "/api/local/firewall/plan", private, s.firewallPlan)
 
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
