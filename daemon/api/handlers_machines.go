@@ -385,6 +385,18 @@ func (s *Server) deleteTunnel(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) activity(w http.ResponseWriter, r *http.Request) error {
+	if v := r.URL.Query().Get("machine_id"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return Errorf(http.StatusBadRequest, "machine_id must be a positive integer")
+		}
+		es, err := s.machines.MachineActivity(r.Context(), id)
+		if err != nil {
+			return domainError(err, "machine")
+		}
+		writeData(w, http.StatusOK, es)
+		return nil
+	}
 	es, err := s.machines.Activity(r.Context())
 	if err != nil {
 		return Internal("could not read the activity", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -67,6 +68,7 @@ func (s *Server) unitJob(op string) handlerFunc {
 			return unitError(err)
 		}
 		s.log.Info("unit operation", "op", op, "unit", st.Name, "client", client(r).Addr.String())
+		s.record(r, "UNIT_"+strings.ToUpper(op), op+" "+st.Name+": done")
 		writeData(w, http.StatusOK, map[string]any{"message": op + " " + st.Name + ": done", "unit": st})
 		return nil
 	}

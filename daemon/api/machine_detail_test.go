@@ -168,3 +168,30 @@ func TestTunnelAddresses(t *testing.T) {
 		t.Fatalf("private tcp tunnel = %v", priv)
 	}
 }
+
+// TestMachineActivity: a machine's page shows its own events and its
+// tunnels', nobody else's.
+func TestMachineActivity(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	e.data(t, e.bootstrap(t, e.token(t), "a"), 200)
+	e.data(t, e.bootstrap(t, e.token(t), "b"), 200)
+	e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":1,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
+	e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":2,"name":"web","kind":"tcp","local_port":80}`, cookie: e.cookie}), 201)
+	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/1", body: `{"name":"alpha"}`, cookie: e.cookie}), 200)
+	var got []string
+	for _, x := range e.list(t, "/api/local/activity?machine_id=1") {
+		m := x.(map[string]any)
+		if m["machine_id"] != 1.0 {
+			t.Fatalf("event of another machine: %v", m)
+		}
+		got = append(got, m["source"].(string)+" "+m["kind"].(string))
+	}
+	if want := "machine renamed,tunnel created,machine registered"; strings.Join(got, ",") != want {
+		t.Fatalf("activity = %v, want %s", got, want)
+	}
+	wantError(t, e.do(req{method: "GET", path: "/api/local/activity?machine_id=x", cookie: e.cookie}), 400, "machine_id must be a positive integer")
+	wantError(t, e.do(req{method: "GET", path: "/api/local/activity?machine_id=99", cookie: e.cookie}), 404, "machine not found")
+	if all := e.list(t, "/api/local/activity"); len(all) != 5 {
+		t.Fatalf("the whole feed = %d events, want 5", len(all))
+	}
+}

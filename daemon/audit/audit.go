@@ -119,7 +119,7 @@ var categoryPrefixes = []struct{ prefix, category string }{
 	{"MACHINE_", CategoryMachine}, {"AGENT_", CategoryMachine},
 	{"TUNNEL_", CategoryTunnel},
 	{"TOKEN_", CategoryToken},
-	{"SETTINGS_", CategorySettings}, {"INSTALL_", CategorySettings},
+	{"SETTINGS_", CategorySettings}, {"INSTALL_", CategorySettings}, {"UNIT_", CategorySettings},
 	{"FIREWALL_", CategoryFirewall},
 	{"BANNER_", CategoryBanner},
 	{"SSH_KEY_", CategorySSHKey},

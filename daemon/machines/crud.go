@@ -479,6 +479,15 @@ func (s *Service) DeleteTunnel(ctx context.Context, id int64) error {
 	return nil
 }
 
+// MachineActivity is one machine's newest events (its tunnels' included),
+// at most twice ActivityPerSource; ErrNotFound for an unknown machine.
+func (s *Service) MachineActivity(ctx context.Context, id int64) ([]store.Event, error) {
+	if _, err := s.Store.GetMachine(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.Store.MachineEvents(ctx, id, 2*ActivityPerSource)
+}
+
 // Activity is the feed of spec §4.2: the 25 newest machine events and the 25
 // newest tunnel events, merged newest first.
 func (s *Service) Activity(ctx context.Context) ([]store.Event, error) {

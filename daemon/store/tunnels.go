@@ -170,6 +170,32 @@ func (s *Store) InsertEvent(ctx context.Context, e Event) error {
 	return s.announce(err, TopicActivity)
 }
 
+// MachineEvents returns the newest limit events of one machine (its own
+// and its tunnels'), newest first.
+func (s *Store) MachineEvents(ctx context.Context, machineID int64, limit int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message
+		FROM activity_events WHERE machine_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, machineID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return scanEvents(rows)
+}
+
+func scanEvents(rows *sql.Rows) ([]Event, error) {
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var ms int64
+		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = time.UnixMilli(ms).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
 // RecentEvents returns the perSource newest events of each source, merged
 // newest first.
 func (s *Store) RecentEvents(ctx context.Context, perSource int) ([]Event, error) {
