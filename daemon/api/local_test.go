@@ -252,9 +252,6 @@ func readUntilDone(t *testing.T, c *websocket.Conn) (lines []string, ok bool) {
 		if err := c.ReadJSON(&m); err != nil {
 			t.Fatalf("websocket read after %v: %v", lines, err)
 		}
-		if m.Event != "" {
-			continue // a state-change event, not a line
-		}
 		if m.Done {
 			if m.OK == nil {
 				t.Fatal("done message without ok")

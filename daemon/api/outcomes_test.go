@@ -2,11 +2,15 @@ package api
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
@@ -66,10 +70,18 @@ func TestStateEventsPushed(t *testing.T) {
 	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Hub: hub})
 	srv := httptest.NewServer(e.srv)
 	defer srv.Close()
-	ws, _, err := dialLogs(t, srv, e.cookie, "")
+	// A client that does not ask for events gets none: it sees only the
+	// line it is waiting for.
+	plain, _, err := dialLogs(t, srv, e.cookie, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/api/local/logs/ws?events=1",
+		http.Header{"Cookie": {SessionCookie + "=" + e.cookie}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
 	next := func(want ...string) {
 		t.Helper()
 		seen := map[string]bool{}
@@ -97,6 +109,17 @@ func TestStateEventsPushed(t *testing.T) {
 	next("tunnels", "activity")
 	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/1", body: `{"name":"nas"}`, cookie: e.cookie}), 200)
 	next("machines")
+	op, err := hub.Begin("install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Line("info", "only line")
+	plain.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var m logstream.Message
+	if err := plain.ReadJSON(&m); err != nil || m.Line != "only line" || m.Event != "" {
+		t.Fatalf("client without events got %+v, %v", m, err)
+	}
+	op.Done(true)
 }
 
 // TestFirewallOutcomeKept: firewall changes, made at once or in the
