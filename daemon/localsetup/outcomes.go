@@ -3,6 +3,7 @@ package localsetup
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
@@ -24,13 +25,11 @@ const (
 // outcomeOf maps a log-stream operation name to its outcome name.
 var outcomeOf = map[string]string{"install": OutcomeInstall, "setup-banner": OutcomeBanner, "firewall": OutcomeFirewall}
 
-func outcomeKey(name string) string { return "outcome." + name }
-
 // Outcomes returns the stored outcomes by name; names never run are absent.
 func (s Settings) Outcomes(ctx context.Context) (map[string]Outcome, error) {
 	out := map[string]Outcome{}
 	for _, name := range []string{OutcomeInstall, OutcomeBanner, OutcomeFirewall} {
-		raw, err := s.get(ctx, outcomeKey(name))
+		raw, err := s.outcome(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -49,7 +48,7 @@ func (s Settings) Outcomes(ctx context.Context) (map[string]Outcome, error) {
 // SaveOutcome stores the outcome called name.
 func (s Settings) SaveOutcome(ctx context.Context, name string, o Outcome) error {
 	b, _ := json.Marshal(o)
-	return s.Store.SetSetting(ctx, outcomeKey(name), string(b))
+	return s.setOutcome(ctx, name, string(b))
 }
 
 // RecordOperation stores how a background operation (by its log-stream
@@ -65,8 +64,15 @@ func (s *Service) RecordOperation(op string, ok bool, message string) {
 
 // RecordOutcome stores an outcome now; a store failure is logged.
 func (s *Service) RecordOutcome(ctx context.Context, name string, ok bool, message string) {
-	o := Outcome{OK: ok, Message: message, At: s.Now().UTC()}
+	now, log := s.Now, s.Log
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	o := Outcome{OK: ok, Message: message, At: now().UTC()}
 	if err := s.Settings.SaveOutcome(context.WithoutCancel(ctx), name, o); err != nil {
-		s.Log.Error("storing an operation's outcome failed", "outcome", name, "err", err)
+		log.Error("storing an operation's outcome failed", "outcome", name, "err", err)
 	}
 }
