@@ -29,9 +29,10 @@ type Status struct {
 	BindIP           string                `json:"bind_ip"`
 	// ACMECA is the ACME directory certificates come from (Let's Encrypt
 	// until another is set).
-	ACMECA     string `json:"acme_ca"`
-	ACMECARoot string `json:"acme_ca_root"`
-	Operation  string `json:"operation,omitempty"`
+	ACMECA     string             `json:"acme_ca"`
+	ACMECARoot string             `json:"acme_ca_root"`
+	Operation  string             `json:"operation,omitempty"`
+	Outcomes   map[string]Outcome `json:"outcomes"`
 }
 
 // Status gathers the settings, unit states and tool versions.
@@ -72,11 +73,14 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	}
 	st.ACMECA, st.ACMECARoot = acme.CA, acme.CARoot
 	st.Operation, _ = s.Hub.Running()
+	if st.Outcomes, err = s.Settings.Outcomes(ctx); err != nil {
+		return st, err
+	}
 	for _, u := range units.Managed {
 		name := strings.TrimSuffix(u, ".service")
 		us, err := s.Units.State(ctx, u)
 		if err != nil {
-			st.Units[name] = UnitStatus{Error: err.Error()}
+			st.Units[name] = UnitStatus{Error: units.Explain(err)}
 			continue
 		}
 		st.Units[name] = UnitStatus{ActiveState: us.ActiveState, SubState: us.SubState, Since: us.Since}
