@@ -95,15 +95,23 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 		}
 		ttl = time.Duration(*body.ExpiresInMinutes) * time.Minute
 	}
+	// Checked before the token exists, so a refusal changes nothing.
+	if _, err := s.joinCommand(s.baseURL(r), "probe"); err != nil {
+		return err
+	}
 	tok, err := s.machines.CreateToken(r.Context(), ttl)
 	if err != nil {
 		return domainError(err, "token")
+	}
+	command, err := s.joinCommand(s.baseURL(r), tok.Token)
+	if err != nil {
+		return err
 	}
 	writeData(w, http.StatusOK, map[string]any{
 		"id":         tok.ID,
 		"token":      tok.Token,
 		"expires_at": tok.ExpiresAt,
-		"command":    "curl -fsSL " + s.baseURL(r) + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
+		"command":    command,
 	})
 	return nil
 }

@@ -94,6 +94,7 @@ type Server struct {
 	scripts   Scripts
 	agents    Agents
 	router    *mux.Router // the route table, for the OpenAPI coverage test
+	detect    detectCache
 }
 
 // New builds the Server and its route table.
