@@ -41,7 +41,7 @@ import (
 const ShutdownTimeout = 10 * time.Second
 
 // ReadTimeout bounds reading one dashboard request, body included.
-const ReadTimeout = 30 * time.Second
+const ReadTimeout = 20 * time.Second
 
 // App is a running daemon.
 type App struct {

@@ -17,23 +17,30 @@ import (
 const (
 	// ArgonSlots is how many argon2id runs may be in flight at once.
 	ArgonSlots = 2
+	// ArgonReserved of the slots serve only priority runs (addresses that
+	// have logged in before), so a flood from elsewhere never makes the
+	// operator wait for someone else's hash.
+	ArgonReserved = 1
 	// ArgonQueue is how many more may wait for a slot; priority waiters
-	// (addresses that have logged in before) are not counted here.
+	// are not counted here.
 	ArgonQueue = 8
 	// busyRetryAfter is the Retry-After of a 429 for a full queue or an
 	// address whose previous check is still running.
 	busyRetryAfter = 1
 )
 
-// Gate bounds concurrent argon2id work: at most slots at once, at most
-// queue waiting (others get 429), at most one in flight per client
-// (LimitKey), and known clients ahead of unknown ones.
+// Gate bounds concurrent argon2id work: at most slots at once (of which
+// reserved only for priority runs), at most queue waiting (others get 429),
+// at most one in flight per client (LimitKey), and known clients ahead of
+// unknown ones.
 type Gate struct {
 	mu       sync.Mutex
-	free     int
+	free     int // slots not running
+	normal   int // slots a non-priority run may hold
+	running  int // non-priority runs holding a slot
 	queue    int
 	priority list.List // of *waiter
-	normal   list.List // of *waiter
+	waiting  list.List // of *waiter, non-priority
 	inflight map[netip.Prefix]bool
 	runs     atomic.Uint64
 }
@@ -43,9 +50,10 @@ func (g *Gate) Runs() uint64 { return g.runs.Load() }
 
 type waiter struct{ ready chan struct{} }
 
-// NewGate returns a Gate with slots runs at once and queue waiters.
-func NewGate(slots, queue int) *Gate {
-	return &Gate{free: slots, queue: queue, inflight: map[netip.Prefix]bool{}}
+// NewGate returns a Gate with slots runs at once, reserved of them for
+// priority runs, and queue waiters.
+func NewGate(slots, reserved, queue int) *Gate {
+	return &Gate{free: slots, normal: max(1, slots-reserved), queue: queue, inflight: map[netip.Prefix]bool{}}
 }
 
 // Ticket says who a run is for: Key is the client (LimitKey); Keyed false
@@ -71,19 +79,26 @@ func (g *Gate) acquire(ctx context.Context, t Ticket) error {
 		}
 		g.inflight[t.Key] = true
 	}
-	if g.free > 0 && g.priority.Len() == 0 && g.normal.Len() == 0 {
-		g.free--
-		g.mu.Unlock()
-		return nil
-	}
 	q := &g.priority
-	if !t.Priority {
-		if g.normal.Len() >= g.queue {
+	if t.Priority {
+		if g.free > 0 && g.priority.Len() == 0 {
+			g.free--
+			g.mu.Unlock()
+			return nil
+		}
+	} else {
+		if g.free > 0 && g.running < g.normal && g.waiting.Len() == 0 && g.priority.Len() == 0 {
+			g.free--
+			g.running++
+			g.mu.Unlock()
+			return nil
+		}
+		if g.waiting.Len() >= g.queue {
 			g.unkey(t)
 			g.mu.Unlock()
 			return busy()
 		}
-		q = &g.normal
+		q = &g.waiting
 	}
 	w := &waiter{ready: make(chan struct{})}
 	el := q.PushBack(w)
@@ -114,20 +129,30 @@ func (g *Gate) unkey(t Ticket) {
 	}
 }
 
-// release frees t's slot, handing it to the first priority waiter, else
-// the first waiter in the queue.
+// release frees t's slot and hands it on: to the first priority waiter,
+// else to the first waiter in the queue if a non-priority run may take it.
 func (g *Gate) release(t Ticket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.unkey(t)
-	for _, q := range []*list.List{&g.priority, &g.normal} {
-		if el := q.Front(); el != nil {
-			q.Remove(el)
+	g.free++
+	if !t.Priority {
+		g.running--
+	}
+	if el := g.priority.Front(); el != nil {
+		g.priority.Remove(el)
+		g.free--
+		close(el.Value.(*waiter).ready)
+		return
+	}
+	if g.running < g.normal {
+		if el := g.waiting.Front(); el != nil {
+			g.waiting.Remove(el)
+			g.free--
+			g.running++
 			close(el.Value.(*waiter).ready)
-			return
 		}
 	}
-	g.free++
 }
 
 // IDKey runs argon2.IDKey once a slot is free. It fails with a
@@ -144,4 +169,4 @@ func (g *Gate) IDKey(ctx context.Context, t Ticket, password, salt []byte, time,
 
 // defaultGate is the daemon's one bound (the command line's too, in its own
 // process).
-var defaultGate = NewGate(ArgonSlots, ArgonQueue)
+var defaultGate = NewGate(ArgonSlots, ArgonReserved, ArgonQueue)

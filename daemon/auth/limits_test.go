@@ -108,7 +108,7 @@ func TestGlobalBudget(t *testing.T) {
 }
 
 func TestGateQueueAndPerClient(t *testing.T) {
-	g := NewGate(1, 2)
+	g := NewGate(1, 0, 2)
 	hold := make(chan struct{})
 	started := make(chan struct{})
 	// Occupy the one slot by hand.
@@ -137,7 +137,7 @@ func TestGateQueueAndPerClient(t *testing.T) {
 		}()
 		<-started
 	}
-	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.normal.Len() == 2 })
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting.Len() == 2 })
 	if err := g.acquire(context.Background(), Ticket{Key: LimitKey(netip.MustParseAddr("10.0.0.4")), Keyed: true}); !errors.As(err, &limited) || !limited.Busy {
 		t.Fatalf("full queue: %v", err)
 	}
@@ -165,7 +165,7 @@ func TestGateQueueAndPerClient(t *testing.T) {
 }
 
 func TestGateWaitHonoursContext(t *testing.T) {
-	g := NewGate(1, 4)
+	g := NewGate(1, 0, 4)
 	busyT := Ticket{Key: LimitKey(netip.MustParseAddr("10.0.1.1")), Keyed: true}
 	if err := g.acquire(context.Background(), busyT); err != nil {
 		t.Fatal(err)
@@ -180,8 +180,39 @@ func TestGateWaitHonoursContext(t *testing.T) {
 	if _, err := g.IDKey(context.Background(), waiter, []byte("pw"), []byte("salt-salt-salt-1"), 1, 64, 1, 32); err != nil {
 		t.Fatalf("after the wait was given up, the client is stuck: %v", err)
 	}
-	if g.free != 1 || len(g.inflight) != 0 || g.normal.Len() != 0 {
-		t.Fatalf("state leaked: free %d inflight %v queue %d", g.free, g.inflight, g.normal.Len())
+	if g.free != 1 || len(g.inflight) != 0 || g.waiting.Len() != 0 {
+		t.Fatalf("state leaked: free %d inflight %v queue %d", g.free, g.inflight, g.waiting.Len())
+	}
+}
+
+// TestGateReservedSlot: with one slot kept for known clients, a flood of
+// unknown ones never holds it, and a known client starts at once.
+func TestGateReservedSlot(t *testing.T) {
+	g := NewGate(2, 1, 8)
+	flood := Ticket{Key: LimitKey(netip.MustParseAddr("10.0.2.1")), Keyed: true}
+	if err := g.acquire(context.Background(), flood); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- g.acquire(context.Background(), Ticket{Key: LimitKey(netip.MustParseAddr("10.0.2.2")), Keyed: true})
+	}()
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting.Len() == 1 })
+	known := Ticket{Key: LimitKey(netip.MustParseAddr("10.0.2.9")), Keyed: true, Priority: true}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := g.acquire(ctx, known); err != nil {
+		t.Fatalf("known client with the reserved slot free: %v", err)
+	}
+	g.release(known)
+	select {
+	case err := <-second:
+		t.Fatalf("an unknown client took the reserved slot: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.release(flood)
+	if err := <-second; err != nil {
+		t.Fatal(err)
 	}
 }
 

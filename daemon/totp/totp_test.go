@@ -44,7 +44,7 @@ func newEnv(t *testing.T) *env {
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
-	e.gate = auth.NewGate(auth.ArgonSlots, auth.ArgonQueue)
+	e.gate = auth.NewGate(auth.ArgonSlots, auth.ArgonReserved, auth.ArgonQueue)
 	a := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: dir, Now: clock, Gate: e.gate,
 		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock)}
 	if _, err := a.Setup(ctx, auth.Client{Local: true, Addr: netip.MustParseAddr("127.0.0.1")}, password, ""); err != nil {
