@@ -141,6 +141,12 @@ func TestGlobalFailureBudget(t *testing.T) {
 	if !strings.Contains(logs.String(), "global login failure budget exhausted") {
 		t.Fatalf("no log line:\n%s", logs.String())
 	}
+	// Refusals for the global budget are audited apart from the client's
+	// own lockouts: they are no failure of that client.
+	kinds := e.auditKinds()
+	if countKind(kinds, "LOGIN_GLOBAL_LIMITED") != 2 || countKind(kinds, "LOGIN_RATE_LIMITED") != 0 {
+		t.Fatalf("audit kinds %v", kinds)
+	}
 	// With a session the same login goes through.
 	if r := e.do(req{method: "POST", path: "/api/auth/login", body: body, peer: "192.0.2.200:1", cookie: session}); r.Code != 200 {
 		t.Fatalf("with a session: %d %s", r.Code, r.Body)

@@ -21,6 +21,10 @@ const (
 	PasswordReset    = "PASSWORD_RESET"
 	// SetupCodeFailed is a wrong X-Setup-Code on a remote setup.
 	SetupCodeFailed = "SETUP_CODE_FAILED"
+	// LoginGlobalLimited is a 429 because the global failure budget is
+	// spent. It says nothing against the client, so it is not a failure and
+	// writes no ban-tool line.
+	LoginGlobalLimited = "LOGIN_GLOBAL_LIMITED"
 )
 
 var failureKinds = map[string]bool{LoginFailed: true, LoginRateLimited: true, SetupCodeFailed: true}

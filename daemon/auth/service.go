@@ -152,16 +152,17 @@ func (s *Service) Setup(ctx context.Context, c Client, password, setupCode strin
 // Reserve takes one attempt for c in the rate limit before a credential is
 // checked (see Limiter.Reserve): the attempt counts as a failure unless the
 // caller releases it. A refusal is a *RateLimitedError, audited as one
-// LOGIN_RATE_LIMITED row per address and minute.
+// LOGIN_RATE_LIMITED (or, for the global budget, LOGIN_GLOBAL_LIMITED) row
+// per address and minute.
 func (s *Service) Reserve(ctx context.Context, c Client) (*Reservation, error) {
 	res, err := s.Limiter.Reserve(c.Addr, !c.Session)
 	if err != nil {
-		detail := "address locked out"
+		kind := audit.LoginRateLimited
 		var e *RateLimitedError
 		if errors.As(err, &e) && e.Global {
-			detail = "global failure budget spent"
+			kind = audit.LoginGlobalLimited
 		}
-		s.Audit.RecordAggregated(ctx, audit.Event{Kind: audit.LoginRateLimited, Client: c.Addr, UserAgent: c.UserAgent, Detail: detail})
+		s.Audit.RecordAggregated(ctx, audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent})
 		return nil, err
 	}
 	return res, nil
