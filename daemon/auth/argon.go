@@ -38,6 +38,7 @@ type Gate struct {
 	free     int // slots not running
 	normal   int // slots a non-priority run may hold
 	running  int // non-priority runs holding a slot
+	priRuns  int // priority runs holding a slot
 	queue    int
 	priority list.List // of *waiter
 	waiting  list.List // of *waiter, non-priority
@@ -83,11 +84,12 @@ func (g *Gate) acquire(ctx context.Context, t Ticket) error {
 	if t.Priority {
 		if g.free > 0 && g.priority.Len() == 0 {
 			g.free--
+			g.priRuns++
 			g.mu.Unlock()
 			return nil
 		}
 	} else {
-		if g.free > 0 && g.running < g.normal && g.waiting.Len() == 0 && g.priority.Len() == 0 {
+		if g.canStartNormal() && g.waiting.Len() == 0 {
 			g.free--
 			g.running++
 			g.mu.Unlock()
@@ -129,29 +131,39 @@ func (g *Gate) unkey(t Ticket) {
 	}
 }
 
+// canStartNormal reports whether a non-priority run may start now: a slot
+// is free, the non-priority share is not used up, and no priority run is
+// waiting or running (a known client's hash then has the CPU to itself,
+// apart from runs that had already started).
+func (g *Gate) canStartNormal() bool {
+	return g.free > 0 && g.running < g.normal && g.priRuns == 0 && g.priority.Len() == 0
+}
+
 // release frees t's slot and hands it on: to the first priority waiter,
-// else to the first waiter in the queue if a non-priority run may take it.
+// else to the first waiter in the queue if a non-priority run may start.
 func (g *Gate) release(t Ticket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.unkey(t)
 	g.free++
-	if !t.Priority {
+	if t.Priority {
+		g.priRuns--
+	} else {
 		g.running--
 	}
 	if el := g.priority.Front(); el != nil {
 		g.priority.Remove(el)
 		g.free--
+		g.priRuns++
 		close(el.Value.(*waiter).ready)
 		return
 	}
-	if g.running < g.normal {
-		if el := g.waiting.Front(); el != nil {
-			g.waiting.Remove(el)
-			g.free--
-			g.running++
-			close(el.Value.(*waiter).ready)
-		}
+	for g.canStartNormal() && g.waiting.Len() > 0 {
+		el := g.waiting.Front()
+		g.waiting.Remove(el)
+		g.free--
+		g.running++
+		close(el.Value.(*waiter).ready)
 	}
 }
 

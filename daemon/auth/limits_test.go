@@ -204,6 +204,42 @@ func TestGateReservedSlot(t *testing.T) {
 	if err := g.acquire(ctx, known); err != nil {
 		t.Fatalf("known client with the reserved slot free: %v", err)
 	}
+	// While the known client's hash runs, no unknown one starts, even when
+	// a slot of theirs frees up.
+	g.release(flood)
+	select {
+	case err := <-second:
+		t.Fatalf("an unknown client started beside a known client's run: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.release(known)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.free != 1 || g.running != 1 || g.priRuns != 0 {
+		t.Fatalf("free %d running %d priority runs %d", g.free, g.running, g.priRuns)
+	}
+}
+
+// TestGateReservedSlotNotTaken: the unknown clients' queue never takes the
+// slot kept for known ones.
+func TestGateReservedSlotNotTaken(t *testing.T) {
+	g := NewGate(2, 1, 8)
+	flood := Ticket{Key: LimitKey(netip.MustParseAddr("10.0.3.1")), Keyed: true}
+	if err := g.acquire(context.Background(), flood); err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		second <- g.acquire(context.Background(), Ticket{Key: LimitKey(netip.MustParseAddr("10.0.3.2")), Keyed: true})
+	}()
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.waiting.Len() == 1 })
+	known := Ticket{Key: LimitKey(netip.MustParseAddr("10.0.3.9")), Keyed: true, Priority: true}
+	if err := g.acquire(context.Background(), known); err != nil {
+		t.Fatal(err)
+	}
 	g.release(known)
 	select {
 	case err := <-second:
