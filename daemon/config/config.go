@@ -186,11 +186,11 @@ func (c *Config) Finish(localNets string) error {
 			return fmt.Errorf("--dns-server: want host:port, got %q", c.DNSServer)
 		}
 	}
-	if d, err := strconv.Atoi(strings.TrimSpace(c.retentionDays)); err != nil || d < 1 || d > 36500 {
+	days, err := strconv.Atoi(strings.TrimSpace(c.retentionDays))
+	if err != nil || days < 1 || days > 36500 {
 		return fmt.Errorf("--retention-days: %q is not a number of days from 1 to 36500", c.retentionDays)
-	} else {
-		c.RetentionDays = d
 	}
+	c.RetentionDays = days
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
