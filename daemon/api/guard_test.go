@@ -324,7 +324,7 @@ func TestFirewallConfigureAPI(t *testing.T) {
 	if !strings.Contains(nft("list", "table", "inet", "tunnelsvc"), "tcp dport { 7380, 10001 } drop") {
 		t.Fatal("svc table lacks the private ports")
 	}
-	r := e.do(req{method: "GET", path: "/api/local/firewall/detect"})
+	r := e.do(req{method: "GET", path: "/api/local/firewall/detect", cookie: cookie})
 	d := dataOf(t, r)
 	if d["mode"] != "svc" || d["nftables"].(map[string]any)["svc_table"] != true {
 		t.Fatalf("detect: %s", r.Body)
@@ -340,7 +340,7 @@ func TestFirewallConfigureAPI(t *testing.T) {
 		t.Fatalf("tables after manual: %s", tables)
 	}
 	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"none"}`}), "firewall mode set to none")
-	if d := dataOf(t, e.do(req{method: "GET", path: "/api/local/firewall/detect"})); d["mode"] != "none" {
+	if d := dataOf(t, e.do(req{method: "GET", path: "/api/local/firewall/detect", cookie: cookie})); d["mode"] != "none" {
 		t.Fatalf("mode %v", d["mode"])
 	}
 }

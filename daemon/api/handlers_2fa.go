@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -20,7 +21,7 @@ func twoFAError(w http.ResponseWriter, err error, verifyStatus int) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &limited):
+	case errors.As(err, &limited), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return loginError(w, err)
 	case errors.Is(err, totp.ErrDeviceNotFound):
 		return Errorf(http.StatusNotFound, "%s", err.Error())
@@ -45,7 +46,7 @@ func (s *Server) login2FA(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	token, err := s.totp.CompleteLogin(r.Context(), client(r), body.PendingToken, body.Code)
+	token, err := s.totp.CompleteLogin(r.Context(), s.clientWithSession(r), body.PendingToken, body.Code)
 	if err := twoFAError(w, err, http.StatusUnauthorized); err != nil {
 		return err
 	}

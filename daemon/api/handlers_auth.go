@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -61,7 +62,10 @@ func (s *Server) authSetup(w http.ResponseWriter, r *http.Request) error {
 	}
 	token, err := s.auth.Setup(r.Context(), c, body.Password, r.Header.Get("X-Setup-Code"))
 	var policy auth.PolicyError
+	var limited *auth.RateLimitedError
 	switch {
+	case errors.As(err, &limited):
+		return loginError(w, err)
 	case errors.Is(err, auth.ErrAlreadyConfigured):
 		return Errorf(http.StatusConflict, "already configured")
 	case errors.Is(err, auth.ErrSetupCodeRequired):
@@ -85,7 +89,7 @@ func (s *Server) authLogin(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
-	res, err := s.auth.Login(r.Context(), client(r), body.Password)
+	res, err := s.auth.Login(r.Context(), s.clientWithSession(r), body.Password)
 	if err := loginError(w, err); err != nil {
 		return err
 	}
@@ -111,15 +115,18 @@ func loginError(w http.ResponseWriter, err error) error {
 		return Errorf(http.StatusUnauthorized, "invalid password")
 	case errors.Is(err, auth.ErrNotConfigured):
 		return Errorf(http.StatusUnauthorized, "invalid password")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client left while its check waited for the argon2id bound.
+		return Errorf(http.StatusRequestTimeout, "the request ended before it was checked")
 	}
 	return Internal("login failed", err)
 }
 
 // authLogout: spec §4.1 POST /api/auth/logout; always 200.
 func (s *Server) authLogout(w http.ResponseWriter, r *http.Request) error {
-	token := ""
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		token = c.Value
+	token, err := s.sessionToken(r)
+	if err != nil {
+		s.log.Error("logout: checking the session failed", "err", err)
 	}
 	if err := s.auth.Logout(r.Context(), client(r), token); err != nil {
 		s.log.Error("logout: ending the session failed", "err", err)

@@ -218,12 +218,14 @@ func (s *Server) outcome(r *http.Request, name string, ok bool, msg string) {
 	}
 }
 
-// firewallDetect: spec §4.2 GET /api/local/firewall/detect (public, §5.6).
+// firewallDetect: spec §4.2 GET /api/local/firewall/detect (public until
+// setup, §5.6). It runs nft, ufw, firewall-cmd and iptables, so its answer
+// is kept for detectCacheFor and one detection runs at a time.
 func (s *Server) firewallDetect(w http.ResponseWriter, r *http.Request) error {
 	if s.firewall == nil {
 		return errFirewallUnwired
 	}
-	writeData(w, http.StatusOK, s.firewall.Detect(r.Context()))
+	writeData(w, http.StatusOK, s.detect.get(r.Context(), s.now(), s.firewall.Detect))
 	return nil
 }
 
@@ -233,6 +235,7 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 	if s.firewall == nil {
 		return errFirewallUnwired
 	}
+	s.detect.forget()
 	var body struct {
 		Mode string `json:"mode"`
 	}

@@ -37,6 +37,11 @@ func sameOrigin(r *http.Request) bool {
 // {done, ok} at the end of each operation. A late watcher first gets what
 // the latest operation has said so far.
 func (s *Server) logsWS(w http.ResponseWriter, r *http.Request) error {
+	// The server's ReadTimeout is for requests; a watcher stays for hours.
+	// Its liveness is the ping/pong below.
+	if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil {
+		s.log.Debug("log stream: could not lift the read deadline", "err", err)
+	}
 	// Subscribed before the handshake answers, so that a change made right
 	// after the client sees the socket open is not missed.
 	backlog, ch, cancel := s.hub.Subscribe()

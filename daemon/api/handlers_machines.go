@@ -103,18 +103,26 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
+	// Checked before the token exists, so a refusal changes nothing.
+	if _, err := s.joinCommand(base, "probe"); err != nil {
+		return err
+	}
 	tok, err := s.machines.CreateLabeledToken(r.Context(), ttl, body.Label)
 	if err != nil {
 		return domainError(err, "token")
 	}
 	s.record(r, auditTokenCreated, tokenDetail("created", tok.ID, tok.Label))
+	command, err := s.joinCommand(base, tok.Token)
+	if err != nil {
+		return err
+	}
 	out := map[string]any{
 		"id":         tok.ID,
 		"label":      tok.Label,
 		"token":      tok.Token,
 		"created_at": tok.CreatedAt,
 		"expires_at": tok.ExpiresAt,
-		"command":    "curl -fsSL " + base + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
+		"command":    command,
 	}
 	if warning != "" {
 		out["warning"] = warning

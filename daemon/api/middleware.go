@@ -56,16 +56,69 @@ func (s *Server) requireSession(next http.Handler) http.Handler {
 			writeError(w, http.StatusUnauthorized, "authentication required")
 			return
 		}
+		c := client(r)
+		c.Session = true
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey, c)))
+	})
+}
+
+// requireSessionAfterSetup lets next answer without a session only while
+// the service is not set up.
+func (s *Server) requireSessionAfterSetup(next http.Handler) http.Handler {
+	guarded := s.requireSession(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		configured, err := s.auth.Configured(r.Context())
+		if err != nil {
+			serveError(s.log, w, r, Internal("could not read the setup state", err))
+			return
+		}
+		if configured {
+			guarded.ServeHTTP(w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// maxSessionCookies bounds how many tunnel_session cookies one request may
+// make us look up.
+const maxSessionCookies = 8
+
+// sessionValid reports whether any tunnel_session cookie of r names a live
+// session. A page on a sibling subdomain (an HTTP tunnel) can set a
+// parent-domain cookie of the same name that the browser sends first, so
+// the first one alone must not decide.
 func (s *Server) sessionValid(r *http.Request) (bool, error) {
-	c, err := r.Cookie(SessionCookie)
-	if err != nil {
-		return false, nil
+	tok, err := s.sessionToken(r)
+	return tok != "", err
+}
+
+// sessionToken returns the first tunnel_session cookie value of r that
+// names a live session, or "".
+func (s *Server) sessionToken(r *http.Request) (string, error) {
+	for i, c := range r.CookiesNamed(SessionCookie) {
+		if i == maxSessionCookies {
+			break
+		}
+		ok, err := s.auth.Sessions.Valid(r.Context(), c.Value)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			return c.Value, nil
+		}
 	}
-	return s.auth.Sessions.Valid(r.Context(), c.Value)
+	return "", nil
+}
+
+// clientWithSession is client(r), marked when r carries a live session (for
+// the public credential routes, which requireSession does not guard).
+func (s *Server) clientWithSession(r *http.Request) auth.Client {
+	c := client(r)
+	if ok, err := s.sessionValid(r); err == nil && ok {
+		c.Session = true
+	}
+	return c
 }
 
 // crossOrigin refuses state-changing requests that the browser marks as

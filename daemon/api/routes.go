@@ -13,6 +13,9 @@ type access int
 const (
 	public access = iota
 	private
+	// untilSetup is public while no password is set (the setup wizard
+	// needs it) and private after.
+	untilSetup
 )
 
 // routes is the one route table. Every /api route names its method and its
@@ -22,8 +25,11 @@ func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	api := func(method, path string, a access, fn handlerFunc) {
 		var h http.Handler = s.h(fn)
-		if a == private {
+		switch a {
+		case private:
 			h = s.requireSession(h)
+		case untilSetup:
+			h = s.requireSessionAfterSetup(h)
 		}
 		r.Handle(path, h).Methods(method)
 	}
@@ -149,9 +155,9 @@ func (s *Server) routes() http.Handler {
 	// Background; progress goes to the log stream.
 	api("POST", "/api/local/setup-banner", private, s.setupBanner)
 
-	// Firewall (spec §4.2). detect is public (spec §5.6): the setup wizard
-	// shows it before a password exists.
-	api("GET", "/api/local/firewall/detect", public, s.firewallDetect)
+	// Firewall (spec §4.2). detect is public until setup (spec §5.6): the
+	// setup wizard shows it before a password exists.
+	api("GET", "/api/local/firewall/detect", untilSetup, s.firewallDetect)
 	// svc runs in the background; manual and none are saved at once.
 	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
 	// What svc would open and close, and who could be locked out.

@@ -98,6 +98,7 @@ type Server struct {
 	agents    Agents
 	prober    Prober
 	router    *mux.Router // the route table, for the OpenAPI coverage test
+	detect    detectCache
 }
 
 // New builds the Server and its route table.

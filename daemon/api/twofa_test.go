@@ -113,7 +113,7 @@ func countKind(kinds []string, kind string) int {
 	return n
 }
 
-var backupShape = regexp.MustCompile(`^[A-Z2-9]{5}-[A-Z2-9]{5}$`)
+var backupShape = regexp.MustCompile(`^[A-Z2-9]{3}-[A-Z2-9]{5}-[A-Z2-9]{5}$`)
 
 // TestTwoFactorLifecycle walks every §3 2FA transition over HTTP with codes
 // computed from the enrolled secrets.
@@ -148,7 +148,7 @@ func TestTwoFactorLifecycle(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range codes {
 		if !backupShape.MatchString(c.(string)) || seen[c.(string)] {
-			t.Fatalf("backup code %q: not XXXXX-XXXXX or repeated", c)
+			t.Fatalf("backup code %q: not LLL-SSSSS-SSSSS or repeated", c)
 		}
 		seen[c.(string)] = true
 	}
@@ -351,13 +351,17 @@ func TestTwoFactorRateLimit(t *testing.T) {
 	session := e.setup()
 	secret, _ := e.enableTOTP(session, "phone")
 	peer := "198.51.100.30:1"
-	pending := e.pendingLogin(peer)
 	wrong := "000000"
 	if codeFor(t, secret, e.now) == wrong {
 		wrong = "111111"
 	}
-	for i := 0; i < auth.MaxFailures; i++ {
-		wantError(t, e.login2FA(pending, wrong, peer), 401, "invalid code")
+	// Two pending logins take the address's 10 failures (5 each).
+	var pending string
+	for range 2 {
+		pending = e.pendingLogin(peer)
+		for range 5 {
+			wantError(t, e.login2FA(pending, wrong, peer), 401, "invalid code")
+		}
 	}
 	r := e.login2FA(pending, codeFor(t, secret, e.now), peer)
 	wantError(t, r, 429, "")
@@ -366,7 +370,7 @@ func TestTwoFactorRateLimit(t *testing.T) {
 	}
 	// The same limit covers the password.
 	wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}), 429, "")
-	// After the window the same pending token is refused only as expired.
+	// After the window the spent pending token is refused as not valid.
 	e.now = e.now.Add(auth.FailureWindow)
 	wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), peer), 401, "the login has expired or is not valid: log in with the password again")
 	if n := countKind(e.auditKinds(), "LOGIN_2FA_FAILED"); n != auth.MaxFailures+1 {

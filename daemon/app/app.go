@@ -42,6 +42,9 @@ import (
 // ShutdownTimeout bounds how long in-flight requests may drain at stop.
 const ShutdownTimeout = 10 * time.Second
 
+// ReadTimeout bounds reading one dashboard request, body included.
+const ReadTimeout = 20 * time.Second
+
 // App is a running daemon.
 type App struct {
 	Config *config.Config
@@ -100,8 +103,12 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 			Limiter:  auth.NewLimiter(now),
 		},
 	}
+	a.Auth.Limiter.Log = log
 	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
 	a.Auth.SecondFactor = a.TOTP
+	if err := a.Auth.LoadKnown(ctx, audit.Setup, audit.LoginSuccess, totp.KindLoginSuccess); err != nil {
+		log.Warn("could not read the addresses of earlier logins", "err", err)
+	}
 	a.SSHKeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: now})
 	return a, nil
 }
@@ -178,7 +185,10 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Prober:  a.Prober,
 	})
 	a.HTTP = &http.Server{
-		Handler:           handler,
+		Handler: handler,
+		// Bodies are small (api.MaxBodyBytes); a client that trickles one
+		// is cut off. The log WebSocket lifts the deadline after upgrading.
+		ReadTimeout:       ReadTimeout,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -215,6 +225,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
 	go a.watchdog(ctx)
+	go a.pruneLoop(ctx)
 
 	select {
 	case <-ctx.Done():

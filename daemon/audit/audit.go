@@ -23,9 +23,15 @@ const (
 	LoginRateLimited = "LOGIN_RATE_LIMITED"
 	Logout           = "LOGOUT"
 	PasswordReset    = "PASSWORD_RESET"
+	// SetupCodeFailed is a wrong X-Setup-Code on a remote setup.
+	SetupCodeFailed = "SETUP_CODE_FAILED"
+	// LoginGlobalLimited is a 429 because the global failure budget is
+	// spent. It says nothing against the client, so it is not a failure and
+	// writes no ban-tool line.
+	LoginGlobalLimited = "LOGIN_GLOBAL_LIMITED"
 )
 
-var failureKinds = map[string]bool{LoginFailed: true, LoginRateLimited: true}
+var failureKinds = map[string]bool{LoginFailed: true, LoginRateLimited: true, SetupCodeFailed: true}
 
 // RegisterFailureKind marks kind as an authentication failure, so it is also
 // written as an "auth failure from" line. Domain packages call it at init.
@@ -66,6 +72,26 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 	})
 	if err != nil {
 		r.Log.Error("audit log write failed", "kind", e.Kind, "err", err)
+	}
+}
+
+// RecordAggregated counts e in one row per kind, client address and
+// minute, so a flood of refused attempts costs one row per address and
+// minute, not one per request. The failure line is logged once per row.
+func (r *Recorder) RecordAggregated(ctx context.Context, e Event) {
+	addr := ""
+	if e.Client.IsValid() {
+		addr = e.Client.String()
+	}
+	created, err := r.Store.AddAggregatedAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		CreatedAt: r.Now(), Kind: e.Kind, ClientAddr: addr, UserAgent: truncate(e.UserAgent, 512), Detail: e.Detail,
+	})
+	if err != nil {
+		r.Log.Error("audit log write failed", "kind", e.Kind, "err", err)
+		return
+	}
+	if created && failureKinds[e.Kind] {
+		r.Log.Warn(FailureLine(e.Client), "kind", e.Kind, "detail", e.Detail)
 	}
 }
 

@@ -3,6 +3,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -24,19 +25,16 @@ const (
 	argonSaltLen = 16
 )
 
-// hashSlots bounds concurrent argon2id runs: each one holds 64 MiB, and a
-// flood of logins must not be able to exhaust memory.
-var hashSlots = make(chan struct{}, 4)
-
-// HashPassword returns a PHC-format argon2id hash of pw.
-func HashPassword(pw string) (string, error) {
+// hashPassword returns a PHC-format argon2id hash of pw, hashed through g.
+func hashPassword(ctx context.Context, g *Gate, t Ticket, pw string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	hashSlots <- struct{}{}
-	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	<-hashSlots
+	key, err := g.IDKey(ctx, t, []byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	if err != nil {
+		return "", err
+	}
 	b64 := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
@@ -44,8 +42,9 @@ func HashPassword(pw string) (string, error) {
 
 var errBadHash = errors.New("stored password hash is malformed")
 
-// VerifyPassword reports whether pw matches the encoded hash.
-func VerifyPassword(encoded, pw string) (bool, error) {
+// verifyPassword reports whether pw matches the encoded hash, hashing
+// through g.
+func verifyPassword(ctx context.Context, g *Gate, t Ticket, encoded, pw string) (bool, error) {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
 		return false, errBadHash
@@ -55,9 +54,9 @@ func VerifyPassword(encoded, pw string) (bool, error) {
 		return false, errBadHash
 	}
 	var m uint32
-	var t uint32
+	var tm uint32
 	var p uint8
-	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil {
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &tm, &p); err != nil {
 		return false, errBadHash
 	}
 	b64 := base64.RawStdEncoding
@@ -69,8 +68,9 @@ func VerifyPassword(encoded, pw string) (bool, error) {
 	if err != nil || len(want) == 0 {
 		return false, errBadHash
 	}
-	hashSlots <- struct{}{}
-	got := argon2.IDKey([]byte(pw), salt, t, m, p, uint32(len(want)))
-	<-hashSlots
+	got, err := g.IDKey(ctx, t, []byte(pw), salt, tm, m, p, uint32(len(want)))
+	if err != nil {
+		return false, err
+	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }

@@ -1,28 +1,57 @@
 package auth
 
 import (
+	"log/slog"
 	"math"
 	"net/netip"
 	"sync"
 	"time"
 )
 
-// Login rate limit: this many failures per client address within the window
-// locks the address out until the oldest of them leaves the window.
+// Login rate limits. Per client: this many failures within the window lock
+// the client out until the oldest of them leaves the window. Globally: this
+// many failed verifications within a minute, from all clients together,
+// answer 429 to every client without a session until the oldest of them is
+// a minute old.
 const (
-	MaxFailures   = 10
-	FailureWindow = 5 * time.Minute
-	// maxTracked bounds memory when many addresses fail; the oldest entries
+	MaxFailures    = 10
+	FailureWindow  = 5 * time.Minute
+	GlobalFailures = 60
+	GlobalWindow   = time.Minute
+	// maxTracked bounds memory when many clients fail; the oldest entries
 	// are dropped first.
 	maxTracked = 65536
 )
 
-// Limiter counts failed authentication attempts per client address. Password,
-// 2FA and step-up failures share it.
+// LimitKey is what a client's failures (and its hashes in flight) are
+// counted by: the address itself for IPv4, its /64 for IPv6, because one
+// IPv6 host is handed a whole /64 and can pick any address in it.
+func LimitKey(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p
+	}
+	p, _ := a.Prefix(a.BitLen())
+	return p
+}
+
+// attempt is one counted try; a pointer so a reservation can take back
+// exactly its own entry.
+type attempt struct{ at time.Time }
+
+// Limiter counts failed authentication attempts per client (LimitKey) and
+// in total. Password, setup-code, 2FA and step-up checks share it.
 type Limiter struct {
 	mu       sync.Mutex
 	now      func() time.Time
-	failures map[netip.Addr][]time.Time
+	failures map[netip.Prefix][]*attempt
+	global   []*attempt
+	// Log gets one line each time the global budget runs out; nil is silent.
+	Log *slog.Logger
+	// exhaustedUntil is when the current global lockout ends; a refusal
+	// after it starts a new episode and logs again.
+	exhaustedUntil time.Time
 }
 
 // NewLimiter returns a Limiter using now as its clock (time.Now when nil).
@@ -30,69 +59,167 @@ func NewLimiter(now func() time.Time) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{now: now, failures: map[netip.Addr][]time.Time{}}
+	return &Limiter{now: now, failures: map[netip.Prefix][]*attempt{}}
 }
 
 // prune drops failures older than the window; the caller holds mu.
-func (l *Limiter) prune(addr netip.Addr, now time.Time) []time.Time {
-	fs := l.failures[addr]
+func (l *Limiter) prune(key netip.Prefix, now time.Time) []*attempt {
+	fs := l.failures[key]
 	i := 0
-	for i < len(fs) && now.Sub(fs[i]) >= FailureWindow {
+	for i < len(fs) && now.Sub(fs[i].at) >= FailureWindow {
 		i++
 	}
 	fs = fs[i:]
 	if len(fs) == 0 {
-		delete(l.failures, addr)
+		delete(l.failures, key)
 		return nil
 	}
-	l.failures[addr] = fs
+	l.failures[key] = fs
 	return fs
 }
 
+func (l *Limiter) pruneGlobal(now time.Time) {
+	i := 0
+	for i < len(l.global) && now.Sub(l.global[i].at) >= GlobalWindow {
+		i++
+	}
+	l.global = l.global[i:]
+}
+
+func retryAfter(oldest time.Time, window time.Duration, now time.Time) int {
+	return max(1, int(math.Ceil(oldest.Add(window).Sub(now).Seconds())))
+}
+
+// check returns the refusal for key now, or nil; the caller holds mu.
+func (l *Limiter) check(key netip.Prefix, now time.Time, global bool) *RateLimitedError {
+	fs := l.prune(key, now)
+	if len(fs) >= MaxFailures {
+		return &RateLimitedError{RetryAfter: retryAfter(fs[len(fs)-MaxFailures].at, FailureWindow, now)}
+	}
+	if !global {
+		return nil
+	}
+	l.pruneGlobal(now)
+	if len(l.global) < GlobalFailures {
+		return nil
+	}
+	wait := retryAfter(l.global[len(l.global)-GlobalFailures].at, GlobalWindow, now)
+	if !now.Before(l.exhaustedUntil) {
+		l.exhaustedUntil = now.Add(time.Duration(wait) * time.Second)
+		if l.Log != nil {
+			l.Log.Warn("global login failure budget exhausted: answering 429 to every client without a session",
+				"failures", len(l.global), "window", GlobalWindow.String(), "budget", GlobalFailures, "retry_after", wait)
+		}
+	}
+	return &RateLimitedError{RetryAfter: wait, Global: true}
+}
+
 // Check reports whether addr may try now; when not, it returns the wait in
-// whole seconds (at least 1).
+// whole seconds (at least 1). It looks at addr's own failures only.
 func (l *Limiter) Check(addr netip.Addr) (ok bool, retryAfter int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	fs := l.prune(addr, now)
-	if len(fs) < MaxFailures {
-		return true, 0
+	if e := l.check(LimitKey(addr), l.now(), false); e != nil {
+		return false, e.RetryAfter
 	}
-	wait := fs[len(fs)-MaxFailures].Add(FailureWindow).Sub(now)
-	return false, max(1, int(math.Ceil(wait.Seconds())))
+	return true, 0
 }
 
-// Fail records one failed attempt from addr.
+// Reservation is one attempt taken before its check runs. Until Release it
+// counts as a failure, so parallel attempts cannot outrun the limit.
+type Reservation struct {
+	l    *Limiter
+	key  netip.Prefix
+	a    *attempt
+	done bool
+}
+
+// Reserve takes one attempt for addr, or refuses with *RateLimitedError
+// when addr is locked out or, when global is true (the client has no
+// session), when the global budget is spent. The attempt stays counted
+// unless Release is called.
+func (l *Limiter) Reserve(addr netip.Addr, global bool) (*Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	key := LimitKey(addr)
+	if e := l.check(key, now, global); e != nil {
+		return nil, e
+	}
+	a := &attempt{at: now}
+	l.add(key, a, now)
+	return &Reservation{l: l, key: key, a: a}, nil
+}
+
+// add records a for key and in the global count; the caller holds mu.
+func (l *Limiter) add(key netip.Prefix, a *attempt, now time.Time) {
+	fs := l.prune(key, now)
+	if fs == nil && len(l.failures) >= maxTracked {
+		l.evictOldest()
+	}
+	fs = append(fs, a)
+	if len(fs) > MaxFailures {
+		fs = fs[len(fs)-MaxFailures:]
+	}
+	l.failures[key] = fs
+	l.pruneGlobal(now)
+	l.global = append(l.global, a)
+	if len(l.global) > 4*GlobalFailures {
+		l.global = l.global[len(l.global)-4*GlobalFailures:]
+	}
+}
+
+// Release takes the attempt back: it was not a failure (the credential was
+// right) or it never ran (the server was busy, the client left).
+func (r *Reservation) Release() {
+	if r == nil {
+		return
+	}
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	r.l.failures[r.key] = remove(r.l.failures[r.key], r.a)
+	if len(r.l.failures[r.key]) == 0 {
+		delete(r.l.failures, r.key)
+	}
+	r.l.global = remove(r.l.global, r.a)
+}
+
+func remove(as []*attempt, a *attempt) []*attempt {
+	for i, x := range as {
+		if x == a {
+			return append(as[:i:i], as[i+1:]...)
+		}
+	}
+	return as
+}
+
+// Fail records one failed attempt from addr that was not reserved.
 func (l *Limiter) Fail(addr netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	fs := l.prune(addr, now)
-	if fs == nil && len(l.failures) >= maxTracked {
-		l.evictOldest()
-	}
-	fs = append(fs, now)
-	if len(fs) > MaxFailures {
-		fs = fs[len(fs)-MaxFailures:]
-	}
-	l.failures[addr] = fs
+	l.add(LimitKey(addr), &attempt{at: now}, now)
 }
 
-// Reset forgets addr's failures (after a successful login).
+// Reset forgets addr's failures (after a successful login). The global
+// count keeps them: they were failures all the same.
 func (l *Limiter) Reset(addr netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.failures, addr)
+	delete(l.failures, LimitKey(addr))
 }
 
 func (l *Limiter) evictOldest() {
-	var oldest netip.Addr
+	var oldest netip.Prefix
 	var at time.Time
-	for a, fs := range l.failures {
-		last := fs[len(fs)-1]
+	for k, fs := range l.failures {
+		last := fs[len(fs)-1].at
 		if at.IsZero() || last.Before(at) {
-			oldest, at = a, last
+			oldest, at = k, last
 		}
 	}
 	delete(l.failures, oldest)

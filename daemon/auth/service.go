@@ -24,11 +24,24 @@ var (
 		"run `tunnelsvc setup-code` on the server or read it from the daemon's log at its first start")
 )
 
-// RateLimitedError says the client address is locked out for a while.
-type RateLimitedError struct{ RetryAfter int }
+// RateLimitedError says the client must wait: its address is locked out,
+// the global failure budget is spent (Global), or too many checks are
+// already running (Busy).
+type RateLimitedError struct {
+	RetryAfter int
+	Global     bool
+	Busy       bool
+}
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("too many attempts; try again later (in %d seconds)", e.RetryAfter)
+	unit := "seconds"
+	if e.RetryAfter == 1 {
+		unit = "second"
+	}
+	if e.Busy {
+		return fmt.Sprintf("too many logins are being checked right now; try again later (in %d %s)", e.RetryAfter, unit)
+	}
+	return fmt.Sprintf("too many attempts; try again later (in %d %s)", e.RetryAfter, unit)
 }
 
 // Client describes who is asking.
@@ -36,6 +49,9 @@ type Client struct {
 	Addr      netip.Addr
 	Local     bool
 	UserAgent string
+	// Session is true when the request carries a live session: the global
+	// failure budget does not lock such a client out.
+	Session bool
 }
 
 // Service is the operator-credential logic behind the auth endpoints.
@@ -49,6 +65,33 @@ type Service struct {
 	Now      func() time.Time
 	// SecondFactor is set by the composition root when 2FA is available.
 	SecondFactor SecondFactor
+	// Gate bounds argon2id work; nil means the process-wide one.
+	Gate *Gate
+	// Known remembers the clients that logged in before; their hashes go
+	// ahead of the queue.
+	Known KnownClients
+}
+
+func (s *Service) gate() *Gate {
+	if s.Gate == nil {
+		return defaultGate
+	}
+	return s.Gate
+}
+
+// ticket is c's place at the argon2id gate.
+func (s *Service) ticket(c Client) Ticket {
+	if !c.Addr.IsValid() {
+		return Ticket{Priority: true}
+	}
+	k := LimitKey(c.Addr)
+	return Ticket{Key: k, Keyed: true, Priority: s.Known.Has(k)}
+}
+
+// IDKey runs argon2id for client c through the daemon's one bound (see
+// Gate.IDKey). Every argon2id use outside this package goes through it.
+func (s *Service) IDKey(ctx context.Context, c Client, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	return s.gate().IDKey(ctx, s.ticket(c), password, salt, time, memory, threads, keyLen)
 }
 
 // Configured reports whether a password has been set.
@@ -69,18 +112,25 @@ func (s *Service) Setup(ctx context.Context, c Client, password, setupCode strin
 		return "", ErrAlreadyConfigured
 	}
 	if !c.Local {
-		want, err := ReadSetupCode(s.DataDir)
-		if err != nil || want == "" || !constantTimeEqual(setupCode, want) {
-			if setupCode != "" {
-				s.Limiter.Fail(c.Addr)
-			}
+		if setupCode == "" {
 			return "", ErrSetupCodeRequired
 		}
+		// A code is a guess: it counts like a password.
+		res, err := s.Reserve(ctx, c)
+		if err != nil {
+			return "", err
+		}
+		want, err := ReadSetupCode(s.DataDir)
+		if err != nil || want == "" || !constantTimeEqual(setupCode, want) {
+			s.Audit.Record(ctx, audit.Event{Kind: audit.SetupCodeFailed, Client: c.Addr, UserAgent: c.UserAgent})
+			return "", ErrSetupCodeRequired
+		}
+		res.Release()
 	}
 	if err := CheckPassword(password); err != nil {
 		return "", err
 	}
-	hash, err := HashPassword(password)
+	hash, err := hashPassword(ctx, s.gate(), s.ticket(c), password)
 	if err != nil {
 		return "", err
 	}
@@ -95,40 +145,56 @@ func (s *Service) Setup(ctx context.Context, c Client, password, setupCode strin
 		s.Log.Warn("could not remove the used setup code", "err", err)
 	}
 	s.Audit.Record(ctx, audit.Event{Kind: audit.Setup, Client: c.Addr, UserAgent: c.UserAgent})
+	s.Known.Add(LimitKey(c.Addr))
 	return s.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
 }
 
-// CheckRate returns a *RateLimitedError when c is locked out, recording it.
-func (s *Service) CheckRate(ctx context.Context, c Client) error {
-	if ok, wait := s.Limiter.Check(c.Addr); !ok {
-		s.Audit.Record(ctx, audit.Event{Kind: audit.LoginRateLimited, Client: c.Addr, UserAgent: c.UserAgent})
-		return &RateLimitedError{RetryAfter: wait}
+// Reserve takes one attempt for c in the rate limit before a credential is
+// checked (see Limiter.Reserve): the attempt counts as a failure unless the
+// caller releases it. A refusal is a *RateLimitedError, audited as one
+// LOGIN_RATE_LIMITED (or, for the global budget, LOGIN_GLOBAL_LIMITED) row
+// per address and minute.
+func (s *Service) Reserve(ctx context.Context, c Client) (*Reservation, error) {
+	res, err := s.Limiter.Reserve(c.Addr, !c.Session)
+	if err != nil {
+		kind := audit.LoginRateLimited
+		var e *RateLimitedError
+		if errors.As(err, &e) && e.Global {
+			kind = audit.LoginGlobalLimited
+		}
+		s.Audit.RecordAggregated(ctx, audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent})
+		return nil, err
 	}
-	return nil
+	return res, nil
 }
 
 // VerifyPassword checks password against the stored hash, counting a
 // failure in the rate limit and auditing it under failKind.
 func (s *Service) VerifyPassword(ctx context.Context, c Client, password, failKind string) error {
-	if err := s.CheckRate(ctx, c); err != nil {
+	res, err := s.Reserve(ctx, c)
+	if err != nil {
 		return err
 	}
 	hash, err := s.Store.GetSetting(ctx, passwordKey)
 	if errors.Is(err, store.ErrNotFound) {
+		res.Release()
 		return ErrNotConfigured
 	}
 	if err != nil {
+		res.Release()
 		return err
 	}
-	ok, err := VerifyPassword(hash, password)
+	ok, err := verifyPassword(ctx, s.gate(), s.ticket(c), hash, password)
 	if err != nil {
+		// Busy, or the client left: nothing was checked.
+		res.Release()
 		return err
 	}
 	if !ok {
-		s.Limiter.Fail(c.Addr)
 		s.Audit.Record(ctx, audit.Event{Kind: failKind, Client: c.Addr, UserAgent: c.UserAgent})
 		return ErrInvalidPassword
 	}
+	res.Release()
 	return nil
 }
 
@@ -169,10 +235,18 @@ func (s *Service) Login(ctx context.Context, c Client, password string) (LoginRe
 		pending, err := s.SecondFactor.BeginPending(ctx, c)
 		return LoginResult{PendingToken: pending}, err
 	}
-	s.Limiter.Reset(c.Addr)
+	s.LoginSucceeded(c)
 	s.Audit.Record(ctx, audit.Event{Kind: audit.LoginSuccess, Client: c.Addr, UserAgent: c.UserAgent})
 	token, err := s.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
 	return LoginResult{SessionToken: token}, err
+}
+
+// LoginSucceeded forgets c's failures and remembers c as a known client.
+func (s *Service) LoginSucceeded(c Client) {
+	s.Limiter.Reset(c.Addr)
+	if c.Addr.IsValid() {
+		s.Known.Add(LimitKey(c.Addr))
+	}
 }
 
 // Logout ends the session named by token (if any) and audits it.
@@ -191,7 +265,7 @@ func (s *Service) ResetPassword(ctx context.Context, password string) error {
 	if err := CheckPassword(password); err != nil {
 		return err
 	}
-	hash, err := HashPassword(password)
+	hash, err := hashPassword(ctx, s.gate(), Ticket{Priority: true}, password)
 	if err != nil {
 		return err
 	}

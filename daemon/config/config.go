@@ -47,8 +47,11 @@ type Config struct {
 	BinDir string
 	// StaticDir holds the binaries machines download (agents/, revtunnel/).
 	StaticDir string
+	// RetentionDays is how long audit, activity and stale-token rows are
+	// kept (each table also keeps at most 100,000 rows).
+	RetentionDays int
 
-	frpsPort, tunnelPorts string
+	frpsPort, tunnelPorts, retentionDays string
 }
 
 // Default returns the built-in defaults.
@@ -63,6 +66,7 @@ func Default() Config {
 		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
 		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
+		RetentionDays: 90, retentionDays: "90",
 	}
 }
 
@@ -87,6 +91,7 @@ var Flags = []Flag{
 	{"tunnel-ports", "TUNNELSVC_TUNNEL_PORTS", "range LO-HI of ports given to machines and tunnels"},
 	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
 	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
+	{"retention-days", "TUNNELSVC_RETENTION_DAYS", "days the audit log, activity feed and stale-token attempts are kept"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -130,6 +135,7 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.tunnelPorts, "tunnel-ports", env("TUNNELSVC_TUNNEL_PORTS", c.tunnelPorts), Flags[11].Help+" [$TUNNELSVC_TUNNEL_PORTS]")
 	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
 	fs.StringVar(&c.StaticDir, "static-dir", env("TUNNELSVC_STATIC_DIR", c.StaticDir), Flags[13].Help+" [$TUNNELSVC_STATIC_DIR]")
+	fs.StringVar(&c.retentionDays, "retention-days", env("TUNNELSVC_RETENTION_DAYS", c.retentionDays), Flags[14].Help+" [$TUNNELSVC_RETENTION_DAYS]")
 	return localNets
 }
 
@@ -186,6 +192,11 @@ func (c *Config) Finish(localNets string) error {
 			return fmt.Errorf("--dns-server: want host:port, got %q", c.DNSServer)
 		}
 	}
+	days, err := strconv.Atoi(strings.TrimSpace(c.retentionDays))
+	if err != nil || days < 1 || days > 36500 {
+		return fmt.Errorf("--retention-days: %q is not a number of days from 1 to 36500", c.retentionDays)
+	}
+	c.RetentionDays = days
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -127,19 +127,20 @@ func (o *Op) Done(ok bool) {
 		o.hub.mu.Unlock()
 		return
 	}
-	o.hub.mu.Unlock()
-	o.publish(Message{Done: true, OK: &ok, Op: o.name})
-	o.hub.mu.Lock()
-	o.done = true
 	msg, onDone := o.lastLine, o.hub.OnDone
 	if !ok && o.firstError != "" {
 		msg = o.firstError
 	}
 	o.hub.mu.Unlock()
-	// The outcome is stored before watchers are told to look at it.
+	// The outcome is stored before watchers learn that the operation ended,
+	// so a dashboard that reads the status on the done message finds it.
 	if onDone != nil {
 		onDone(o.name, ok, msg)
 	}
+	o.publish(Message{Done: true, OK: &ok, Op: o.name})
+	o.hub.mu.Lock()
+	o.done = true
+	o.hub.mu.Unlock()
 	o.hub.Notify(TopicStatus)
 }
 

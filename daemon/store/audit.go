@@ -6,7 +6,9 @@ import (
 	"time"
 )
 
-// AuditEntry is one row of the audit log.
+// AuditEntry is one row of the audit log. Count is how many events the row
+// stands for: 1, except for aggregated rows (rate-limited attempts, one row
+// per address and minute).
 type AuditEntry struct {
 	ID         int64     `json:"id"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -14,6 +16,7 @@ type AuditEntry struct {
 	ClientAddr string    `json:"client_addr"`
 	UserAgent  string    `json:"user_agent"`
 	Detail     string    `json:"detail"`
+	Count      int64     `json:"count"`
 	// Category is filled by the audit package (not stored).
 	Category string `json:"category"`
 }
@@ -31,6 +34,30 @@ func (s *Store) InsertAudit(ctx context.Context, e AuditEntry) error {
 		"INSERT INTO audit_log(created_at, kind, client_addr, user_agent, detail) VALUES (?, ?, ?, ?, ?)",
 		e.CreatedAt.UnixMilli(), e.Kind, e.ClientAddr, e.UserAgent, e.Detail)
 	return s.announce(err, TopicAudit)
+}
+
+// AddAggregatedAudit counts e in the row of its kind, address and minute,
+// creating that row (count 1) for the minute's first event. It reports
+// whether it created the row.
+func (s *Store) AddAggregatedAudit(ctx context.Context, e AuditEntry) (created bool, err error) {
+	bucket := e.CreatedAt.Unix() / 60
+	res, err := s.db.ExecContext(ctx,
+		`UPDATE audit_log SET count = count + 1, detail = ? WHERE kind = ? AND client_addr = ? AND bucket = ?`,
+		e.Detail, e.Kind, e.ClientAddr, bucket)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return false, err
+	}
+	res, err = s.db.ExecContext(ctx,
+		`INSERT INTO audit_log(created_at, kind, client_addr, user_agent, detail, bucket) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(kind, client_addr, bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = count + 1`,
+		e.CreatedAt.UnixMilli(), e.Kind, e.ClientAddr, e.UserAgent, e.Detail, bucket)
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // ListAudit returns at most limit entries that pass every filter given,
@@ -55,7 +82,7 @@ func (s *Store) ListAudit(ctx context.Context, limit int, filters ...AuditFilter
 		where = append(where, "kind NOT GLOB ?")
 		args = append(args, g)
 	}
-	q := "SELECT id, created_at, kind, client_addr, user_agent, detail FROM audit_log"
+	q := "SELECT id, created_at, kind, client_addr, user_agent, detail, count FROM audit_log"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -68,11 +95,49 @@ func (s *Store) ListAudit(ctx context.Context, limit int, filters ...AuditFilter
 	for rows.Next() {
 		var e AuditEntry
 		var ms int64
-		if err := rows.Scan(&e.ID, &ms, &e.Kind, &e.ClientAddr, &e.UserAgent, &e.Detail); err != nil {
+		if err := rows.Scan(&e.ID, &ms, &e.Kind, &e.ClientAddr, &e.UserAgent, &e.Detail, &e.Count); err != nil {
 			return nil, err
 		}
 		e.CreatedAt = time.UnixMilli(ms).UTC()
 		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// AddrSeen is a client address and when it was last seen.
+type AddrSeen struct {
+	Addr string
+	At   time.Time
+}
+
+// RecentAuditAddrs returns the addresses of entries of the given kinds
+// since since, most recent first, at most limit.
+func (s *Store) RecentAuditAddrs(ctx context.Context, since time.Time, limit int, kinds ...string) ([]AddrSeen, error) {
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	args := []any{since.UnixMilli()}
+	for _, k := range kinds {
+		args = append(args, k)
+	}
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT client_addr, MAX(created_at) AS last FROM audit_log
+		 WHERE created_at >= ? AND client_addr != '' AND kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`)
+		 GROUP BY client_addr ORDER BY last DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AddrSeen
+	for rows.Next() {
+		var a AddrSeen
+		var ms int64
+		if err := rows.Scan(&a.Addr, &ms); err != nil {
+			return nil, err
+		}
+		a.At = time.UnixMilli(ms)
+		out = append(out, a)
 	}
 	return out, rows.Err()
 }

@@ -25,10 +25,12 @@ type TOTPEnrollment struct {
 	ExpiresAt    time.Time
 }
 
-// BackupCode is one unused backup code's hash.
+// BackupCode is one unused backup code's hash. Lookup is its non-secret
+// prefix; empty for codes issued before prefixes existed.
 type BackupCode struct {
 	ID       int64
 	CodeHash string
+	Lookup   string
 }
 
 // ListTOTPDevices returns every device, oldest first.
@@ -102,11 +104,11 @@ func (s *Store) GetTOTPEnrollment(ctx context.Context) (TOTPEnrollment, error) {
 }
 
 // ConfirmTOTPDevice commits the pending enrollment of d.ID as device d in
-// one transaction. When no device existed before, codeHashes become the
+// one transaction. When no device existed before, codes become the
 // backup codes (replacing any) and first is true; otherwise codeHashes are
 // ignored. ErrNotFound means the enrollment was replaced or confirmed
 // meanwhile.
-func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes []string) (first bool, err error) {
+func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes []BackupCode) (first bool, err error) {
 	err = s.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "DELETE FROM totp_enrollment WHERE slot = 1 AND device_id = ?", d.ID)
 		if err != nil {
@@ -191,26 +193,29 @@ func clear2FA(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// ReplaceBackupCodes makes codeHashes the only backup codes.
-func (s *Store) ReplaceBackupCodes(ctx context.Context, codeHashes []string, now time.Time) error {
+// ReplaceBackupCodes makes codes the only backup codes.
+func (s *Store) ReplaceBackupCodes(ctx context.Context, codeHashes []BackupCode, now time.Time) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error { return replaceBackupCodes(ctx, tx, codeHashes, now) })
 }
 
-func replaceBackupCodes(ctx context.Context, tx *sql.Tx, codeHashes []string, now time.Time) error {
+func replaceBackupCodes(ctx context.Context, tx *sql.Tx, codes []BackupCode, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM backup_codes"); err != nil {
 		return err
 	}
-	for _, h := range codeHashes {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO backup_codes(code_hash, created_at) VALUES (?, ?)", h, now.Unix()); err != nil {
+	for _, c := range codes {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO backup_codes(code_hash, lookup, created_at) VALUES (?, NULLIF(?, ''), ?)",
+			c.CodeHash, c.Lookup, now.Unix()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ListBackupCodes returns the unused backup codes' hashes.
-func (s *Store) ListBackupCodes(ctx context.Context) ([]BackupCode, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, code_hash FROM backup_codes ORDER BY id")
+// BackupCodesByLookup returns the unused backup codes with prefix lookup;
+// an empty lookup returns the codes issued without one.
+func (s *Store) BackupCodesByLookup(ctx context.Context, lookup string) ([]BackupCode, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT id, code_hash, COALESCE(lookup, '') FROM backup_codes WHERE COALESCE(lookup, '') = ? ORDER BY id", lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (s *Store) ListBackupCodes(ctx context.Context) ([]BackupCode, error) {
 	var out []BackupCode
 	for rows.Next() {
 		var c BackupCode
-		if err := rows.Scan(&c.ID, &c.CodeHash); err != nil {
+		if err := rows.Scan(&c.ID, &c.CodeHash, &c.Lookup); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -254,13 +259,32 @@ func (s *Store) CreateLoginPending(ctx context.Context, tokenHash, clientAddr st
 	return err
 }
 
-// LoginPendingValid reports whether tokenHash names a pending login that
-// has not expired at now.
-func (s *Store) LoginPendingValid(ctx context.Context, tokenHash string, now time.Time) (bool, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx,
-		"SELECT COUNT(*) FROM login_pending WHERE token_hash = ? AND expires_at > ?", tokenHash, now.Unix()).Scan(&n)
-	return n == 1, err
+// ReserveLoginPendingAttempt takes one code attempt of the live pending
+// login tokenHash, if it has had fewer than max. It returns the address the
+// login was started from; ok false means no such live login or no attempt
+// left.
+func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string, now time.Time, max int) (clientAddr string, ok bool, err error) {
+	err = s.db.QueryRowContext(ctx,
+		`UPDATE login_pending SET attempts = attempts + 1
+		 WHERE token_hash = ? AND expires_at > ? AND attempts < ? RETURNING client_addr`,
+		tokenHash, now.Unix(), max).Scan(&clientAddr)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return clientAddr, err == nil, err
+}
+
+// ReleaseLoginPendingAttempt gives back an attempt that never ran.
+func (s *Store) ReleaseLoginPendingAttempt(ctx context.Context, tokenHash string) error {
+	_, err := s.db.ExecContext(ctx, "UPDATE login_pending SET attempts = attempts - 1 WHERE token_hash = ? AND attempts > 0", tokenHash)
+	return err
+}
+
+// DeleteSpentLoginPending removes the pending login tokenHash if it has
+// used max attempts.
+func (s *Store) DeleteSpentLoginPending(ctx context.Context, tokenHash string, max int) error {
+	_, err := s.db.ExecContext(ctx, "DELETE FROM login_pending WHERE token_hash = ? AND attempts >= ?", tokenHash, max)
+	return err
 }
 
 // ConsumeLoginPending deletes a live pending login and reports whether it

@@ -11,8 +11,8 @@ import (
 
 	"github.com/pquerna/otp"
 	"github.com/pquerna/otp/hotp"
-	"golang.org/x/crypto/argon2"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -84,11 +84,12 @@ func aad(deviceID string) []byte { return []byte("totp:" + deviceID) }
 
 // find checks code against every device (and the backup codes when
 // allowBackup) without using it up. A device's code whose step was already
-// accepted is ErrCodeReused.
-func (s *Service) find(ctx context.Context, code string, allowBackup bool) (match, error) {
-	c := normalize(code)
+// accepted is ErrCodeReused. A backup code costs one argon2id hash, run for
+// c through the daemon's one bound; a busy bound is a *auth.RateLimitedError.
+func (s *Service) find(ctx context.Context, c auth.Client, code string, allowBackup bool) (match, error) {
+	n := normalize(code)
 	now := s.now()
-	if isTOTPShape(c) {
+	if isTOTPShape(n) {
 		devices, err := s.st.ListTOTPDevices(ctx)
 		if err != nil {
 			return match{}, err
@@ -100,7 +101,7 @@ func (s *Service) find(ctx context.Context, code string, allowBackup bool) (matc
 			if err != nil {
 				return match{}, fmt.Errorf("device %s: %w", d.ID, err)
 			}
-			st, ok, err := matchStep(string(secret), c, now)
+			st, ok, err := matchStep(string(secret), n, now)
 			if err != nil {
 				return match{}, err
 			}
@@ -118,15 +119,26 @@ func (s *Service) find(ctx context.Context, code string, allowBackup bool) (matc
 		}
 		return match{}, ErrInvalidCode
 	}
-	if allowBackup && len(c) == backupLen {
-		codes, err := s.st.ListBackupCodes(ctx)
+	if !allowBackup || !isBackupShape(n) {
+		return match{}, ErrInvalidCode
+	}
+	lookup := ""
+	if len(n) == backupLen {
+		lookup = n[:backupLookupLen]
+	}
+	// With a prefix this is at most one code. Codes issued before prefixes
+	// existed are tried one hash at a time, each through the bound.
+	codes, err := s.st.BackupCodesByLookup(ctx, lookup)
+	if err != nil {
+		return match{}, err
+	}
+	for _, bc := range codes {
+		ok, err := s.backupMatches(ctx, c, bc.CodeHash, n)
 		if err != nil {
 			return match{}, err
 		}
-		for _, bc := range codes {
-			if backupMatches(bc.CodeHash, c) {
-				return match{backupID: bc.ID}, nil
-			}
+		if ok {
+			return match{backupID: bc.ID}, nil
 		}
 	}
 	return match{}, ErrInvalidCode
@@ -151,44 +163,76 @@ func (s *Service) use(ctx context.Context, m match) error {
 	return nil
 }
 
-// Backup codes: 10 of XXXXX-XXXXX from an alphabet without look-alikes
-// (about 49 bits each), stored as salted argon2id hashes so a copied
-// database does not give them away to a quick brute force.
+// Backup codes: 10 of LLL-SSSSS-SSSSS from an alphabet without look-alikes.
+// LLL is a non-secret lookup prefix, distinct within a set, stored in the
+// clear so that a guess is checked against one code (one hash), not ten.
+// The ten S characters (about 49 bits) are the secret; the whole code is
+// stored only as a salted argon2id hash so a copied database does not give
+// it away to a quick brute force. Codes issued before the prefix existed
+// are XXXXX-XXXXX with no lookup; they keep working (see find) until new
+// codes are issued.
 const (
-	backupCount    = 10
-	backupLen      = 10
-	backupAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
-	// argon2id at OWASP's minimum (19 MiB, t=2): about 30 ms a hash, and
-	// at most 10 hashes per backup-code attempt, which the rate limit bounds.
+	backupCount     = 10
+	backupLookupLen = 3
+	backupSecretLen = 10
+	backupLen       = backupLookupLen + backupSecretLen
+	legacyBackupLen = 10
+	backupAlphabet  = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+	// argon2id at OWASP's minimum (19 MiB, t=2): about 30 ms a hash.
 	backupTime    = 2
 	backupMemory  = 19 * 1024
 	backupThreads = 1
 	backupKeyLen  = 32
 )
 
-// newBackupCodes returns fresh codes for the operator and their hashes.
-func newBackupCodes() (plain, hashes []string, err error) {
-	for range backupCount {
-		var sb strings.Builder
-		for i := 0; i < backupLen; i++ {
-			if i == backupLen/2 {
-				sb.WriteByte('-')
-			}
-			ch, err := randomChar()
-			if err != nil {
-				return nil, nil, err
-			}
-			sb.WriteByte(ch)
+func isBackupShape(n string) bool {
+	if len(n) != backupLen && len(n) != legacyBackupLen {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if !strings.ContainsRune(backupAlphabet, rune(n[i])) {
+			return false
 		}
-		code := sb.String()
-		h, err := hashBackup(normalize(code))
+	}
+	return true
+}
+
+// newBackupCodes returns fresh codes for the operator and their stored
+// form, hashing for c through the daemon's bound.
+func (s *Service) newBackupCodes(ctx context.Context, c auth.Client) (plain []string, stored []store.BackupCode, err error) {
+	lookups := map[string]bool{}
+	for len(plain) < backupCount {
+		raw, err := randomString(backupLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		lookup := raw[:backupLookupLen]
+		if lookups[lookup] {
+			continue
+		}
+		lookups[lookup] = true
+		sec := raw[backupLookupLen:]
+		code := lookup + "-" + sec[:backupSecretLen/2] + "-" + sec[backupSecretLen/2:]
+		h, err := s.hashBackup(ctx, c, raw)
 		if err != nil {
 			return nil, nil, err
 		}
 		plain = append(plain, code)
-		hashes = append(hashes, h)
+		stored = append(stored, store.BackupCode{CodeHash: h, Lookup: lookup})
 	}
-	return plain, hashes, nil
+	return plain, stored, nil
+}
+
+func randomString(n int) (string, error) {
+	var sb strings.Builder
+	for range n {
+		ch, err := randomChar()
+		if err != nil {
+			return "", err
+		}
+		sb.WriteByte(ch)
+	}
+	return sb.String(), nil
 }
 
 // randomChar draws uniformly from backupAlphabet (rejection sampling, so no
@@ -206,27 +250,33 @@ func randomChar() (byte, error) {
 	}
 }
 
-func hashBackup(normalized string) (string, error) {
+func (s *Service) hashBackup(ctx context.Context, c auth.Client, normalized string) (string, error) {
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	key := argon2.IDKey([]byte(normalized), salt, backupTime, backupMemory, backupThreads, backupKeyLen)
+	key, err := s.auth.IDKey(ctx, c, []byte(normalized), salt, backupTime, backupMemory, backupThreads, backupKeyLen)
+	if err != nil {
+		return "", err
+	}
 	b64 := base64.RawStdEncoding
 	return "argon2id$" + b64.EncodeToString(salt) + "$" + b64.EncodeToString(key), nil
 }
 
-func backupMatches(encoded, normalized string) bool {
+func (s *Service) backupMatches(ctx context.Context, c auth.Client, encoded, normalized string) (bool, error) {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 3 || parts[0] != "argon2id" {
-		return false
+		return false, nil
 	}
 	b64 := base64.RawStdEncoding
 	salt, err1 := b64.DecodeString(parts[1])
 	want, err2 := b64.DecodeString(parts[2])
 	if err1 != nil || err2 != nil || len(want) != backupKeyLen {
-		return false
+		return false, nil
 	}
-	got := argon2.IDKey([]byte(normalized), salt, backupTime, backupMemory, backupThreads, backupKeyLen)
-	return subtle.ConstantTimeCompare(got, want) == 1
+	got, err := s.auth.IDKey(ctx, c, []byte(normalized), salt, backupTime, backupMemory, backupThreads, backupKeyLen)
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }

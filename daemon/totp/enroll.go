@@ -137,11 +137,11 @@ func (s *Service) Confirm(ctx context.Context, c auth.Client, code, name string)
 	if !ok {
 		return nil, ErrInvalidCode
 	}
-	var hashes []string
+	var hashes []store.BackupCode
 	if n, err := s.st.CountTOTPDevices(ctx); err != nil {
 		return nil, err
 	} else if n == 0 {
-		if backupCodes, hashes, err = newBackupCodes(); err != nil {
+		if backupCodes, hashes, err = s.newBackupCodes(ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +158,7 @@ func (s *Service) Confirm(ctx context.Context, c auth.Client, code, name string)
 	}
 	if first && hashes == nil {
 		// Every device was removed between the count and the commit.
-		if backupCodes, hashes, err = newBackupCodes(); err != nil {
+		if backupCodes, hashes, err = s.newBackupCodes(ctx, c); err != nil {
 			return nil, err
 		}
 		if err := s.st.ReplaceBackupCodes(ctx, hashes, now); err != nil {

@@ -24,38 +24,61 @@ func (s *Service) BeginPending(ctx context.Context, c auth.Client) (string, erro
 }
 
 // CompleteLogin finishes a pending login with a TOTP code of any device or
-// a backup code and returns the new session's token. A wrong code leaves
-// the pending token alive and counts in the shared rate limit.
+// a backup code and returns the new session's token. The pending login is
+// bound to the address that started it and takes PendingAttempts codes;
+// every attempt is reserved in the shared rate limit before it is checked.
 func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken, code string) (string, error) {
 	if pendingToken == "" || strings.TrimSpace(code) == "" {
 		return "", ErrPendingCodeRequired
 	}
-	if err := s.auth.CheckRate(ctx, c); err != nil {
+	res, err := s.auth.Reserve(ctx, c)
+	if err != nil {
 		return "", err
 	}
 	hash := auth.HashToken(pendingToken)
-	if ok, err := s.st.LoginPendingValid(ctx, hash, s.now()); err != nil {
+	from, ok, err := s.st.ReserveLoginPendingAttempt(ctx, hash, s.now(), PendingAttempts)
+	if err != nil {
+		res.Release()
 		return "", err
-	} else if !ok {
+	}
+	if !ok {
 		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
 	}
-	m, err := s.find(ctx, code, true)
+	// spent ends the pending login at its last attempt.
+	spent := func() {
+		if err := s.st.DeleteSpentLoginPending(ctx, hash, PendingAttempts); err != nil {
+			s.log.Error("could not end a spent pending login", "err", err)
+		}
+	}
+	if from != c.Addr.String() {
+		spent()
+		return "", s.fail(ctx, c, KindLoginFailed, "2FA login from "+c.Addr.String()+" of a login started from "+from, ErrPendingOtherAddr)
+	}
+	m, err := s.find(ctx, c, code, true)
 	if err == nil {
 		err = s.use(ctx, m)
 	}
 	var e *Error
 	if errors.As(err, &e) {
+		spent()
 		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", err)
 	}
 	if err != nil {
+		// Busy, or the client left: the attempt did not happen.
+		res.Release()
+		if rerr := s.st.ReleaseLoginPendingAttempt(ctx, hash); rerr != nil {
+			s.log.Error("could not give back a pending login attempt", "err", rerr)
+		}
 		return "", err
 	}
 	if ok, err := s.st.ConsumeLoginPending(ctx, hash, s.now()); err != nil {
+		res.Release()
 		return "", err
 	} else if !ok {
 		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
 	}
-	s.auth.Limiter.Reset(c.Addr)
+	res.Release()
+	s.auth.LoginSucceeded(c)
 	detail := ""
 	if m.isBackup() {
 		s.record(ctx, c, KindBackupCodeUsed, "2FA login")
@@ -108,10 +131,11 @@ func (s *Service) StepUp(ctx context.Context, c auth.Client, ch Challenge, actio
 	if strings.TrimSpace(ch.Code) == "" {
 		return ErrCodeRequired
 	}
-	if err := s.auth.CheckRate(ctx, c); err != nil {
+	res, err := s.auth.Reserve(ctx, c)
+	if err != nil {
 		return err
 	}
-	m, err := s.find(ctx, ch.Code, false)
+	m, err := s.find(ctx, c, ch.Code, false)
 	if err == nil {
 		err = s.use(ctx, m)
 	}
@@ -119,5 +143,6 @@ func (s *Service) StepUp(ctx context.Context, c auth.Client, ch Challenge, actio
 	if errors.As(err, &e) {
 		return s.fail(ctx, c, KindStepUpFailed, action, err)
 	}
+	res.Release()
 	return err
 }

@@ -16,26 +16,31 @@ import (
 // rate limit: a stolen session must not be able to guess its way to
 // turning 2FA off. exclude names a device whose own code is refused.
 func (s *Service) checkManagementCode(ctx context.Context, c auth.Client, code, action, exclude string) (match, error) {
-	if err := s.auth.CheckRate(ctx, c); err != nil {
+	res, err := s.auth.Reserve(ctx, c)
+	if err != nil {
 		return match{}, err
 	}
-	m, err := s.find(ctx, code, true)
+	m, err := s.find(ctx, c, code, true)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return match{}, s.fail(ctx, c, KindStepUpFailed, action, err)
 		}
+		res.Release()
 		return match{}, err
 	}
 	if exclude != "" && !m.isBackup() && m.device.ID == exclude {
+		res.Release()
 		return match{}, ErrOwnDevice
 	}
 	if err := s.use(ctx, m); err != nil {
 		if errors.Is(err, ErrCodeReused) {
 			return match{}, s.fail(ctx, c, KindStepUpFailed, action, err)
 		}
+		res.Release()
 		return match{}, err
 	}
+	res.Release()
 	if m.isBackup() {
 		s.record(ctx, c, KindBackupCodeUsed, action)
 	}
@@ -127,7 +132,7 @@ func (s *Service) RegenerateBackupCodes(ctx context.Context, c auth.Client, code
 	if _, err := s.checkManagementCode(ctx, c, code, "regenerate backup codes", ""); err != nil {
 		return nil, err
 	}
-	plain, hashes, err := newBackupCodes()
+	plain, hashes, err := s.newBackupCodes(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,9 @@ func init() {
 const (
 	EnrollmentTTL = 10 * time.Minute
 	PendingTTL    = 5 * time.Minute
+	// PendingAttempts is how many codes a pending login takes: it dies at
+	// the last wrong one.
+	PendingAttempts = 5
 )
 
 // Issuer is the otpauth issuer shown in authenticator apps.
@@ -66,6 +69,7 @@ var (
 	ErrNoEnrollment        = &Error{"no pending enrollment (it expires after 10 minutes): start again with enroll"}
 	ErrOwnDevice           = &Error{"this code comes from the device being removed: use a code from another device or a backup code"}
 	ErrPendingInvalid      = &Error{"the login has expired or is not valid: log in with the password again"}
+	ErrPendingOtherAddr    = &Error{"this login was started from another address: log in with the password again"}
 	ErrNameTooLong         = &Error{"name must be at most 64 characters"}
 	ErrNameControl         = &Error{"name must not contain control characters"}
 )
@@ -73,7 +77,8 @@ var (
 // IsVerification reports whether err is a failed code or token check (as
 // opposed to a missing field), which login and step-up answer with 401.
 func IsVerification(err error) bool {
-	return errors.Is(err, ErrInvalidCode) || errors.Is(err, ErrCodeReused) || errors.Is(err, ErrPendingInvalid)
+	return errors.Is(err, ErrInvalidCode) || errors.Is(err, ErrCodeReused) || errors.Is(err, ErrPendingInvalid) ||
+		errors.Is(err, ErrPendingOtherAddr)
 }
 
 // Options are the Service's dependencies; Log and Now default when nil.
@@ -154,9 +159,9 @@ func (s *Service) record(ctx context.Context, c auth.Client, kind, detail string
 	s.audit.Record(ctx, audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: detail})
 }
 
-// fail counts a failed check in the shared rate limit and audits it.
+// fail audits a failed check; its reserved attempt stays counted in the
+// shared rate limit.
 func (s *Service) fail(ctx context.Context, c auth.Client, kind, detail string, err error) error {
-	s.auth.Limiter.Fail(c.Addr)
 	s.record(ctx, c, kind, detail+": "+err.Error())
 	return err
 }

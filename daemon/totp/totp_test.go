@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 const password = "correct horse battery staple"
 
 type env struct {
+	gate *auth.Gate
 	svc  *Service
 	st   *store.Store
 	now  time.Time
@@ -42,7 +44,8 @@ func newEnv(t *testing.T) *env {
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(e.logs, nil))
 	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
-	a := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: dir, Now: clock,
+	e.gate = auth.NewGate(auth.ArgonSlots, auth.ArgonReserved, auth.ArgonQueue)
+	a := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: dir, Now: clock, Gate: e.gate,
 		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock)}
 	if _, err := a.Setup(ctx, auth.Client{Local: true, Addr: netip.MustParseAddr("127.0.0.1")}, password, ""); err != nil {
 		t.Fatal(err)
@@ -144,20 +147,91 @@ func TestStepUpTOTP(t *testing.T) {
 }
 
 func TestBackupCodeHelpers(t *testing.T) {
-	plain, hashes, err := newBackupCodes()
-	if err != nil || len(plain) != backupCount || len(hashes) != backupCount {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := auth.Client{Addr: netip.MustParseAddr("198.51.100.7")}
+	plain, stored, err := e.svc.newBackupCodes(ctx, c)
+	if err != nil || len(plain) != backupCount || len(stored) != backupCount {
 		t.Fatal(err)
 	}
+	lookups := map[string]bool{}
 	for i, p := range plain {
-		if strings.Contains(hashes[i], p) || strings.Contains(hashes[i], normalize(p)) {
+		if !regexp.MustCompile(`^[A-Z2-9]{3}-[A-Z2-9]{5}-[A-Z2-9]{5}$`).MatchString(p) {
+			t.Fatalf("code %q is not LLL-SSSSS-SSSSS", p)
+		}
+		if stored[i].Lookup != p[:3] || lookups[p[:3]] {
+			t.Fatalf("code %q: lookup %q, or repeated in the set", p, stored[i].Lookup)
+		}
+		lookups[p[:3]] = true
+		if strings.Contains(stored[i].CodeHash, p) || strings.Contains(stored[i].CodeHash, normalize(p)[3:]) {
 			t.Fatal("hash contains the code")
 		}
-		if !backupMatches(hashes[i], normalize(" "+strings.ToLower(p)+" ")) {
-			t.Fatalf("%s does not match its hash", p)
+		if ok, err := e.svc.backupMatches(ctx, c, stored[i].CodeHash, normalize(" "+strings.ToLower(p)+" ")); !ok || err != nil {
+			t.Fatalf("%s does not match its hash: %v", p, err)
 		}
 	}
-	if backupMatches(hashes[0], normalize(plain[1])) {
+	if ok, _ := e.svc.backupMatches(ctx, c, stored[0].CodeHash, normalize(plain[1])); ok {
 		t.Fatal("one code matches another's hash")
+	}
+}
+
+// TestBackupGuessCostsOneHash: a backup-code guess is checked against the
+// one code its prefix names, whatever the guess.
+func TestBackupGuessCostsOneHash(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, codes := e.enable(t)
+	c := auth.Client{Addr: netip.MustParseAddr("198.51.100.8")}
+	for i, guess := range []string{codes[0][:4] + "AAAAA-AAAAA", codes[3][:4] + "BBBBB-CCCCC", "ZZZ-AAAAA-AAAAA"} {
+		before := e.gate.Runs()
+		if _, err := e.svc.find(ctx, c, guess, true); !errors.Is(err, ErrInvalidCode) {
+			t.Fatalf("guess %q: %v", guess, err)
+		}
+		if n := e.gate.Runs() - before; n > 1 {
+			t.Fatalf("guess %d cost %d hashes, want at most 1", i, n)
+		}
+	}
+	before := e.gate.Runs()
+	if m, err := e.svc.find(ctx, c, codes[5], true); err != nil || !m.isBackup() {
+		t.Fatalf("right code: %v", err)
+	}
+	if n := e.gate.Runs() - before; n != 1 {
+		t.Fatalf("right code cost %d hashes, want 1", n)
+	}
+}
+
+// TestLegacyBackupCodes: codes issued before the prefix (XXXXX-XXXXX, no
+// lookup) still log in, each once; new codes replace them.
+func TestLegacyBackupCodes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.enable(t)
+	c := auth.Client{Addr: netip.MustParseAddr("198.51.100.9")}
+	legacy := []string{"ABCDE-FGHJK", "MNPQR-STUVW"}
+	var rows []store.BackupCode
+	for _, l := range legacy {
+		h, err := e.svc.hashBackup(ctx, c, normalize(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, store.BackupCode{CodeHash: h})
+	}
+	if err := e.st.ReplaceBackupCodes(ctx, rows, e.now); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := e.svc.BeginPending(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.CompleteLogin(ctx, c, pending, strings.ToLower(legacy[1])); err != nil {
+		t.Fatalf("legacy backup code: %v", err)
+	}
+	pending, _ = e.svc.BeginPending(ctx, c)
+	if _, err := e.svc.CompleteLogin(ctx, c, pending, legacy[1]); !errors.Is(err, ErrInvalidCode) {
+		t.Fatalf("legacy code used twice: %v", err)
+	}
+	if n, _ := e.st.CountBackupCodes(ctx); n != 1 {
+		t.Fatalf("%d codes left, want 1", n)
 	}
 }
 

@@ -152,7 +152,7 @@ export interface SSHKey {
   id: string; name: string; public_key: string; fingerprint?: string; is_default: boolean;
   created_at?: string; machine_count?: number;
 }
-export interface AuditEntry { id: number; created_at: string; kind: string; client_addr?: string; user_agent?: string; detail?: string }
+export interface AuditEntry { id: number; created_at: string; kind: string; client_addr?: string; user_agent?: string; detail?: string; count?: number }
 export interface BanConfig { max_retry: number; find_time: number; ban_time: number }
 export interface BanJail { name: string; currently_failed?: number; total_failed?: number; currently_banned?: number; total_banned?: number; banned?: string[] }
 export interface BanStatus { installed: boolean; running: boolean; managed: boolean; jail_file?: string; jails?: BanJail[]; config?: BanConfig; whitelist?: string[] }

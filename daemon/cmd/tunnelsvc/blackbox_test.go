@@ -29,7 +29,7 @@ var (
 )
 
 // binary builds tunnelsvc once per test run.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "tunnelsvc-bin-")
@@ -73,7 +73,7 @@ func (d *daemonProc) logText() string {
 
 // startDaemon runs `tunnelsvc serve` on 127.0.0.1:0 and waits until it says
 // where it listens.
-func startDaemon(t *testing.T, extra ...string) *daemonProc {
+func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{dataDir: t.TempDir()}
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir()}, extra...)

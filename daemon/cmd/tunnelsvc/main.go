@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
@@ -91,7 +92,22 @@ func serve(args []string) error {
 	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot)
+	setMemoryLimit(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return app.Serve(ctx, cfg, log)
+}
+
+// defaultMemoryLimit is the Go heap's soft limit unless GOMEMLIMIT says
+// otherwise. Each argon2id run allocates 64 MiB that is garbage a moment
+// later; without a limit the collector lets the heap grow to twice what is
+// live, and a login flood would hold hundreds of MiB for nothing.
+const defaultMemoryLimit = 192 << 20
+
+func setMemoryLimit(log *slog.Logger) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	log.Debug("heap soft limit set", "bytes", defaultMemoryLimit)
 }

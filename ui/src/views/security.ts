@@ -239,7 +239,7 @@ function auditLog(ctx: Ctx): HTMLElement {
   const load = () => busy(refresh, n, async () => {
     const entries = (await ctx.api.get<AuditEntry[]>('/api/security/logs')) ?? [];
     clear(body, table(['Time', 'Event', 'Client', 'Detail'],
-      entries.map((e) => [fmtTime(e.created_at), e.kind, e.client_addr ?? '—', e.detail ?? '']), 'No events yet.'));
+      entries.map((e) => [fmtTime(e.created_at), (e.count ?? 1) > 1 ? `${e.kind} ×${e.count}` : e.kind, e.client_addr ?? '—', e.detail ?? '']), 'No events yet.'));
   });
   refresh.addEventListener('click', () => void load());
   void load();
