@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -88,13 +88,6 @@ type InstallRequest struct {
 	SkipWebproxy bool   `json:"skip_webproxy"`
 }
 
-func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
-	}
-	return netcheck.ValidHostname(h)
-}
-
 // Validate applies the spec's rules and normalizes req.
 func (r *InstallRequest) Validate() error {
 	r.Domain = strings.ToLower(strings.TrimSpace(r.Domain))
@@ -106,8 +99,16 @@ func (r *InstallRequest) Validate() error {
 		return InputError("server_host is required when skipping the proxy")
 	case r.Domain != "" && !netcheck.ValidHostname(r.Domain):
 		return InputError("invalid domain")
-	case r.ServerHost != "" && !validHost(r.ServerHost):
-		return InputError("invalid server_host: give a hostname or an IP address")
+	}
+	if r.ServerHost != "" {
+		h, err := validate.Host(r.ServerHost)
+		if validate.IsZone(err) {
+			return InputError("invalid server_host: an address with a zone (%...) is not accepted")
+		}
+		if err != nil {
+			return InputError("invalid server_host: give a hostname or an IP address")
+		}
+		r.ServerHost = h
 	}
 	if r.ServerHost == "" {
 		// Machines reach the tunnel server under the dashboard's name, which
@@ -332,7 +333,10 @@ func (s *Service) SetDashboardPrivate(ctx context.Context, on bool) error {
 func (s *Service) SetBindIP(ctx context.Context, ip string) (string, error) {
 	ip = strings.TrimSpace(ip)
 	if ip != "" {
-		a, err := netip.ParseAddr(ip)
+		a, err := validate.IP(ip)
+		if validate.IsZone(err) {
+			return "", InputError("bind_ip must be an IP address without a zone (%...): give the interface's address itself")
+		}
 		if err != nil {
 			return "", InputError("bind_ip must be an IP address (or empty to clear it)")
 		}
