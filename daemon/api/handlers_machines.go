@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alessio/shellescape"
 	"github.com/gorilla/mux"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // RevtunnelServer renders and deploys the tunnel server's config. The
@@ -36,6 +38,22 @@ func (s *Server) baseURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
+}
+
+// shellBaseURL is baseURL when it may go into shell text (the served
+// bootstrap.sh and the join command), else a 400 that says how to fix it.
+func (s *Server) shellBaseURL(r *http.Request) (string, error) {
+	base := s.baseURL(r)
+	if err := validate.BaseURL(base); err != nil {
+		return "", Errorf(http.StatusBadRequest, "cannot use base URL %q in the machine scripts (%v): set --base-url to the address machines use (scheme://host[:port])", base, err)
+	}
+	return base, nil
+}
+
+// joinCommand is the one line an operator runs on a machine. Each value is
+// shell-quoted (a plain URL and token come out unchanged).
+func joinCommand(base, token string) string {
+	return "curl -fsSL " + shellescape.Quote(base+"/static/bootstrap.sh") + " -o bootstrap.sh && bash bootstrap.sh " + shellescape.Quote(token)
 }
 
 // fallbackHost is the host machines reached the dashboard by, without port.
@@ -88,6 +106,10 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 	if err := decode(r, &body); err != nil {
 		return err
 	}
+	base, err := s.shellBaseURL(r)
+	if err != nil {
+		return err
+	}
 	ttl := time.Duration(0)
 	if body.ExpiresInMinutes != nil {
 		if *body.ExpiresInMinutes <= 0 {
@@ -103,7 +125,7 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 		"id":         tok.ID,
 		"token":      tok.Token,
 		"expires_at": tok.ExpiresAt,
-		"command":    "curl -fsSL " + s.baseURL(r) + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
+		"command":    joinCommand(base, tok.Token),
 	})
 	return nil
 }

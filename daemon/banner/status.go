@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Jail is one jail's live state.
@@ -123,9 +123,9 @@ func (s *Service) Unban(ctx context.Context, jail, ip string) (string, error) {
 	if !jailName.MatchString(jail) {
 		return "", invalid("invalid jail name %q", jail)
 	}
-	a, err := netip.ParseAddr(ip)
-	if err != nil || a.Zone() != "" {
-		return "", invalid("invalid ip %q", ip)
+	a, err := validate.IP(ip)
+	if err != nil {
+		return "", invalid("invalid ip %q: %v", ip, err)
 	}
 	addr := a.Unmap().String()
 	res := s.client(ctx, "set", jail, "unbanip", addr)

@@ -1,0 +1,60 @@
+package api
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+)
+
+// When caddy refuses a Caddyfile because of a file it was told to import
+// (here by the operator's own custom block), the API client sees where the
+// error is, never the other file's lines.
+func TestCaddyRefusalNeverQuotesOtherFiles(t *testing.T) {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+	e := newLocalEnv(t, nil)
+	ctx := context.Background()
+	// The proxy counts as installed, so a bind_ip change redeploys it.
+	if err := e.setup.Settings.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "router.example.com", InstalledAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret.conf")
+	if err := os.WriteFile(secret, []byte("s3cr3t-first-line abc\nanother-s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deployed, err := e.setup.ProxyFile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withImport := strings.Replace(string(deployed), "# ===== END CUSTOM", "import "+secret+"\n# ===== END CUSTOM", 1)
+	if err := os.MkdirAll(filepath.Dir(e.setup.Proxy.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.setup.Proxy.Path, []byte(withImport), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":"203.0.113.5"}`, cookie: e.cookie})
+	if r.Code/100 != 4 && r.Code/100 != 5 {
+		t.Fatalf("caddy accepted a file that imports garbage: %d %s", r.Code, r.Body)
+	}
+	msg, _ := r.json(t)["error"].(string)
+	if strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "\n") {
+		t.Fatalf("the API answer carries the imported file's contents or several lines: %q", msg)
+	}
+	if !strings.Contains(msg, secret) {
+		t.Fatalf("the answer does not say which file caddy refused: %q", msg)
+	}
+	if st := e.status(t); st.BindIP != "" {
+		t.Fatalf("bind_ip stayed %q after caddy refused it", st.BindIP)
+	}
+	if got, _ := os.ReadFile(e.setup.Proxy.Path); string(got) != withImport {
+		t.Fatalf("the deployed Caddyfile changed although caddy refused the new one")
+	}
+}
