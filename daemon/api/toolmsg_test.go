@@ -48,6 +48,7 @@ func TestCaddyRefusalNeverQuotesOtherFiles(t *testing.T) {
 	if strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "\n") {
 		t.Fatalf("the API answer carries the imported file's contents or several lines: %q", msg)
 	}
+	t.Logf("the API said: %s", msg)
 	if !strings.Contains(msg, secret) {
 		t.Fatalf("the answer does not say which file caddy refused: %q", msg)
 	}
