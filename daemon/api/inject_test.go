@@ -43,3 +43,27 @@ func TestBindIPRefusesZonesAndInjection(t *testing.T) {
 		t.Fatalf("a refused bind_ip changed the proxy file:\n%s", after)
 	}
 }
+
+// A domain leaves room for a 63-character subdomain in front of it, so
+// every site the proxy serves has a valid name.
+func TestDomainLeavesRoomForSubdomains(t *testing.T) {
+	e := newLocalEnv(t, nil)
+	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 62) // 190
+	for _, path := range []string{"/api/local/install", "/api/local/skip"} {
+		wantError(t, e.do(req{method: "POST", path: path, body: `{"domain":"` + long + `"}`, cookie: e.cookie}), 400, "invalid domain")
+	}
+	if st := e.status(t); st.Domain != "" {
+		t.Fatalf("a refused domain was stored: %q", st.Domain)
+	}
+	if r := e.do(req{method: "POST", path: "/api/local/skip", body: `{"domain":"` + long[1:] + `"}`, cookie: e.cookie}); r.Code != 200 {
+		t.Fatalf("a 189-character domain was refused: %d %s", r.Code, r.Body)
+	}
+}
+
+// server_host goes into every machine's frpc config: a zone is refused.
+func TestServerHostRefusesZones(t *testing.T) {
+	e := newLocalEnv(t, nil)
+	wantError(t, e.do(req{method: "POST", path: "/api/local/install", body: `{"skip_webproxy":true,"server_host":"fe80::1%lo"}`, cookie: e.cookie}),
+		400, "invalid server_host: an address with a zone (%...) is not accepted")
+	wantError(t, e.do(req{method: "GET", path: "/api/local/resolve-ip?host=fe80::1%25lo", cookie: e.cookie}), 400, "invalid host")
+}

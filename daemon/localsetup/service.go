@@ -10,7 +10,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
@@ -97,7 +96,7 @@ func (r *InstallRequest) Validate() error {
 		return InputError("domain is required")
 	case r.SkipWebproxy && r.ServerHost == "":
 		return InputError("server_host is required when skipping the proxy")
-	case r.Domain != "" && !netcheck.ValidHostname(r.Domain):
+	case r.Domain != "" && validate.Domain(r.Domain) != nil:
 		return InputError("invalid domain")
 	}
 	if r.ServerHost != "" {
@@ -310,7 +309,7 @@ func (s *Service) Skip(ctx context.Context, domain string) error {
 	if domain == "" {
 		return nil
 	}
-	if !netcheck.ValidHostname(domain) {
+	if validate.Domain(domain) != nil {
 		return InputError("invalid domain")
 	}
 	return s.Settings.SetDomain(ctx, domain)

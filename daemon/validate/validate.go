@@ -62,6 +62,22 @@ func Hostname(h string) error {
 	return nil
 }
 
+// MaxDomain leaves room for the longest label in front of the domain, so
+// every <subdomain>.<domain> the proxy serves is itself a valid hostname.
+const MaxDomain = MaxHostname - MaxLabel - 1
+
+// Domain is the operator's domain: a hostname of at most MaxDomain
+// characters.
+func Domain(d string) error {
+	if err := Hostname(d); err != nil {
+		return err
+	}
+	if len(d) > MaxDomain {
+		return fail("a domain has at most %d characters, so that <subdomain>.<domain> stays a hostname", MaxDomain)
+	}
+	return nil
+}
+
 // Label is one hostname label (tunnel subdomains and names): 1 to 63
 // letters, digits or hyphens, beginning and ending with a letter or digit.
 func Label(l string) error {
