@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Table is our nftables table; we never touch any other.
@@ -35,12 +37,14 @@ var alwaysOpen = []int{22, 80, 443}
 
 // Render returns the nft script for svc mode. It replaces our table in one
 // transaction (the add-then-delete idiom works whether or not the table
-// exists) and touches nothing else.
+// exists) and touches nothing else. Every value is checked with its
+// validator first (ports, bind_ip) and written in nft's own notation
+// (decimal ports, netip's address text); everything else is constant.
 func Render(p Ports) (string, error) {
 	check := func(what string, ports ...int) error {
 		for _, n := range ports {
-			if n < 1 || n > 65535 {
-				return fmt.Errorf("%s %d is not a port (1-65535)", what, n)
+			if err := validate.Port(n); err != nil {
+				return fmt.Errorf("%s %w", what, err)
 			}
 		}
 		return nil
@@ -72,8 +76,8 @@ func Render(p Ports) (string, error) {
 	}
 	var bind netip.Addr
 	if p.BindIP != "" {
-		a, err := netip.ParseAddr(p.BindIP)
-		if err != nil || a.Zone() != "" {
+		a, err := validate.IP(p.BindIP)
+		if err != nil {
 			return "", fmt.Errorf("bind ip %q is not an IP address", p.BindIP)
 		}
 		bind = a.Unmap()
