@@ -73,7 +73,10 @@ func TestRenderGolden(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := banner.RenderJail(c.p)
+			got, err := banner.RenderJail(c.p)
+			if err != nil {
+				t.Fatal(err)
+			}
 			golden(t, c.name, got)
 			if ok, out := fail2banTest(t, map[string]string{
 				"jail.d/tunnelsvc.local": got, "filter.d/tunnelsvc-auth.conf": banner.FilterText,
