@@ -94,3 +94,22 @@ func TestShellTextRefusesHostileHost(t *testing.T) {
 		t.Fatalf("command = %q, want %q", d["command"], want)
 	}
 }
+
+// A machine that reached the dashboard under a Host that is no hostname
+// gets a clear 400 and its token stays valid: the address would have gone
+// into its frpc config.
+func TestBootstrapRefusesHostileServerAddress(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	tok := e.token(t)
+	body := `{"token":"` + tok + `","name":"pi","username":"pi"}`
+	r := e.do(req{method: "POST", path: "/api/bootstrap", body: body, peer: "198.51.100.7:5000", header: map[string]string{"Host": "vps$(id).example.com"}})
+	if r.Code != 400 {
+		t.Fatalf("bootstrap under a hostile Host: %d %s", r.Code, r.Body)
+	}
+	if msg, _ := r.json(t)["error"].(string); !strings.Contains(msg, "--server-host") {
+		t.Fatalf("message %q does not say how to fix it", msg)
+	}
+	if r := e.bootstrap(t, tok, "pi"); r.Code != 200 {
+		t.Fatalf("the token was spent by the refused bootstrap: %d %s", r.Code, r.Body)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Config is everything the daemon is told at start.
@@ -170,6 +172,19 @@ func (c *Config) Finish(localNets string) error {
 		return err
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	// Both end up in shell text and frpc configs (validate).
+	if c.BaseURL != "" {
+		if err := validate.BaseURL(c.BaseURL); err != nil {
+			return fmt.Errorf("--base-url: %q: %v", c.BaseURL, err)
+		}
+	}
+	if c.ServerHost != "" {
+		h, err := validate.Host(c.ServerHost)
+		if err != nil {
+			return fmt.Errorf("--server-host: %q: %v", c.ServerHost, err)
+		}
+		c.ServerHost = h
+	}
 	for _, u := range c.EchoURLs {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return fmt.Errorf("--ip-echo-urls: %q is not an http(s) URL", u)

@@ -1,0 +1,156 @@
+package revtunnel_test
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
+)
+
+// tomlKeys lists every key path of a TOML document ("proxies.name", ...).
+func tomlKeys(t *testing.T, doc string) []string {
+	t.Helper()
+	var m map[string]any
+	if err := toml.Unmarshal([]byte(doc), &m); err != nil {
+		t.Fatalf("the rendered TOML does not parse: %v\n%s", err, doc)
+	}
+	var out []string
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				walk(prefix+"."+k, x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(prefix+"[]", x)
+			}
+		default:
+			out = append(out, prefix)
+		}
+	}
+	walk("", m)
+	sort.Strings(out)
+	return out
+}
+
+// hostile are values with TOML, template and shell syntax in them.
+var hostile = []string{
+	"fe80::1%lo", "fe80::1%lo\"\n[webServer]\nport = 1", "vps.example.com\"\nuser = \"m1",
+	"{{ .Envs.HOME }}", "vps.example.com # x", "a'b", "例え.jp", "$(id)", "`id`", "a\\\"b",
+}
+
+// FuzzFrpsConfig: for any bind_ip (or the loopback default), plugin
+// address and ports the validators accept, server.toml has exactly the
+// keys and shape of one rendered from plain values, carries the values as
+// given, and frps verify accepts it. Anything else is refused.
+func FuzzFrpsConfig(f *testing.F) {
+	f.Add("127.0.0.1", "127.0.0.1:7381", 7000)
+	f.Add("2001:db8::1", "[::1]:7381", 65535)
+	f.Add("::ffff:203.0.113.5", "localhost:7381", 1)
+	for _, h := range hostile {
+		f.Add(h, "127.0.0.1:7381", 7000)
+		f.Add("127.0.0.1", h+":7381", 7000)
+	}
+	f.Fuzz(func(t *testing.T, bind, plugin string, port int) {
+		p := frpconf.ServerParams{BindPort: port, ProxyBindAddr: bind, PluginAddr: plugin, Ports: store.PortRange{Lo: 20000, Hi: 29999}}
+		a, err := validate.IP(bind)
+		accepted := err == nil && validate.HostPort(plugin) == nil && validate.Port(port) == nil
+		if err == nil {
+			p.ProxyBindAddr = a.String()
+		}
+		got, err := frpconf.ServerConfig(p, "")
+		if !accepted {
+			if err == nil {
+				t.Fatalf("ServerConfig accepted what the validators refuse: %+v\n%s", p, got)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("ServerConfig refused %+v: %v", p, err)
+		}
+		want, err := frpconf.ServerConfig(serverParams, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if testutil.Shape(got) != testutil.Shape(want) || !reflect.DeepEqual(tomlKeys(t, got), tomlKeys(t, want)) {
+			t.Fatalf("server.toml for %+v differs in keys or shape from plain values':\n%s\n--- plain\n%s", p, got, want)
+		}
+		var back struct {
+			ProxyBindAddr string `toml:"proxyBindAddr"`
+		}
+		toml.Unmarshal([]byte(got), &back)
+		if back.ProxyBindAddr != p.ProxyBindAddr {
+			t.Fatalf("proxyBindAddr reads back as %q, want %q", back.ProxyBindAddr, p.ProxyBindAddr)
+		}
+		if testutil.RealToolSample(50) {
+			if err := revtunnel.Verify(context.Background(), frps, got); err != nil {
+				t.Fatalf("frps verify refused server.toml for %+v: %v\n%s", p, err, got)
+			}
+		}
+	})
+}
+
+// FuzzFrpcConfig: the same for a machine's client.toml, from the server
+// address (--server-host or the host the machine reached the dashboard
+// by), its secret and its ports.
+func FuzzFrpcConfig(f *testing.F) {
+	f.Add("vps.example.com", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_abcde", 22, 8080)
+	f.Add("2001:db8::1", "s3cr3t-of-machine-7", 65535, 1)
+	for _, h := range hostile {
+		f.Add(h, "s3cr3t-of-machine-7", 22, 8080)
+		f.Add("vps.example.com", "s3cr3t-of-machine-7"+h, 22, 8080)
+	}
+	f.Fuzz(func(t *testing.T, server, secret string, sshPort, localPort int) {
+		p := frpconf.ClientParams{
+			ServerAddr: server, ServerPort: 7000, MachineID: 7, Secret: secret,
+			SSHLocalPort: sshPort, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
+			Tunnels: []store.Tunnel{{ID: 3, LocalPort: localPort, RemotePort: 20003}},
+		}
+		_, herr := validate.Host(server)
+		accepted := server != "" && herr == nil && validate.Token(secret) == nil && validate.Port(sshPort) == nil && validate.Port(localPort) == nil
+		got, err := frpconf.ClientConfig(p)
+		if !accepted {
+			if err == nil {
+				t.Fatalf("ClientConfig accepted what the validators refuse: %+v\n%s", p, got)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("ClientConfig refused %+v: %v", p, err)
+		}
+		base := p
+		base.ServerAddr, base.Secret, base.SSHLocalPort, base.Tunnels = "vps.example.com", "s3cr3t-of-machine-7", 22, []store.Tunnel{{ID: 3, LocalPort: 8080, RemotePort: 20003}}
+		want, err := frpconf.ClientConfig(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The admin password is hex derived from the secret: a word either way.
+		if testutil.Shape(got) != testutil.Shape(want) || !reflect.DeepEqual(tomlKeys(t, got), tomlKeys(t, want)) {
+			t.Fatalf("client.toml for %+v differs in keys or shape from plain values':\n%s\n--- plain\n%s", p, got, want)
+		}
+		var back struct {
+			ServerAddr string            `toml:"serverAddr"`
+			Metadatas  map[string]string `toml:"metadatas"`
+		}
+		toml.Unmarshal([]byte(got), &back)
+		if back.ServerAddr != server || back.Metadatas[frpconf.MetaToken] != secret || strings.Contains(got, "{{") {
+			t.Fatalf("client.toml does not carry the values as given: %+v\n%s", back, got)
+		}
+		if testutil.RealToolSample(50) {
+			if err := revtunnel.Verify(context.Background(), frpc, got); err != nil {
+				t.Fatalf("frpc verify refused client.toml for %+v: %v\n%s", p, err, got)
+			}
+		}
+	})
+}
