@@ -147,12 +147,13 @@ func (c *Config) Finish(localNets string) error {
 		if s == "" {
 			continue
 		}
-		p, err := netip.ParsePrefix(s)
+		e, err := validate.IPOrPrefix(s)
 		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return fmt.Errorf("--local-nets: %q is not a CIDR or address", s)
-			}
+			return fmt.Errorf("--local-nets: %q is not a CIDR or address (%v)", s, err)
+		}
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			a := netip.MustParseAddr(e)
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		c.LocalNets = append(c.LocalNets, p.Masked())
