@@ -133,19 +133,24 @@ func fail2banMessage(r Result) string {
 	return generic
 }
 
-// pathRef finds absolute paths in a message, with a line number when one
-// follows (":12", " line 12").
-var pathRef = regexp.MustCompile(`(/[^\s'":,()]+)(?::(\d+))?`)
+// fileRef finds the places where the tools name a file they read: an
+// absolute path followed by a line number ("/x/Caddyfile:12", nft's
+// "/x/r.nft:3:19-19") or an absolute path in single quotes (fail2ban's
+// "'/etc/fail2ban/jail.d/x.local'"). A URL ("http://h/p") is not a file.
+var fileRef = regexp.MustCompile(`(?:^|[\s(])(/[^\s'":,()]+):(\d+)|'(/[^']+)'`)
 
 // foreignFile reports the first file the message names that is not one of
 // own.
 func foreignFile(msg string, own []string) (path, line string, ok bool) {
-	for _, m := range pathRef.FindAllStringSubmatch(msg, -1) {
-		p := strings.TrimRight(m[1], ".")
+	for _, m := range fileRef.FindAllStringSubmatch(msg, -1) {
+		p, l := m[1], m[2]
+		if p == "" {
+			p = m[3]
+		}
 		if isOwn(p, own) {
 			continue
 		}
-		return p, m[2], true
+		return p, l, true
 	}
 	return "", "", false
 }

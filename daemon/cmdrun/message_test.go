@@ -130,3 +130,25 @@ func TestFrpsMessage(t *testing.T) {
 	res := Exec{}.Run(context.Background(), frps, "verify", "-c", own)
 	oneLine(t, Message("frps", res, own), "unknown field")
 }
+
+// Only the places where a tool names a file it read count as files: a URL
+// or a path without a line number in a message is no reason to hide it.
+func TestForeignFileNeedsALocation(t *testing.T) {
+	for _, c := range []struct {
+		msg  string
+		want string
+	}{
+		{"adapting config using caddyfile: /etc/x/secret:2: unrecognized directive: s3cr3t", "/etc/x/secret"},
+		{"/etc/x/r.nft:3:19-19: Error: syntax error", "/etc/x/r.nft"},
+		{"Source contains parsing errors: '/etc/fail2ban/jail.d/x.local' (line 5)", "/etc/fail2ban/jail.d/x.local"},
+		{"File contains no section headers. (in /etc/fail2ban/jail.d/x.local:1)", "/etc/fail2ban/jail.d/x.local"},
+		{"parsing upstream http://127.0.0.1:7380/x: bad", ""},
+		{"loading certificate: open /etc/ssl/x.pem: no such file or directory", ""},
+		{"adapting config using caddyfile: /own/Caddyfile:2: unrecognized directive: bogus", ""},
+	} {
+		p, _, ok := foreignFile(c.msg, []string{"/own/Caddyfile"})
+		if p != c.want || ok != (c.want != "") {
+			t.Errorf("foreignFile(%q) = %q, %v; want %q", c.msg, p, ok, c.want)
+		}
+	}
+}
