@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,5 +58,43 @@ func TestCaddyRefusalNeverQuotesOtherFiles(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(e.setup.Proxy.Path); string(got) != withImport {
 		t.Fatalf("the deployed Caddyfile changed although caddy refused the new one")
+	}
+}
+
+// The same through the log WebSocket: an install whose Caddyfile caddy
+// refuses streams caddy's location, not the other file's lines.
+func TestInstallLogNeverQuotesOtherFiles(t *testing.T) {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+	e := newLocalEnv(t, nil)
+	secret := filepath.Join(t.TempDir(), "secret.conf")
+	if err := os.WriteFile(secret, []byte("s3cr3t-first-line abc\nanother-s3cr3t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A deployed file whose custom block imports the other file.
+	if err := os.MkdirAll(filepath.Dir(e.setup.Proxy.Path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deployed := "# ===== BEGIN CUSTOM CONFIGURATION =====\nimport " + secret + "\n# ===== END CUSTOM CONFIGURATION =====\n"
+	if err := os.WriteFile(e.setup.Proxy.Path, []byte(deployed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.srv)
+	defer srv.Close()
+	ws, _, err := dialLogs(t, srv, e.cookie, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do(req{method: "POST", path: "/api/local/install", body: `{"domain":"example.com"}`, cookie: e.cookie}); r.Code != 200 {
+		t.Fatalf("install: %d %s", r.Code, r.Body)
+	}
+	lines, ok := readUntilDone(t, ws)
+	all := strings.Join(lines, "\n")
+	if ok || !strings.Contains(all, secret+" line 2") {
+		t.Fatalf("the refusal is not reported with its location: ok=%v\n%s", ok, all)
+	}
+	if strings.Contains(all, "s3cr3t") || strings.Contains(all, `"level"`) || strings.Contains(all, "Did you mean") {
+		t.Fatalf("the log stream carries more than caddy's message line:\n%s", all)
 	}
 }
