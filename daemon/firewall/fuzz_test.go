@@ -69,6 +69,9 @@ func FuzzFirewallRuleset(f *testing.F) {
 		{nil, []byte{0x4e, 0x21}, 7000, 7380, false, "203.0.113.5 tcp dport 22 drop #"},
 		{nil, []byte{0x4e, 0x21}, 7000, 7380, false, "1.2.3.4\"; flush ruleset"},
 		{[]byte{0, 0}, nil, 70000, -1, false, "２０３.0.113.5"},
+		{nil, []byte{0x4e, 0x21}, 7000, 7380, false, "$(id)"},
+		{nil, []byte{0x4e, 0x21}, 7000, 7380, false, "`id`"},
+		{nil, []byte{0x4e, 0x21}, 7000, 7380, false, "203.0.113.5 } }"},
 	} {
 		f.Add(s.priv, s.pub, s.control, s.dash, s.dashPriv, s.bind)
 	}
