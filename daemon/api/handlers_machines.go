@@ -40,11 +40,21 @@ func (s *Server) baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// safeBaseURL says which base URLs may go into shell text: those
+// validate.BaseURL, the one base-URL validator, accepts.
+var safeBaseURL baseURLRule
+
+type baseURLRule struct{}
+
+// MatchString reports whether s may go into shell text.
+func (baseURLRule) MatchString(s string) bool { return validate.BaseURL(s) == nil }
+
 // shellBaseURL is baseURL when it may go into shell text (the served
 // bootstrap.sh and the join command), else a 400 that says how to fix it.
 func (s *Server) shellBaseURL(r *http.Request) (string, error) {
 	base := s.baseURL(r)
-	if err := validate.BaseURL(base); err != nil {
+	if !safeBaseURL.MatchString(base) {
+		err := validate.BaseURL(base)
 		return "", Errorf(http.StatusBadRequest, "cannot use base URL %q in the machine scripts (%v): set --base-url to the address machines use (scheme://host[:port])", base, err)
 	}
 	return base, nil
