@@ -7,7 +7,7 @@
 //
 // Each validator admits only characters that are plain in every one of those
 // formats: letters, digits, '.', '-', ':', '/', '[', ']' and '_' where the
-// kind needs them. None admits white space, quotes, braces, '#', '%', '$',
+// kind needs them, and '~', '+', '@' inside URL paths and file paths. None admits white space, quotes, braces, '#', '%', '$',
 // '\', '`', ';' or anything outside ASCII, so no accepted value can open a
 // block, end a line, start a comment, expand a placeholder or a template, or
 // end a quoted string. That is the property the renderers' fuzz tests check
@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path"
 	"strconv"
 	"strings"
 )
@@ -231,6 +232,47 @@ func BaseURL(s string) error {
 	}
 	_, err := Host(rest)
 	return err
+}
+
+// MaxURL bounds a URL or a file path written into a config file.
+const MaxURL = 2048
+
+// HTTPSURL is the https URL of a service the proxy talks to (an ACME
+// directory): a host (hostname, IPv4, or IPv6 in brackets), an optional
+// port and an optional path of letters, digits and . _ ~ / -; no user,
+// query or fragment.
+func HTTPSURL(s string) error {
+	if len(s) > MaxURL {
+		return fail("a URL has at most %d characters", MaxURL)
+	}
+	rest, ok := strings.CutPrefix(s, "https://")
+	if !ok {
+		return fail("the URL must start with https://")
+	}
+	hostport, path, _ := strings.Cut(rest, "/")
+	for i := 0; i < len(path); i++ {
+		if c := path[i]; !isAlnum(c) && !strings.ContainsRune("._~/-", rune(c)) {
+			return fail("a URL path is made of letters, digits and . _ ~ / -")
+		}
+	}
+	return BaseURL("https://" + hostport)
+}
+
+// AbsPath is an absolute, clean file path of letters, digits and
+// . _ / + @ - (a file the proxy or a tool reads).
+func AbsPath(s string) error {
+	if len(s) > MaxURL {
+		return fail("a path has at most %d characters", MaxURL)
+	}
+	if !strings.HasPrefix(s, "/") || len(s) < 2 || path.Clean(s) != s {
+		return fail("not an absolute, clean path")
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && !strings.ContainsRune("._/+@-", rune(c)) {
+			return fail("a path is made of letters, digits and . _ / + @ -")
+		}
+	}
+	return nil
 }
 
 // Token is a secret the daemon generated (bootstrap tokens, machine

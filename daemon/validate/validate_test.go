@@ -19,7 +19,7 @@ var hostile = []string{
 }
 
 // plain is what an accepted value may contain.
-const plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:/[]_"
+const plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:/[]_~+@"
 
 func TestHostileValuesAreRefused(t *testing.T) {
 	for _, s := range hostile {
@@ -40,6 +40,40 @@ func TestHostileValuesAreRefused(t *testing.T) {
 		}
 		if BaseURL("https://"+s) == nil {
 			t.Errorf("BaseURL accepted %q", "https://"+s)
+		}
+		if HTTPSURL("https://"+s+"/directory") == nil {
+			t.Errorf("HTTPSURL accepted %q as a host", s)
+		}
+		// In a path, plain labels are fine; anything special is not.
+		special := strings.IndexFunc(s, func(r rune) bool { return r > 127 || strings.ContainsRune(" \n\"'`${}%#;\\", r) }) >= 0
+		if special && HTTPSURL("https://example.com/"+s) == nil {
+			t.Errorf("HTTPSURL accepted %q in its path", s)
+		}
+		if special && AbsPath("/etc/"+s) == nil {
+			t.Errorf("AbsPath accepted %q", "/etc/"+s)
+		}
+	}
+}
+
+func TestURLsAndPaths(t *testing.T) {
+	for _, s := range []string{"https://acme-staging-v02.api.letsencrypt.org/directory", "https://127.0.0.1:14000/dir", "https://[::1]:14000/a~b/c-d_e.f", "https://ca.internal"} {
+		if err := HTTPSURL(s); err != nil {
+			t.Errorf("HTTPSURL(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"http://ca.internal/dir", "https://u@ca/dir", "https://ca/dir?x=1", "https://ca/dir#f", "https://ca/a b", "https://ca/{$HOME}", "https://ca/%7B", "https://[fe80::1%lo]/d"} {
+		if HTTPSURL(s) == nil {
+			t.Errorf("HTTPSURL accepted %q", s)
+		}
+	}
+	for _, s := range []string{"/etc/ssl/root.pem", "/var/lib/x/ca+1@2.pem"} {
+		if err := AbsPath(s); err != nil {
+			t.Errorf("AbsPath(%q): %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "/", "etc/x", "/etc/../x", "/etc//x", "/etc/x/", "/etc/x y", "/etc/x\n", "/etc/{x}", "/etc/x%y", "/etc/x'y"} {
+		if AbsPath(s) == nil {
+			t.Errorf("AbsPath accepted %q", s)
 		}
 	}
 }
@@ -139,6 +173,12 @@ func FuzzValidators(f *testing.F) {
 		}
 		if Token(s) == nil {
 			check("Token", s)
+		}
+		if HTTPSURL(s) == nil {
+			check("HTTPSURL", s)
+		}
+		if AbsPath(s) == nil {
+			check("AbsPath", s)
 		}
 	})
 }

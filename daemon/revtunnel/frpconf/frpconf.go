@@ -100,9 +100,6 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 	if p.BindPort < 1 || p.BindPort > 65535 {
 		return "", fmt.Errorf("frps bind port %d is not a port", p.BindPort)
 	}
-	if _, err := validate.IP(p.ProxyBindAddr); err != nil {
-		return "", fmt.Errorf("frps proxy bind address %q: %w", p.ProxyBindAddr, err)
-	}
 	if err := validate.HostPort(p.PluginAddr); err != nil {
 		return "", fmt.Errorf("plugin address %q: %w", p.PluginAddr, err)
 	}
@@ -116,6 +113,9 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 		AllowPorts:    []portRange{{Start: p.Ports.Lo, End: p.Ports.Hi}},
 		Transport:     serverTransport{HeartbeatTimeout: HeartbeatTimeout, TLS: serverTLS{Force: true}},
 		HTTPPlugins:   []httpPlugin{{Name: "tunnelsvc", Addr: p.PluginAddr, Path: PluginPath, Ops: PluginOps}},
+	}
+	if _, err := validate.IP(f.ProxyBindAddr); err != nil {
+		return "", fmt.Errorf("frps proxy bind address %q: %w", f.ProxyBindAddr, err)
 	}
 	body, err := toml.Marshal(f)
 	if err != nil {
