@@ -97,6 +97,10 @@ test-system:
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
 FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies ./daemon/api:FuzzTwoFABodies ./daemon/api:FuzzSSHKeyBodies
+# Generated files: every accepted value renders a file the real tool accepts.
+FUZZ_TARGETS += ./daemon/validate:FuzzValidators ./daemon/webproxy:FuzzCaddyfile \
+	./daemon/firewall:FuzzFirewallRuleset ./daemon/banner:FuzzJailFile \
+	./daemon/revtunnel:FuzzFrpsConfig ./daemon/revtunnel:FuzzFrpcConfig ./daemon/api:FuzzJoinCommand
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

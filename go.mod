@@ -3,6 +3,7 @@ module github.com/tunnelsvc/tunnelsvc
 go 1.26.8
 
 require (
+	github.com/alessio/shellescape v1.4.2
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/gorilla/mux v1.8.1
 	github.com/gorilla/websocket v1.5.3

@@ -49,5 +49,5 @@ func (s *Server) joinCommand(base, token string) (string, error) {
 	if err != nil {
 		return "", Errorf(400, "cannot build the join command: the dashboard address %q is %v; open the dashboard by its host name or IP address, or set --base-url", base, err)
 	}
-	return "curl -fsSL " + u + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + token, nil
+	return quotedJoinCommand(u, token), nil
 }

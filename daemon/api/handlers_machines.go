@@ -10,11 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alessio/shellescape"
 	"github.com/gorilla/mux"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // RevtunnelServer renders and deploys the tunnel server's config. The
@@ -37,6 +39,32 @@ func (s *Server) baseURL(r *http.Request) string {
 		scheme = "https"
 	}
 	return scheme + "://" + r.Host
+}
+
+// safeBaseURL says which base URLs may go into shell text: those
+// validate.BaseURL, the one base-URL validator, accepts.
+var safeBaseURL baseURLRule
+
+type baseURLRule struct{}
+
+// MatchString reports whether s may go into shell text.
+func (baseURLRule) MatchString(s string) bool { return validate.BaseURL(s) == nil }
+
+// shellBaseURL is baseURL when it may go into shell text (the served
+// bootstrap.sh and the join command), else a 400 that says how to fix it.
+func (s *Server) shellBaseURL(r *http.Request) (string, error) {
+	base := s.baseURL(r)
+	if !safeBaseURL.MatchString(base) {
+		err := validate.BaseURL(base)
+		return "", Errorf(http.StatusBadRequest, "cannot use base URL %q in the machine scripts (%v): set --base-url to the address machines use (scheme://host[:port])", base, err)
+	}
+	return base, nil
+}
+
+// joinCommand is the one line an operator runs on a machine. Each value is
+// shell-quoted (a plain URL and token come out unchanged).
+func quotedJoinCommand(base, token string) string {
+	return "curl -fsSL " + shellescape.Quote(base+"/static/bootstrap.sh") + " -o bootstrap.sh && bash bootstrap.sh " + shellescape.Quote(token)
 }
 
 // fallbackHost is the host machines reached the dashboard by, without port.

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -24,22 +23,24 @@ var staticBinaries = map[string]map[string]bool{
 	"revtunnel": {"revtunnel-client-linux-amd64": true, "revtunnel-client-linux-arm64": true, "revtunnel-client-linux-arm": true},
 }
 
-// safeBaseURL is what may be substituted into a shell script: a scheme and
-// a host[:port] of plain characters, nothing the shell would interpret.
-var safeBaseURL = regexp.MustCompile(`^https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$`)
-
 // staticBootstrap: GET /static/bootstrap.sh with {base_url} substituted.
 func (s *Server) staticBootstrap(w http.ResponseWriter, r *http.Request) error {
 	if len(s.scripts.Bootstrap) == 0 {
 		return Errorf(http.StatusNotFound, "bootstrap.sh is not built into this daemon")
 	}
-	base := s.baseURL(r)
-	if !safeBaseURL.MatchString(base) {
-		return Errorf(http.StatusBadRequest, "cannot serve bootstrap.sh for base URL %q: set --base-url to the address machines use (scheme://host[:port])", base)
+	// The script carries the base URL inside single quotes and a comment;
+	// validate.BaseURL admits nothing the shell would interpret there.
+	base, err := s.shellBaseURL(r)
+	if err != nil {
+		return err
 	}
-	script := strings.ReplaceAll(string(s.scripts.Bootstrap), "{base_url}", base)
-	writeScript(w, script)
+	writeScript(w, bootstrapScript(s.scripts.Bootstrap, base))
 	return nil
+}
+
+// bootstrapScript substitutes a base URL that passed validate.BaseURL.
+func bootstrapScript(script []byte, base string) string {
+	return strings.ReplaceAll(string(script), "{base_url}", base)
 }
 
 // staticUninstall: GET /static/tunnel-uninstall.sh.

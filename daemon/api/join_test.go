@@ -75,7 +75,12 @@ func TestJoinCommandAddress(t *testing.T) {
 			// The operator reached the dashboard through an SSH forward.
 			d := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
 				header: map[string]string{"Host": "127.0.0.1:7380"}}), 200)
-			want := "curl -fsSL " + c.want + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + d["token"].(string)
+			// The shell would expand an IPv6 URL's brackets: it comes quoted.
+			url := c.want + "/static/bootstrap.sh"
+			if strings.ContainsAny(url, "[]") {
+				url = "'" + url + "'"
+			}
+			want := "curl -fsSL " + url + " -o bootstrap.sh && bash bootstrap.sh " + d["token"].(string)
 			if d["command"] != want {
 				t.Fatalf("command = %q, want %q", d["command"], want)
 			}

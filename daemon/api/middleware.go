@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"net/http"
-	"net/netip"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 type ctxKey int
@@ -139,7 +139,7 @@ func (s *Server) isRebindableHost(host string) bool {
 	if h, _, err := netSplitHostPort(host); err == nil {
 		host = h
 	}
-	if _, err := netip.ParseAddr(trimBrackets(host)); err == nil {
+	if _, err := validate.IP(trimBrackets(host)); err == nil {
 		return false
 	}
 	return host != "localhost" && host != s.baseHost

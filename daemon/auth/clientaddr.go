@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // ClientAddr derives the client address of r: the TCP peer, unless the peer
@@ -22,7 +24,7 @@ func ClientAddr(r *http.Request, isLocal func(netip.Addr) bool) netip.Addr {
 	}
 	entries := strings.Split(xff[len(xff)-1], ",")
 	last := strings.TrimSpace(entries[len(entries)-1])
-	if a, err := netip.ParseAddr(last); err == nil {
+	if a, err := validate.IP(last); err == nil {
 		return a.Unmap()
 	}
 	return peer

@@ -223,7 +223,10 @@ func (s *Service) apply(ctx context.Context, p JailParams, progress Progress) er
 	if s.units == nil {
 		return ErrNoSystemd
 	}
-	jail := RenderJail(p)
+	jail, err := RenderJail(p)
+	if err != nil {
+		return err
+	}
 	files := map[string][]byte{s.FilterPath(): []byte(FilterText), s.JailPath(): []byte(jail)}
 	line("info", "checking the configuration with fail2ban-client --test")
 	if err := s.check(ctx, files); err != nil {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
@@ -28,6 +27,7 @@ func (s *Service) check(ctx context.Context, files map[string][]byte) error {
 	if err := copyTree(s.confDir, tmp); err != nil {
 		return fmt.Errorf("copy %s for the check: %w", s.confDir, err)
 	}
+	var own []string
 	for path, b := range files {
 		rel, err := filepath.Rel(s.confDir, path)
 		if err != nil || strings.HasPrefix(rel, "..") {
@@ -40,44 +40,17 @@ func (s *Service) check(ctx context.Context, files map[string][]byte) error {
 		if err := os.WriteFile(dst, b, 0o644); err != nil {
 			return err
 		}
+		own = append(own, dst)
 	}
 	res := s.run.Run(ctx, "fail2ban-client", "-c", tmp, "--test")
 	if errors.Is(res.Err, cmdrun.ErrNotInstalled) {
 		return &ApplyError{Msg: "fail2ban is not installed (no fail2ban-client)"}
 	}
 	if res.Err != nil {
-		words := fail2banErrors(res)
+		words := cmdrun.Message("fail2ban", res, own...)
 		return &ApplyError{Msg: "fail2ban refused the configuration: " + strings.ReplaceAll(words, tmp, s.confDir)}
 	}
 	return nil
-}
-
-// logPrefix is fail2ban's log line prefix: "2026-01-02 03:04:05,678 fail2ban.x [123]: ERROR   ".
-var logPrefix = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \S+\s+\[\d+\]: (\w+)\s+`)
-
-// fail2banErrors extracts fail2ban's own explanation of a failure: its ERROR
-// lines without the log prefix, else whatever it printed.
-func fail2banErrors(res cmdrun.Result) string {
-	var msgs []string
-	text := res.Stderr + "\n" + res.Stdout
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		m := logPrefix.FindStringSubmatch(lines[i])
-		if m == nil || m[1] != "ERROR" {
-			continue
-		}
-		msg := strings.TrimSpace(lines[i][len(m[0]):])
-		// Continuation lines (a parser's file and line) belong to the message.
-		for i+1 < len(lines) && lines[i+1] != "" && !logPrefix.MatchString(lines[i+1]) {
-			i++
-			msg += " " + strings.TrimSpace(lines[i])
-		}
-		msgs = append(msgs, msg)
-	}
-	if len(msgs) == 0 {
-		return res.Words()
-	}
-	return strings.Join(msgs, "; ")
 }
 
 // copyTree copies the regular files and directories under src into dst,

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Config is the ban-tool config of spec §2 ("Ban-tool config"), applied to
@@ -109,24 +110,17 @@ func NormalizeEntry(s string) (string, error) {
 	if s == "" {
 		return "", invalid("ip is required")
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		if a.Zone() != "" {
-			return "", invalid("invalid ip %q: zones are not allowed", s)
-		}
-		return a.Unmap().String(), nil
+	e, err := validate.IPOrPrefix(s)
+	if validate.IsZone(err) {
+		return "", invalid("invalid ip %q: zones are not allowed", s)
 	}
-	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		return "", invalid("invalid ip %q: expected an address such as 203.0.113.7 or a CIDR such as 203.0.113.0/24", s)
 	}
-	if p.Bits() == 0 {
+	if strings.HasSuffix(e, "/0") {
 		return "", invalid("%s would whitelist every address", s)
 	}
-	p = p.Masked()
-	if p.IsSingleIP() {
-		return p.Addr().String(), nil
-	}
-	return p.String(), nil
+	return e, nil
 }
 
 func addEntry(list []string, e string) ([]string, bool) {

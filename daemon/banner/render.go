@@ -50,9 +50,34 @@ type JailParams struct {
 	Sources   Sources
 }
 
-// RenderJail renders jail.d/tunnelsvc.local. Whitelist entries must already
-// be normalized (NormalizeEntry).
-func RenderJail(p JailParams) string {
+// check refuses anything the jail file cannot carry as it is: the config
+// outside its limits, a whitelist entry that is not a normalized address or
+// CIDR (validate.IPOrPrefix), and source paths or an action with a line
+// break or a '%' (fail2ban's interpolation) in them.
+func (p JailParams) check() error {
+	if err := p.Config.Validate(); err != nil {
+		return err
+	}
+	for _, e := range p.Whitelist {
+		if n, err := NormalizeEntry(e); err != nil || n != e {
+			return invalid("whitelist entry %q is not a normalized address or CIDR", e)
+		}
+	}
+	for _, v := range []string{p.Sources.SSHDLogPath, p.Sources.AuthLogPath, p.Sources.Action} {
+		if strings.ContainsAny(v, "\r\n%") || strings.TrimSpace(v) != v {
+			return fmt.Errorf("jail source %q cannot be written into the jail file", v)
+		}
+	}
+	return nil
+}
+
+// RenderJail renders jail.d/tunnelsvc.local. It refuses values that fail
+// their validators (the API normalized whitelist entries already; this
+// catches anything that did not come through it).
+func RenderJail(p JailParams) (string, error) {
+	if err := p.check(); err != nil {
+		return "", err
+	}
 	var b strings.Builder
 	b.WriteString("# Managed by tunnelsvc: the dashboard's ban-tool settings (Security page).\n")
 	b.WriteString("# Rewritten on every change and checked with `fail2ban-client -t` first;\n")
@@ -93,5 +118,5 @@ func RenderJail(p JailParams) string {
 	// not only the dashboard's.
 	b.WriteString("banaction = %(banaction_allports)s\n")
 	common()
-	return b.String()
+	return b.String(), nil
 }

@@ -71,7 +71,7 @@ func (s *Service) setup(ctx context.Context, p Progress) bool {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fail(errors.New("fail2ban did not answer after the reload: " + clientWords(res)))
+			return fail(errors.New("fail2ban did not answer after the reload: " + cmdrun.Message("fail2ban-client", res)))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Jail is one jail's live state.
@@ -59,12 +59,12 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	st.Running = true
 	res := s.client(ctx, "status")
 	if res.Err != nil {
-		return st, fmt.Errorf("fail2ban-client status: %s", clientWords(res))
+		return st, fmt.Errorf("fail2ban-client status: %s", cmdrun.Message("fail2ban-client", res))
 	}
 	for _, name := range parseJailList(res.Stdout) {
 		res := s.client(ctx, "status", name)
 		if res.Err != nil {
-			return st, fmt.Errorf("fail2ban-client status %s: %s", name, clientWords(res))
+			return st, fmt.Errorf("fail2ban-client status %s: %s", name, cmdrun.Message("fail2ban-client", res))
 		}
 		st.Jails = append(st.Jails, parseJailStatus(name, res.Stdout))
 	}
@@ -123,8 +123,11 @@ func (s *Service) Unban(ctx context.Context, jail, ip string) (string, error) {
 	if !jailName.MatchString(jail) {
 		return "", invalid("invalid jail name %q", jail)
 	}
-	a, err := netip.ParseAddr(ip)
-	if err != nil || a.Zone() != "" {
+	a, err := validate.IP(ip)
+	if validate.IsZone(err) {
+		return "", invalid("invalid ip %q: zones are not allowed", ip)
+	}
+	if err != nil {
 		return "", invalid("invalid ip %q", ip)
 	}
 	addr := a.Unmap().String()
@@ -133,21 +136,11 @@ func (s *Service) Unban(ctx context.Context, jail, ip string) (string, error) {
 		return "", &ApplyError{Msg: "fail2ban is not installed"}
 	}
 	if res.Err != nil {
-		return "", &ApplyError{Msg: clientWords(res)}
+		return "", &ApplyError{Msg: cmdrun.Message("fail2ban-client", res)}
 	}
 	// fail2ban answers with the number of addresses it unbanned.
 	if strings.TrimSpace(res.Stdout) == "0" {
 		return "", &ApplyError{Msg: fmt.Sprintf("%s is not banned in %s", addr, jail)}
 	}
 	return addr, nil
-}
-
-// clientWords is fail2ban-client's answer to a failed server command: the
-// sentence it prints ("Sorry but the jail 'x' does not exist"), else its
-// error log lines.
-func clientWords(res cmdrun.Result) string {
-	if out := strings.TrimSpace(res.Stdout); out != "" {
-		return out
-	}
-	return fail2banErrors(res)
 }

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"strings"
 	"time"
 )
 
@@ -66,19 +65,10 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) Result {
 	return Result{Stdout: out.String(), Stderr: errOut.String(), Err: err}
 }
 
-// Words is the tool's own explanation of a failure: its stderr, else its
-// stdout, else the exit error, trimmed to one readable string.
-func (r Result) Words() string {
-	for _, s := range []string{r.Stderr, r.Stdout} {
-		if s = strings.TrimSpace(s); s != "" {
-			return s
-		}
-	}
-	if r.Err != nil {
-		return r.Err.Error()
-	}
-	return ""
-}
+// Words is the tool's own explanation in one line: the first line of its
+// stderr, else of its stdout, else the exit error. For a tool that read a
+// config file use Message, which also keeps that file's contents out.
+func (r Result) Words() string { return firstLine(r) }
 
 // ToolError is a failed tool run, carrying the tool's own words.
 type ToolError struct {
@@ -96,10 +86,11 @@ func (e *ToolError) Error() string {
 
 func (e *ToolError) Unwrap() error { return e.Err }
 
-// AsError is nil for a successful run, else a *ToolError naming tool.
-func (r Result) AsError(tool string) error {
+// AsError is nil for a successful run, else a *ToolError naming tool whose
+// words are Message(tool, r, own...).
+func (r Result) AsError(tool string, own ...string) error {
 	if r.Err == nil {
 		return nil
 	}
-	return &ToolError{Tool: tool, Words: r.Words(), Err: r.Err}
+	return &ToolError{Tool: tool, Words: Message(tool, r, own...), Err: r.Err}
 }

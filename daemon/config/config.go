@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Config is everything the daemon is told at start.
@@ -157,12 +159,13 @@ func (c *Config) Finish(localNets string) error {
 		if s == "" {
 			continue
 		}
-		p, err := netip.ParsePrefix(s)
+		e, err := validate.IPOrPrefix(s)
 		if err != nil {
-			a, aerr := netip.ParseAddr(s)
-			if aerr != nil {
-				return fmt.Errorf("--local-nets: %q is not a CIDR or address", s)
-			}
+			return fmt.Errorf("--local-nets: %q is not a CIDR or address (%v)", s, err)
+		}
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			a := netip.MustParseAddr(e)
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		c.LocalNets = append(c.LocalNets, p.Masked())
@@ -182,6 +185,19 @@ func (c *Config) Finish(localNets string) error {
 		return err
 	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	// Both end up in shell text and frpc configs (validate).
+	if c.BaseURL != "" {
+		if err := validate.BaseURL(c.BaseURL); err != nil {
+			return fmt.Errorf("--base-url: %q: %v", c.BaseURL, err)
+		}
+	}
+	if c.ServerHost != "" {
+		h, err := validate.Host(c.ServerHost)
+		if err != nil {
+			return fmt.Errorf("--server-host: %q: %v", c.ServerHost, err)
+		}
+		c.ServerHost = h
+	}
 	for _, u := range c.EchoURLs {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return fmt.Errorf("--ip-echo-urls: %q is not an http(s) URL", u)

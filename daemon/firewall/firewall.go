@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
@@ -188,7 +189,7 @@ func (s *Service) apply(ctx context.Context, p Progress) error {
 		} else {
 			os.Remove(s.path)
 		}
-		return nftError("nft -f failed: ", res)
+		return nftError("nft -f failed: ", res, s.path)
 	}
 	p.Line("info", "firewall: applied "+s.path+" with nft -f")
 	return nil
@@ -219,16 +220,22 @@ func (s *Service) nftFile(ctx context.Context, script string, checkOnly bool, pr
 		args = []string{"-c", "-f", f.Name()}
 	}
 	if res := s.run.Run(ctx, "nft", args...); res.Err != nil {
-		return nftError(prefix, res)
+		err := nftError(prefix, res, f.Name())
+		if ae, ok := err.(*ApplyError); ok {
+			ae.Msg = strings.ReplaceAll(ae.Msg, f.Name(), s.path)
+		}
+		return err
 	}
 	return nil
 }
 
-func nftError(prefix string, res cmdrun.Result) error {
+// nftError carries nft's message line (cmdrun.Message); own is the file nft
+// was given.
+func nftError(prefix string, res cmdrun.Result, own ...string) error {
 	if errors.Is(res.Err, cmdrun.ErrNotInstalled) {
 		return &ApplyError{Msg: "nftables is not installed (apt-get install nftables)"}
 	}
-	return &ApplyError{Msg: prefix + res.Words()}
+	return &ApplyError{Msg: prefix + cmdrun.Message("nft", res, own...)}
 }
 
 type logProgress struct{ log *slog.Logger }

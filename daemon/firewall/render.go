@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Table is our nftables table; we never touch any other.
@@ -58,8 +60,8 @@ type Plan struct {
 func MakePlan(p Ports) (Plan, error) {
 	check := func(what string, ports ...int) error {
 		for _, n := range ports {
-			if n < 1 || n > 65535 {
-				return fmt.Errorf("%s %d is not a port (1-65535)", what, n)
+			if err := validate.Port(n); err != nil {
+				return fmt.Errorf("%s %w", what, err)
 			}
 		}
 		return nil
@@ -91,8 +93,8 @@ func MakePlan(p Ports) (Plan, error) {
 	}
 	var bind netip.Addr
 	if p.BindIP != "" {
-		a, err := netip.ParseAddr(p.BindIP)
-		if err != nil || a.Zone() != "" {
+		a, err := validate.IP(p.BindIP)
+		if err != nil {
 			return Plan{}, fmt.Errorf("bind ip %q is not an IP address", p.BindIP)
 		}
 		bind = a.Unmap()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -54,7 +53,7 @@ func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub,
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
 	frpsPort := testutil.FreePort(t)
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 99}
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
 	t.Cleanup(plugin.Close)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,7 +80,7 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
 	frpsPort := testutil.FreePort(t)
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 99}
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
 	defer plugin.Close()

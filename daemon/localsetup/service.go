@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -90,13 +89,6 @@ type InstallRequest struct {
 	SkipWebproxy bool   `json:"skip_webproxy"`
 }
 
-func validHost(h string) bool {
-	if _, err := netip.ParseAddr(h); err == nil {
-		return true
-	}
-	return netcheck.ValidHostname(h)
-}
-
 // Validate applies the spec's rules and normalizes req.
 func (r *InstallRequest) Validate() error {
 	r.Domain = strings.ToLower(strings.TrimSpace(r.Domain))
@@ -106,10 +98,18 @@ func (r *InstallRequest) Validate() error {
 		return InputError("domain is required")
 	case r.SkipWebproxy && r.ServerHost == "":
 		return InputError("server_host is required when skipping the proxy")
-	case r.Domain != "" && !netcheck.ValidHostname(r.Domain):
+	case r.Domain != "" && validate.Domain(r.Domain) != nil:
 		return InputError("invalid domain")
-	case r.ServerHost != "" && !validHost(r.ServerHost):
-		return InputError("invalid server_host: give a hostname or an IP address")
+	}
+	if r.ServerHost != "" {
+		h, err := validate.Host(r.ServerHost)
+		if validate.IsZone(err) {
+			return InputError("invalid server_host: an address with a zone (%...) is not accepted")
+		}
+		if err != nil {
+			return InputError("invalid server_host: give a hostname or an IP address")
+		}
+		r.ServerHost = h
 	}
 	if r.ServerHost == "" {
 		// Machines reach the tunnel server under the dashboard's name, which
@@ -316,7 +316,7 @@ func (s *Service) Skip(ctx context.Context, domain string) error {
 	if domain == "" {
 		return nil
 	}
-	if !netcheck.ValidHostname(domain) {
+	if validate.Domain(domain) != nil {
 		return InputError("invalid domain")
 	}
 	return s.Settings.SetDomain(ctx, domain)
@@ -339,7 +339,10 @@ func (s *Service) SetDashboardPrivate(ctx context.Context, on bool) error {
 func (s *Service) SetBindIP(ctx context.Context, ip string) (string, error) {
 	ip = strings.TrimSpace(ip)
 	if ip != "" {
-		a, err := netip.ParseAddr(ip)
+		a, err := validate.IP(ip)
+		if validate.IsZone(err) {
+			return "", InputError("bind_ip must be an IP address without a zone (%...): give the interface's address itself")
+		}
 		if err != nil {
 			return "", InputError("bind_ip must be an IP address (or empty to clear it)")
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Machine is a machine as the API shows it.
@@ -370,15 +371,11 @@ func checkLabel(field, v string) error {
 	if v == "" {
 		return InputError(field + " is required")
 	}
-	if len(v) > 63 {
+	if len(v) > validate.MaxLabel {
 		return InputError(field + " must be at most 63 characters")
 	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		alnum := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-		if !alnum && !(c == '-' && i > 0 && i < len(v)-1) {
-			return InputError(field + " must be a hostname label: lowercase letters, digits and inner hyphens")
-		}
+	if validate.Label(v) != nil || strings.ToLower(v) != v {
+		return InputError(field + " must be a hostname label: lowercase letters, digits and inner hyphens")
 	}
 	return nil
 }

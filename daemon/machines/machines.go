@@ -22,6 +22,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Defaults.
@@ -248,6 +249,12 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	host := s.ServerHost
 	if host == "" {
 		host = req.FallbackHost
+	}
+	if _, err := validate.Host(host); err != nil {
+		// The address goes into the machine's frpc config; refuse before
+		// the token is spent.
+		s.stale(ctx, req.Client, "no valid server address")
+		return Registration{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
 	}
 	var vpsKey, keyID string
 	var err error

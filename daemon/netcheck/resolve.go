@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Limits from spec §4.2 notes 1 and 2.
@@ -59,8 +61,10 @@ var ErrInvalidHost = errors.New("invalid host")
 // ResolveIP returns host as parsed when it is an IP literal, else the first
 // address it resolves to, or "" when the lookup fails or finds nothing.
 func (c *Checker) ResolveIP(ctx context.Context, host string) (string, error) {
-	if a, err := netip.ParseAddr(host); err == nil {
+	if a, err := validate.IP(host); err == nil {
 		return a.String(), nil
+	} else if validate.IsZone(err) {
+		return "", ErrInvalidHost
 	}
 	if !ValidHostname(host) {
 		return "", ErrInvalidHost
@@ -157,7 +161,7 @@ func (c *Checker) echo(ctx context.Context, client *http.Client, url string) (st
 	if err != nil {
 		return "", false
 	}
-	a, err := netip.ParseAddr(strings.TrimSpace(string(body)))
+	a, err := validate.IP(strings.TrimSpace(string(body)))
 	if err != nil {
 		return "", false
 	}

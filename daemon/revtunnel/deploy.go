@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
@@ -60,17 +60,15 @@ func Verify(ctx context.Context, bin, config string) error {
 	return VerifyFile(ctx, bin, path)
 }
 
-// VerifyFile runs `<bin> verify -c path`.
+// VerifyFile runs `<bin> verify -c path`. Its error carries the tool's
+// message line only (cmdrun.Message).
 func VerifyFile(ctx context.Context, bin, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "verify", "-c", path).CombinedOutput()
 	if err != nil {
-		words := strings.TrimSpace(string(out))
-		if words == "" {
-			words = err.Error()
-		}
-		return &ToolError{Tool: filepath.Base(bin), Output: words}
+		tool := filepath.Base(bin)
+		return &ToolError{Tool: tool, Output: cmdrun.Message(tool, cmdrun.Result{Stdout: string(out), Err: err}, path)}
 	}
 	return nil
 }

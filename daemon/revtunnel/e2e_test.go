@@ -10,7 +10,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -137,7 +136,7 @@ func TestRealEngine(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	echoPort := echoServer(t)
 	frpsPort := freePort(t)
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 199}
 
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})

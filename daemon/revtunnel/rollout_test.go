@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,7 +95,7 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	frpsPort := freePort(t)
 	clientPath := filepath.Join(dir, "client.toml")

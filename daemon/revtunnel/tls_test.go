@@ -14,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -221,7 +220,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	echoPort := echoServer(t)
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	realPort, impostorPort := freePort(t), freePort(t)
 
@@ -405,7 +404,7 @@ func TestRenewalReachesMachines(t *testing.T) {
 	// The first certificate was issued 21 days ago (9 of 30 days left).
 	now := time.Now().Add(-21 * 24 * time.Hour)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lo := 30000 + mrand.IntN(25000)
+	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	frpsPort := freePort(t)
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // The custom-block markers (spec §4.4). What the operator writes between
@@ -92,11 +94,52 @@ func (v view) Addr(sub string) string {
 	return host
 }
 
+// check refuses any value that its validator refuses (the API checked it
+// already; this catches anything that did not come through the API). The
+// validators admit no character that is special in a Caddyfile (space,
+// newline, quote, brace, '#', '{$ENV}'), so accepted values are written
+// as plain tokens. Custom is the operator's own text and is not checked.
+func (in Input) check() error {
+	if err := validate.Domain(in.Domain); err != nil {
+		return fmt.Errorf("domain %q: %w", in.Domain, err)
+	}
+	for _, t := range in.Tunnels {
+		if err := validate.Label(t.Subdomain); err != nil {
+			return fmt.Errorf("subdomain %q: %w", t.Subdomain, err)
+		}
+		if err := validate.Port(t.Port); err != nil {
+			return fmt.Errorf("tunnel %s: %w", t.Subdomain, err)
+		}
+	}
+	if err := validate.HostPort(in.Dashboard); err != nil {
+		return fmt.Errorf("dashboard address %q: %w", in.Dashboard, err)
+	}
+	if in.BindIP != "" {
+		if _, err := validate.IP(in.BindIP); err != nil {
+			return fmt.Errorf("bind_ip %q: %w", in.BindIP, err)
+		}
+	}
+	if in.PlainHTTPPort != 0 {
+		if err := validate.Port(in.PlainHTTPPort); err != nil {
+			return fmt.Errorf("plain HTTP port: %w", err)
+		}
+	}
+	if in.Admin != "" && in.Admin != "off" {
+		if err := validate.HostPort(in.Admin); err != nil {
+			return fmt.Errorf("admin address %q: %w", in.Admin, err)
+		}
+	}
+	return nil
+}
+
 // Render returns the Caddyfile for in. Tunnels are sorted by subdomain so
 // the same state always renders the same bytes.
 func Render(in Input) ([]byte, error) {
 	if in.Domain == "" {
 		return nil, fmt.Errorf("no domain configured")
+	}
+	if err := in.check(); err != nil {
+		return nil, fmt.Errorf("refusing to render the Caddyfile: %w", err)
 	}
 	v := view{Input: in}
 	v.Tunnels = append([]HTTPTunnel(nil), in.Tunnels...)

@@ -44,7 +44,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func validate(t *testing.T, content []byte) error {
+func caddyValidate(t *testing.T, content []byte) error {
 	t.Helper()
 	d := &Deployer{Path: filepath.Join(t.TempDir(), "Caddyfile"), Run: cmdrun.Exec{}}
 	return d.Validate(context.Background(), content)
@@ -70,7 +70,7 @@ func TestGoldenCaddyfiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden(t, name, got)
-			if err := validate(t, got); err != nil {
+			if err := caddyValidate(t, got); err != nil {
 				t.Fatalf("caddy validate refused the golden %s: %v", name, err)
 			}
 			// caddy fmt leaves a well-formatted file as it is, so an

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/atomicfile"
@@ -52,7 +53,14 @@ func (d *Deployer) validateFile(ctx context.Context, file string) error {
 	if caddy == "" {
 		caddy = "caddy"
 	}
-	return d.Run.Run(ctx, caddy, "validate", "--config", file, "--adapter", "caddyfile").AsError("caddy")
+	err := d.Run.Run(ctx, caddy, "validate", "--config", file, "--adapter", "caddyfile").AsError("caddy", file)
+	var te *cmdrun.ToolError
+	if errors.As(err, &te) {
+		// The candidate sits beside the deployed file under a temporary
+		// name; name the file the operator knows.
+		te.Words = strings.ReplaceAll(te.Words, file, d.Path)
+	}
+	return err
 }
 
 // Current returns the deployed file, or nil when there is none.

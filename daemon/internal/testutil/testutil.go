@@ -211,3 +211,9 @@ func FRP() (frps, frpc string) {
 	}
 	return frps, frpc
 }
+
+// TunnelPortBase picks the start of a 100-port range for a test's tunnel
+// listeners, between 20000 and 32099: below the kernel's ephemeral range
+// (32768 and up), where any process's outgoing connection may hold a port
+// at the moment frps binds it, and above QuietPort's 10000–19999.
+func TunnelPortBase() int { return 20000 + mrand.IntN(12000) }

@@ -15,6 +15,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // Custom block markers (spec §4.4). What the operator writes between them in
@@ -110,9 +111,18 @@ var PluginOps = []string{"Login", "NewProxy", "CloseProxy", "Ping", "NewWorkConn
 // block (empty for the diagnostic view). Every table is written inline, so
 // the file has only top-level keys and an operator's top-level keys in the
 // custom block cannot fall into a generated table.
+//
+// Values are checked with their validators and written by the TOML
+// encoder, which quotes and escapes strings. That is not enough for frp:
+// it runs every config file through Go's text/template before parsing, so
+// "{{ .Envs.X }}" inside a quoted string would still be expanded. The
+// validators admit no brace, so no accepted value can reach a template.
 func ServerConfig(p ServerParams, custom string) (string, error) {
 	if p.BindPort < 1 || p.BindPort > 65535 {
 		return "", fmt.Errorf("frps bind port %d is not a port", p.BindPort)
+	}
+	if err := validate.HostPort(p.PluginAddr); err != nil {
+		return "", fmt.Errorf("plugin address %q: %w", p.PluginAddr, err)
 	}
 	if p.Ports.Lo < 1 || p.Ports.Hi > 65535 || p.Ports.Lo > p.Ports.Hi {
 		return "", fmt.Errorf("tunnel port range %d-%d is not a port range", p.Ports.Lo, p.Ports.Hi)
@@ -127,6 +137,9 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 		AllowPorts:    []portRange{{Start: p.Ports.Lo, End: p.Ports.Hi}},
 		Transport:     serverTransport{HeartbeatTimeout: HeartbeatTimeout, TLS: serverTLS{Force: true, CertFile: p.CertFile, KeyFile: p.KeyFile}},
 		HTTPPlugins:   []httpPlugin{{Name: "tunnelsvc", Addr: p.PluginAddr, Path: PluginPath, Ops: PluginOps}},
+	}
+	if _, err := validate.IP(f.ProxyBindAddr); err != nil {
+		return "", fmt.Errorf("frps proxy bind address %q: %w", f.ProxyBindAddr, err)
 	}
 	body, err := toml.Marshal(f)
 	if err != nil {
@@ -263,6 +276,43 @@ type proxy struct {
 	RemotePort int    `toml:"remotePort"`
 }
 
+// check refuses a value that fails its validator (see ServerConfig on why
+// the TOML encoder's escaping is not enough for frp).
+func (p ClientParams) check() error {
+	if _, err := validate.Host(p.ServerAddr); err != nil {
+		return fmt.Errorf("server address %q: %w", p.ServerAddr, err)
+	}
+	if err := validate.Token(p.Secret); err != nil {
+		return fmt.Errorf("machine %d secret: %w", p.MachineID, err)
+	}
+	if err := validate.Hostname(p.ServerName); err != nil {
+		return fmt.Errorf("tunnel server name %q: %w", p.ServerName, err)
+	}
+	// frpc expands Go templates in every string; the PEM never has one.
+	if strings.Contains(p.CA, "{{") {
+		return fmt.Errorf("the tunnel CA certificate holds a template")
+	}
+	type namedPort struct {
+		what string
+		n    int
+	}
+	ports := []namedPort{{"server port", p.ServerPort}, {"ssh port", p.SSHLocalPort}, {"tunnel port", p.TunnelPort},
+		{"agent local port", p.AgentLocalPort}, {"agent port", p.AgentPort}}
+	if p.AdminPort != 0 {
+		ports = append(ports, namedPort{"admin port", p.AdminPort})
+	}
+	for _, t := range p.Tunnels {
+		ports = append(ports, namedPort{fmt.Sprintf("tunnel %d local port", t.ID), t.LocalPort},
+			namedPort{fmt.Sprintf("tunnel %d remote port", t.ID), t.RemotePort})
+	}
+	for _, pt := range ports {
+		if err := validate.Port(pt.n); err != nil {
+			return fmt.Errorf("%s: %w", pt.what, err)
+		}
+	}
+	return nil
+}
+
 // ClientConfig renders a machine's frpc TOML: its own secret, the ssh and
 // agent proxies, and one tcp proxy per tunnel. HTTP tunnels are tcp proxies
 // too: the web proxy forwards <subdomain>.<domain> to their remote port.
@@ -272,6 +322,9 @@ func ClientConfig(p ClientParams) (string, error) {
 	}
 	if !strings.Contains(p.CA, "-----BEGIN CERTIFICATE-----") || p.ServerName == "" {
 		return "", fmt.Errorf("no tunnel CA and server name to pin in the client config")
+	}
+	if err := p.check(); err != nil {
+		return "", err
 	}
 	admin := p.AdminPort
 	if admin == 0 {
