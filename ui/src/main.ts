@@ -33,6 +33,7 @@ const currentRoute = () => parts()[0] || 'overview';
 const NEXT = 'tunnelsvc-next';
 
 function go(route: string): void {
+  navigated = true;
   if (location.hash === `#/${route}`) void render();
   else location.hash = `#/${route}`;
 }
@@ -123,9 +124,11 @@ async function render(): Promise<void> {
   const h1 = main.querySelector('h1');
   if (h1) {
     h1.tabIndex = -1;
-    h1.focus();
+    // Not on the first page of a load: there Tab starts at the skip link.
+    if (navigated) h1.focus();
   }
 }
+let navigated = false;
 
 function skipLink(): HTMLElement {
   return h('a', {
@@ -154,5 +157,5 @@ function shell(active: string): HTMLElement {
     logout);
 }
 
-window.addEventListener('hashchange', () => void render());
+window.addEventListener('hashchange', () => { navigated = true; void render(); });
 void render();

@@ -39,6 +39,7 @@ let browser;
 let echo;
 let dns;
 const daemons = new Set();
+let axeRuns = 0;
 
 function freePort() {
   return new Promise((res, rej) => {
@@ -113,9 +114,12 @@ process.on('exit', () => { for (const d of daemons) if (d.proc?.exitCode === nul
 
 before(async () => {
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
-  bin = join(tmp, 'tunnelsvc');
-  // After the UI build, so this binary embeds it.
-  await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+  // After the UI build, so this binary embeds it. UI_DAEMON_BIN names a
+  // binary built elsewhere instead (it must embed this ui/dist).
+  bin = process.env.UI_DAEMON_BIN ?? join(tmp, 'tunnelsvc');
+  if (!process.env.UI_DAEMON_BIN) {
+    await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+  }
   echo = createHttpServer((_, res) => res.end(PUBLIC_IP));
   await new Promise((r) => echo.listen(0, '127.0.0.1', r));
   dns = await fakeDNS();
@@ -129,6 +133,7 @@ before(async () => {
 });
 
 after(async () => {
+  if (axeRuns) console.log(`# axe-core ran ${axeRuns} times`);
   try { await browser?.close(); } catch { /* already gone */ }
   for (const d of daemons) await d.kill();
   echo?.close();
@@ -160,20 +165,32 @@ async function errorOf(input) {
 /** One journey: a fresh daemon, a fresh browser context at one width. */
 function journey(size, viewport, opts = {}) {
   const findings = [];
+  const minor = new Set();
   let page;
   let context;
   let daemon;
   const problems = [];
 
-  // Screenshots of a page in light and dark, axe in both, no sideways scroll.
+  // axe in light and dark (in dark only the colour rules: the page is the
+  // same but for its colours), no sideways scroll; with UI_SHOTS a
+  // screenshot of each.
   async function look(name) {
+    const t0 = Date.now();
     for (const scheme of ['light', 'dark']) {
       await page.emulateMedia({ colorScheme: scheme });
-      await page.screenshot({ path: join(shots, `${size}-${name}-${scheme}.png`), fullPage: true });
-      const r = await new AxeBuilder({ page }).withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']).analyze();
+      if (process.env.UI_SHOTS) await page.screenshot({ path: join(shots, `${size}-${name}-${scheme}.png`), fullPage: true });
+      // Legacy mode runs axe in the page itself: no blank page per run
+      // (the dashboard has no frames).
+      const axe = new AxeBuilder({ page }).setLegacyMode();
+      if (scheme === 'light') axe.withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice']);
+      else axe.withRules(['color-contrast', 'link-in-text-block']);
+      const r = await axe.analyze();
+      axeRuns++;
       for (const v of r.violations) {
         if (v.impact === 'serious' || v.impact === 'critical') {
           findings.push(`${name} (${scheme}): ${v.id} [${v.impact}] ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+        } else {
+          minor.add(`${v.id} [${v.impact}]`);
         }
       }
     }
@@ -181,6 +198,7 @@ function journey(size, viewport, opts = {}) {
     const over = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(over <= 0, `${name} at ${size}: ${over} px of sideways scrolling`);
     assert.deepEqual(findings, [], 'axe found serious or critical violations');
+    if (process.env.UI_TIMING) console.log(`look ${size} ${name}: ${Date.now() - t0} ms`);
   }
 
   // Steps run in order, each in its own test; after a failure the rest
@@ -269,6 +287,18 @@ function journey(size, viewport, opts = {}) {
         assert.equal(await page.getByText('Install is running').count(), 0);
         await page.getByText(/router\.<domain> resolves to 203\.0\.113\.9, but this server's public address is 203\.0\.113\.7/).waitFor();
         await look('overview');
+        // The live log is not read aloud line by line.
+        const log = page.getByRole('list', { name: 'Operation log' });
+        assert.equal(await log.getAttribute('aria-live'), null);
+        assert.equal(await log.getAttribute('role'), null);
+        // A skip link comes first and leads to the heading.
+        await page.reload();
+        await heading('Overview').waitFor();
+        await page.keyboard.press('Tab');
+        const skip = page.getByRole('link', { name: 'Skip to content' });
+        assert.equal(await skip.evaluate((el) => el === document.activeElement), true);
+        await page.keyboard.press('Enter');
+        await focusedHeading('Overview');
 
         if (opts.restart) {
           // The daemon goes away: one banner says so, and it goes by itself.
@@ -393,7 +423,7 @@ function journey(size, viewport, opts = {}) {
         await edit.getByRole('button', { name: 'Save changes' }).click();
         await patched;
         await edit.waitFor({ state: 'hidden' });
-        await page.getByRole('row').filter({ has: link }).getByRole('cell', { name: '8081' }).waitFor();
+        await page.getByRole('row').filter({ has: link }).getByText('8081', { exact: true }).waitFor();
 
         // Deleting asks first, naming the tunnel; cancelling keeps it.
         await page.getByRole('button', { name: 'Delete db' }).click();
@@ -425,7 +455,7 @@ function journey(size, viewport, opts = {}) {
         const saved = join(tmp, `${size}-codes.txt`);
         await file.saveAs(saved);
         assert.ok(codes.every((c) => readFileSync(saved, 'utf8').includes(c)));
-        await page.getByRole('cell', { name: 'phone' }).waitFor();
+        await page.getByRole('button', { name: 'Remove phone' }).waitFor();
         await look('security-2fa');
         // A second device (its own replay guard) for the key download.
         await page.getByRole('button', { name: 'Add another device' }).click();
@@ -434,7 +464,7 @@ function journey(size, viewport, opts = {}) {
         await page.getByLabel('Code from the app').fill(totp(secret2));
         await page.getByLabel('Device name').fill('tablet');
         await page.getByRole('button', { name: 'Confirm' }).click();
-        await page.getByRole('cell', { name: 'tablet' }).waitFor();
+        await page.getByRole('button', { name: 'Remove tablet' }).waitFor();
         // Turning 2FA off is dangerous: it asks, with a masked code field.
         await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
         const off = page.getByRole('alertdialog', { name: 'Turn off two-factor authentication?' });
@@ -447,13 +477,13 @@ function journey(size, viewport, opts = {}) {
         await page.getByRole('button', { name: 'Log out' }).click();
         await heading('Log in to tunnelsvc').waitFor();
         await look('login');
-        await page.getByLabel('Password', { exact: true }).fill('not the password');
+        await page.getByLabel(/^Password \*$/).fill('not the password');
         await page.getByRole('button', { name: 'Log in' }).click();
-        assert.match(await errorOf(page.getByLabel('Password', { exact: true })), /invalid password/);
+        assert.match(await errorOf(page.getByLabel(/^Password \*$/)), /invalid password/);
         // Back to the page asked for, after logging in.
         await page.goto(`${base}/#/security/keys`);
         await heading('Log in to tunnelsvc').waitFor();
-        await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+        await page.getByLabel(/^Password \*$/).fill(PASSWORD);
         await page.getByRole('button', { name: 'Log in' }).click();
         await heading('Two-factor authentication').waitFor();
         await page.getByLabel('Authentication code').fill(totp(secret, Date.now() + 30_000));
@@ -488,7 +518,7 @@ function journey(size, viewport, opts = {}) {
           await look(name);
         }
         // svc mode lists the ports it opens and warns about lock-out.
-        await page.getByLabel('Mode').selectOption('svc');
+        await page.getByLabel('Mode', { exact: true }).selectOption('svc');
         await page.getByRole('button', { name: 'Apply' }).click();
         const svc = page.getByRole('alertdialog', { name: 'Let tunnelsvc take over the firewall?' });
         await svc.getByText('TCP 22 (SSH)').waitFor();
@@ -501,15 +531,15 @@ function journey(size, viewport, opts = {}) {
         await focusedHeading('Audit log');
         const log = page.getByRole('table', { name: 'Audit log' });
         for (const what of [/^Token created$/, /^Machine registered$/, /^Machine renamed$/, /^Tunnel created$/, /^Tunnel updated$/,
-          /^Install started$/, /^SSH key downloaded$/, /^Login/]) {
-          await log.getByRole('cell', { name: what }).first().waitFor();
+          /^Install started$/, /^2FA enabled$/, /^SSH key downloaded$/, /^Login success$/, /^Setup$/]) {
+          await log.getByText(what).first().waitFor();
         }
         // Names, not ids.
         await log.getByRole('row').filter({ hasText: 'Machine renamed' }).filter({ hasText: 'nas-cellar' }).first().waitFor();
         await look('security-audit');
         await page.getByLabel('Show').selectOption('machine');
-        await log.getByRole('cell', { name: /^Tunnel created$/ }).waitFor({ state: 'detached' });
-        await log.getByRole('cell', { name: /^Machine registered$/ }).first().waitFor();
+        await log.getByText(/^Tunnel created$/).first().waitFor({ state: 'detached' });
+        await log.getByText(/^Machine registered$/).first().waitFor();
         // Every word stays whole: no cell is narrower than its longest word.
         const broken = await page.evaluate(() => [...document.querySelectorAll('td')].filter((td) => {
           const words = (td.textContent ?? '').split(/\s+/).filter((w) => /^[A-Za-z]+$/.test(w));
@@ -523,7 +553,13 @@ function journey(size, viewport, opts = {}) {
       });
 
       assert.equal(failed, '', `the journey stopped at step "${failed}"`);
-      assert.deepEqual(problems.filter((p) => !/the server responded with a status of (40[013]|409)/.test(p)), []);
+      // Chromium logs the expected answers (a weak or wrong password or
+      // code, a missing setup code, a taken name, an agent that cannot be
+      // reached, the daemon's restart) as failed loads; anything else, CSP
+      // violations and script errors included, fails.
+      const expected = /the server responded with a status of (40[013]|409|502)|net::ERR_CONNECTION_(RESET|REFUSED)/;
+      assert.deepEqual(problems.filter((p) => !expected.test(p)), []);
+      if (minor.size) t.diagnostic(`axe, moderate or minor at ${size}: ${[...minor].join(', ')}`);
     } finally {
       await context.close();
       await daemon.kill();

@@ -76,9 +76,12 @@ export const overviewView: View = (root, ctx) => {
       ['Dashboard private', s.dashboard_private ? 'yes' : 'no'],
       ['Running operation', s.operation || 'none'],
     ];
+    // One error shared by every unit (no systemd) is said once.
+    const errs = new Set(Object.values(s.units ?? {}).map((u) => u.error ?? ''));
+    const shared = errs.size === 1 ? [...errs][0] : '';
     const units = Object.entries(s.units ?? {}).map(([name, u]) => [
       name,
-      u.error ? h('span', { class: 'bad-text' }, u.error)
+      shared ? 'unknown' : u.error ? h('span', { class: 'bad-text' }, u.error)
         : badge(`${u.active_state ?? '?'} (${u.sub_state ?? '?'})`, u.active_state === 'active' ? 'good' : 'warn'),
       u.since ? time(u.since) : '—',
     ]);
@@ -86,6 +89,7 @@ export const overviewView: View = (root, ctx) => {
     refill(statusBody,
       h('dl', { class: 'kv' }, rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
       h('h3', null, 'Services'),
+      shared ? h('p', { class: 'notice error' }, shared) : null,
       table(['Unit', 'State', 'Since'], units, 'No managed services reported.', 'Services'),
       versions ? h('p', { class: 'muted' }, 'Versions: ', versions) : null);
     if (s.domain && !domain.input.value) domain.input.value = s.domain;

@@ -19,7 +19,10 @@ const CATEGORIES: [string, string][] = [['', 'Everything'], ['auth', 'Logins and
   ['token', 'Bootstrap tokens'], ['settings', 'Settings'], ['firewall', 'Firewall'], ['banner', 'Ban tool'], ['ssh_key', 'SSH keys']];
 
 /** LOGIN_FAILED → "Login failed": words that wrap between words. */
-export const kindWords = (k: string) => k.charAt(0) + k.slice(1).toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\b2fa\b/g, '2FA');
+export const kindWords = (k: string) => {
+  const w = k.toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\btotp\b/g, '2FA');
+  return w.charAt(0).toUpperCase() + w.slice(1);
+};
 
 function auditLog(ctx: Ctx): HTMLElement {
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
