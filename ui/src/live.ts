@@ -98,7 +98,7 @@ function open(): void {
   ws?.close();
   if (conn !== 'offline') setConn('connecting');
   const proto = location.protocol === 'https:' ? 'wss' : 'ws';
-  const sock = new WebSocket(`${proto}://${location.host}/api/local/logs/ws`);
+  const sock = new WebSocket(`${proto}://${location.host}/api/local/logs/ws?events=1`);
   ws = sock;
   sock.addEventListener('open', () => {
     setConn('live');

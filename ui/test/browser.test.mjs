@@ -285,7 +285,8 @@ function journey(size, viewport, opts = {}) {
         const outcome = page.getByText(/^Last install: failed/);
         await outcome.waitFor();
         assert.equal(await page.getByText('Install is running').count(), 0);
-        await page.getByText(/router\.<domain> resolves to 203\.0\.113\.9, but this server's public address is 203\.0\.113\.7/).waitFor();
+        // The checklist compares the DNS answer with the detected address too.
+        await page.getByText(/Next step: .*resolves to 203\.0\.113\.9.*203\.0\.113\.7/).waitFor();
         await look('overview');
         // The live log is not read aloud line by line.
         const log = page.getByRole('list', { name: 'Operation log' });
@@ -383,7 +384,12 @@ function journey(size, viewport, opts = {}) {
         await name.fill('-wiki');
         assert.equal(await name.evaluate((el) => el.validity.patternMismatch), true);
         await name.fill('Wiki-1');
+        assert.equal(await name.inputValue(), 'wiki-1'); // lower-cased as the server would
         assert.equal(await name.evaluate((el) => el.validity.patternMismatch), false);
+        // The same rule as the server's, as its API description states it.
+        const rule = readFileSync(join(repo, 'daemon/api/openapi.yaml'), 'utf8')
+          .match(/TunnelInput:[\s\S]*?name:\s*\n\s*type: string\s*\n\s*pattern: (\S+)/)[1];
+        assert.equal(`^${await name.getAttribute('pattern')}$`, rule);
         await name.fill('-wiki');
         await form.getByLabel('Local port').fill('8080');
         await form.getByLabel('Subdomain').fill('wiki');
@@ -521,8 +527,9 @@ function journey(size, viewport, opts = {}) {
         await page.getByLabel('Mode', { exact: true }).selectOption('svc');
         await page.getByRole('button', { name: 'Apply' }).click();
         const svc = page.getByRole('alertdialog', { name: 'Let tunnelsvc take over the firewall?' });
-        await svc.getByText('TCP 22 (SSH)').waitFor();
+        await svc.getByText(/^TCP 22, 80, 443/).waitFor();
         await svc.getByText(/Lock-out/).waitFor();
+        await look('security-firewall-svc-dialog');
         await svc.getByRole('button', { name: 'Cancel' }).click();
       });
 

@@ -1,9 +1,9 @@
 // The ban tool (fail2ban) and the firewall mode, each with the stored
 // result of its last run.
-import type { BanStatus, FirewallDetection, LocalStatus, Message, Tunnel } from '../api';
+import type { BanStatus, FirewallDetection, Message } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, field, form, h, notice, refill, rowButton, select, table } from '../dom';
+import { badge, busy, card, field, form, h, notice, refill, rowButton, select, table, type Child } from '../dom';
 import { outcomeBox } from '../outcome';
 
 export function banTool(ctx: Ctx): HTMLElement {
@@ -61,15 +61,30 @@ export function banTool(ctx: Ctx): HTMLElement {
   ctx.sub(['status'], () => void load());
   void load();
   void outcome.refresh();
-  return card('Ban tool', n.el, outcome.el, h('div', { class: 'actions' }, setup), body,
+  return card('fail2ban', n.el, outcome.el, h('div', { class: 'actions' }, setup), body,
     h('h3', null, 'Add an exempt address'), wl.form, h('h3', null, 'Settings'), cfg.form);
 }
 
-// What the svc mode lets in (README: Firewall modes).
-function svcPorts(s: LocalStatus | undefined, ts: Tunnel[]): string[] {
-  const pub = ts.filter((t) => t.kind === 'tcp' && t.public && t.remote_port).map((t) => `TCP ${t.remote_port} (tunnel ${t.name})`);
-  return ['TCP 22 (SSH)', 'TCP 80 and 443 (web proxy)', 'UDP 443 (HTTP/3)', 'the tunnel control port (TCP 7000 unless changed)', ...pub,
-    s?.dashboard_private ? 'not the dashboard port: the dashboard is private' : 'the dashboard port (TCP 7380 unless changed)'];
+interface FirewallPlan {
+  open_tcp?: number[]; open_udp?: number[]; public_tunnel_tcp?: number[]; bind_ip?: string;
+  private_tcp?: number[]; dashboard_port?: number; dashboard_private?: boolean; warnings?: string[];
+}
+
+// What svc mode would let in and keep out, from the daemon's plan.
+async function svcPlan(ctx: Ctx): Promise<Child[]> {
+  const p = await ctx.api.get<FirewallPlan>('/api/local/firewall/plan');
+  const ports = (l?: number[]) => (l ?? []).join(', ');
+  return [
+    h('p', null, 'Incoming traffic is dropped except:'),
+    h('ul', null,
+      h('li', null, `TCP ${ports(p.open_tcp)}`, p.dashboard_port && !p.dashboard_private ? ` (${p.dashboard_port} is this dashboard)` : ''),
+      p.open_udp?.length ? h('li', null, `UDP ${ports(p.open_udp)}`) : null,
+      p.public_tunnel_tcp?.length ? h('li', null, `public tunnels: TCP ${ports(p.public_tunnel_tcp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null),
+    p.private_tcp?.length ? h('p', null, `Only this server itself may reach TCP ${ports(p.private_tcp)}.`) : null,
+    h('div', { class: 'callout' }, h('p', null, h('strong', null, 'Lock-out: '),
+      'if you reach this server on a port that is not listed (an SSH port other than 22, another service), you will be cut off.'),
+    (p.warnings ?? []).length ? h('ul', null, (p.warnings ?? []).map((w) => h('li', null, w))) : null),
+  ];
 }
 
 export function firewall(ctx: Ctx): HTMLElement {
@@ -85,13 +100,8 @@ export function firewall(ctx: Ctx): HTMLElement {
   };
   const f = form({ label: 'Firewall mode', submit: 'Apply', className: 'stack inline' }, [mode.row], async () => {
     if (mode.input.value !== 'svc') return apply();
-    const [s, ts] = await Promise.all([outcome.refresh(), api.get<Tunnel[]>('/api/tunnels').catch(() => [] as Tunnel[])]);
     await ask({
-      title: 'Let tunnelsvc take over the firewall?',
-      body: [h('p', null, 'Incoming traffic is dropped except:'), h('ul', null, svcPorts(s, ts ?? []).map((p) => h('li', null, p))),
-        h('p', { class: 'warn-text' }, h('strong', null, 'Lock-out: '),
-          'if you reach this server by SSH on a port other than 22, or through another port not listed, you will be cut off. ',
-          'Rules from ufw or firewalld do not re-open what this table drops.')],
+      title: 'Let tunnelsvc take over the firewall?', body: await svcPlan(ctx),
       confirm: 'Turn on svc mode', danger: true, action: apply,
     });
   });
@@ -113,5 +123,5 @@ export function firewall(ctx: Ctx): HTMLElement {
   ctx.sub(['status'], () => void load());
   void load();
   void outcome.refresh();
-  return card('Firewall', n.el, outcome.el, body, f.form);
+  return card('Mode', n.el, outcome.el, body, f.form);
 }

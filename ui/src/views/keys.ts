@@ -58,6 +58,6 @@ export function sshKeys(ctx: Ctx): HTMLElement {
   });
   ctx.sub(['machines'], () => void load());
   void load();
-  return card('SSH keys', h('p', null, 'Machines trust the default key when they join; "used by" counts the machines that got each key.'),
+  return card('Key pairs', h('p', null, 'Machines trust the default key when they join; "used by" counts the machines that got each key.'),
     n.el, body, h('h3', null, 'New key'), gen.form);
 }

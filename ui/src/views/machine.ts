@@ -66,7 +66,8 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
         h('dt', null, 'Config'), h('dd', null, !push ? 'not pushed yet'
           : push.ok ? ['delivered ', time(push.at)]
-            : h('span', { class: 'bad-text' }, `not delivered: ${push.message || 'unknown reason'} (`, time(push.at), ')'))));
+            : h('span', { class: 'bad-text' }, 'not delivered ', time(push.at),
+              push.message && !m.status_reason?.includes(push.message) ? `: ${push.message}` : ''))));
     if (m.ssh_command) {
       refill(sshBody,
         h('p', null, m.ssh_direct ? 'Its SSH port is public, so you connect directly:'
@@ -119,7 +120,7 @@ export const machineView: View = (root, ctx, params) => {
   });
 
   const loadActivity = () => busy([], n, async () => {
-    const ev = ((await api.get<ActivityEvent[]>('/api/local/activity')) ?? [])
+    const ev = ((await api.get<ActivityEvent[]>(`/api/local/activity?machine_id=${id}`)) ?? [])
       .filter((e) => e.machine_id === id || (e.tunnel_id != null && tunnelIds.has(e.tunnel_id)));
     refill(activityBody, table(['When', 'What'], ev.map((e) => [time(e.created_at), e.message ?? e.kind ?? '']), 'Nothing yet.', 'Activity'));
   });

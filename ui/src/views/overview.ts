@@ -44,17 +44,11 @@ export const overviewView: View = (root, ctx) => {
       h('ol', { class: 'checklist' }, items.map((i) => h('li', { class: i.done ? 'done' : i.id === c.next ? 'next' : '' },
         h('span', { class: 'mark', 'aria-hidden': 'true' }, i.done ? '✓' : '○'),
         h('span', { class: 'sr-only' }, i.done ? 'Done: ' : 'To do: '),
-        h('strong', null, i.label), i.detail ? h('span', { class: 'muted' }, ` — ${i.detail}`) : null))),
+        h('strong', null, i.label), i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${i.detail}`) : null))),
       next ? h('p', { class: 'next-step' }, h('strong', null, 'Next step: '), c.next_step || next.label, ' ', link(next.id) ? ['(', link(next.id), ')'] : null)
-        : items.length ? h('p', { class: 'notice ok' }, 'All set: every step is done.') : null,
-      c.public_ip || c.dns_ip ? h('p', { class: 'muted small' }, dnsLine(c)) : null);
+        : items.length ? h('p', { class: 'notice ok' }, 'All set: every step is done.') : null);
   });
-  const dnsLine = (c: Checklist) => {
-    if (!c.dns_ip) return `This server's public address is ${c.public_ip}; router.<domain> does not resolve yet.`;
-    if (!c.public_ip) return `router.<domain> resolves to ${c.dns_ip}; this server's public address could not be detected.`;
-    return c.dns_ip === c.public_ip ? `router.<domain> resolves to ${c.dns_ip}, this server's public address.`
-      : `router.<domain> resolves to ${c.dns_ip}, but this server's public address is ${c.public_ip}: fix the DNS record.`;
-  };
+
 
   // Status.
   const statusBody = h('div', null, h('p', { class: 'muted' }, 'Loading…'));

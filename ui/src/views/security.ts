@@ -20,7 +20,7 @@ const CATEGORIES: [string, string][] = [['', 'Everything'], ['auth', 'Logins and
 
 /** LOGIN_FAILED → "Login failed": words that wrap between words. */
 export const kindWords = (k: string) => {
-  const w = k.toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\btotp\b/g, '2FA');
+  const w = k.toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\b(totp|2fa)\b/g, '2FA');
   return w.charAt(0).toUpperCase() + w.slice(1);
 };
 
@@ -32,7 +32,7 @@ function auditLog(ctx: Ctx): HTMLElement {
     const q = kind.input.value ? `?kind=${encodeURIComponent(kind.input.value)}` : '';
     const entries = (await ctx.api.get<AuditEntry[]>(`/api/security/logs${q}`)) ?? [];
     refill(body, table(['Time', 'Event', 'Details', 'Client'],
-      entries.map((e) => [time(e.created_at), kindWords(e.kind), e.detail ?? '', e.client_addr || '—']), 'No events of this kind yet.', 'Audit log'));
+      entries.map((e) => [time(e.created_at), kindWords(e.kind), e.detail || '—', e.client_addr || '—']), 'No events of this kind yet.', 'Audit log'));
   });
   kind.input.addEventListener('change', () => void load());
   ctx.sub(['audit'], () => void load());

@@ -7,11 +7,12 @@ import { ask, modal } from '../dialog';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child } from '../dom';
 import { emit } from '../live';
 
-// The server's rule for names and subdomains: a hostname label, 1-63
-// letters, digits and inner hyphens (stored lower-cased). Chrome compiles
-// pattern attributes with the v flag, where a bare "-" in a class is an
-// error, so it is escaped.
-export const LABEL = '[a-zA-Z0-9](?:[a-zA-Z0-9\\-]{0,61}[a-zA-Z0-9])?';
+// The server's rule for names and subdomains (TunnelInput in
+// daemon/api/openapi.yaml): a hostname label, 1-63 lowercase letters,
+// digits and inner hyphens. Chrome compiles pattern attributes with the v
+// flag, where a bare "-" in a class is an error, so it is escaped. The
+// server lower-cases what it gets, so the fields do the same as one types.
+export const LABEL = '[a-z0-9]([a-z0-9\\-]{0,61}[a-z0-9])?';
 const LABEL_MSG = 'Use letters, digits and hyphens (not first or last), at most 63 characters.';
 
 /** Where a tunnel is reached: a link for HTTP, host:port for TCP. */
@@ -48,6 +49,15 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
   const sub = field('Subdomain', { type: 'text', name: 'subdomain', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.subdomain ?? undefined },
     { hint: 'The name under your domain.', invalid: LABEL_MSG });
   const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
+  for (const i of [name.input, sub.input]) {
+    i.addEventListener('input', () => {
+      const low = i.value.toLowerCase();
+      if (low === i.value) return;
+      const at = i.selectionStart;
+      i.value = low;
+      i.setSelectionRange(at, at);
+    });
+  }
   const sync = () => {
     const http = kind.input.value === 'http';
     sub.row.hidden = !http;

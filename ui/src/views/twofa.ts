@@ -94,10 +94,11 @@ export function twoFA(ctx: Ctx): HTMLElement {
           await load();
         },
       }));
-      parts.push(h('div', { class: 'actions' }, regen), h('h3', null, 'Turn off'), h('div', { class: 'actions' }, off));
+      (parts[2] as HTMLElement).append(regen);
+      parts.push(h('h3', null, 'Turn off'), h('p', null, 'Without 2FA the password alone opens this dashboard.'), h('div', { class: 'actions' }, off));
     }
     refill(body, parts);
   });
   void load();
-  return card('Two-factor authentication', n.el, codesBox, body, extra);
+  return card('Devices and backup codes', n.el, codesBox, body, extra);
 }
