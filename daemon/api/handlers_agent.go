@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
@@ -60,6 +61,13 @@ func (s *Server) agentRestartTunnel(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return agentError(err)
 	}
+	name := fmt.Sprintf("#%d", id)
+	if s.machines != nil {
+		if m, err := s.machines.Machine(r.Context(), id, ""); err == nil {
+			name = fmt.Sprintf("%q", m.Name)
+		}
+	}
+	s.record(r, auditAgentRestart, "tunnel client of machine "+name+" restarted")
 	writeData(w, http.StatusOK, message(msg))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 )
 
@@ -132,7 +133,10 @@ func (s *Server) authLogout(w http.ResponseWriter, r *http.Request) error {
 const auditLimit = 200
 
 func (s *Server) securityLogs(w http.ResponseWriter, r *http.Request) error {
-	entries, err := s.audit.List(r.Context(), auditLimit)
+	entries, err := s.audit.ListKind(r.Context(), auditLimit, r.URL.Query().Get("kind"))
+	if errors.Is(err, audit.ErrUnknownKind) {
+		return Errorf(http.StatusBadRequest, "%s", err.Error())
+	}
 	if err != nil {
 		return Internal("could not read the audit log", err)
 	}

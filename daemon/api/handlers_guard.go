@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 )
 
 // Progress receives the log lines of a background operation; the daemon
@@ -122,6 +124,7 @@ func (s *Server) bannerSetConfig(w http.ResponseWriter, r *http.Request) error {
 	if err := s.banner.SetConfig(r.Context(), c); err != nil {
 		return bannerError(err, "could not apply the ban tool config: ")
 	}
+	s.record(r, auditBannerConfig, fmt.Sprintf("ban tool config set: max_retry %d, find_time %d s, ban_time %d s", c.MaxRetry, c.FindTime, c.BanTime))
 	writeData(w, http.StatusOK, message("ban tool config saved"))
 	return nil
 }
@@ -143,6 +146,7 @@ func (s *Server) bannerUnban(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return bannerError(err, "unban failed: ")
 	}
+	s.record(r, auditBannerUnbanned, "unbanned "+addr+" in "+jail)
 	writeData(w, http.StatusOK, message("unbanned "+addr+" in "+jail))
 	return nil
 }
@@ -166,6 +170,7 @@ func (s *Server) bannerWhitelistAdd(w http.ResponseWriter, r *http.Request) erro
 		writeData(w, http.StatusOK, message(entry+" is already in the whitelist"))
 		return nil
 	}
+	s.record(r, auditBannerAllowed, "added "+entry+" to the whitelist")
 	writeData(w, http.StatusOK, message("added "+entry+" to the whitelist"))
 	return nil
 }
@@ -184,6 +189,7 @@ func (s *Server) bannerWhitelistDelete(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return bannerError(err, "could not update the whitelist: ")
 	}
+	s.record(r, auditBannerDisallowed, "removed "+entry+" from the whitelist")
 	writeData(w, http.StatusOK, message("removed "+entry+" from the whitelist"))
 	return nil
 }
@@ -197,11 +203,20 @@ func (s *Server) setupBanner(w http.ResponseWriter, r *http.Request) error {
 	if err := s.background(r, "setup-banner", func(ctx context.Context, p Progress) { s.banner.Setup(ctx, p) }); err != nil {
 		return err
 	}
+	s.record(r, auditBannerSetup, "ban tool setup started")
 	writeData(w, http.StatusOK, message("ban tool setup started; follow its progress in the log"))
 	return nil
 }
 
 var errFirewallUnwired = Errorf(http.StatusInternalServerError, "the firewall is not available in this build")
+
+// outcome stores the result of a change made at once (the background ones
+// are stored by the log hub when they end).
+func (s *Server) outcome(r *http.Request, name string, ok bool, msg string) {
+	if s.setup != nil {
+		s.setup.RecordOutcome(r.Context(), name, ok, msg)
+	}
+}
 
 // firewallDetect: spec §4.2 GET /api/local/firewall/detect (public, §5.6).
 func (s *Server) firewallDetect(w http.ResponseWriter, r *http.Request) error {
@@ -231,16 +246,35 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 		if err := s.background(r, "firewall", func(ctx context.Context, p Progress) { s.firewall.EnterSvc(ctx, p) }); err != nil {
 			return err
 		}
+		s.record(r, auditFirewallChanged, "firewall mode svc requested (takeover started)")
 		writeData(w, http.StatusOK, message("firewall takeover started; follow its progress in the log"))
 		return nil
 	}
 	if err := s.firewall.SetMode(r.Context(), body.Mode); err != nil {
 		var apply *firewall.ApplyError
 		if errors.As(err, &apply) {
+			s.outcome(r, localsetup.OutcomeFirewall, false, apply.Msg)
 			return Errorf(http.StatusInternalServerError, "%s", apply.Msg)
 		}
+		s.outcome(r, localsetup.OutcomeFirewall, false, "could not save the firewall mode: "+err.Error())
 		return Internal("could not save the firewall mode", err)
 	}
+	s.outcome(r, localsetup.OutcomeFirewall, true, "firewall mode set to "+body.Mode)
+	s.record(r, auditFirewallChanged, "firewall mode set to "+body.Mode)
 	writeData(w, http.StatusOK, message("firewall mode set to "+body.Mode))
+	return nil
+}
+
+// firewallPlan: GET /api/local/firewall/plan, what svc mode would open and
+// close now, with lock-out warnings, for the confirmation.
+func (s *Server) firewallPlan(w http.ResponseWriter, r *http.Request) error {
+	if s.firewall == nil {
+		return errFirewallUnwired
+	}
+	p, err := s.firewall.Preview(r.Context())
+	if err != nil {
+		return Internal("could not work out the firewall plan", err)
+	}
+	writeData(w, http.StatusOK, p)
 	return nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -40,6 +41,7 @@ func (s *Server) localInstall(w http.ResponseWriter, r *http.Request) error {
 	if err := setupError(s.setup.StartInstall(req), "install"); err != nil {
 		return err
 	}
+	s.record(r, auditInstallStarted, fmt.Sprintf("installation started: domain %q, server host %q, skip proxy %t", req.Domain, req.ServerHost, req.SkipWebproxy))
 	writeData(w, http.StatusOK, message("installation started; follow it on the log WebSocket"))
 	return nil
 }
@@ -59,6 +61,9 @@ func (s *Server) localSkip(w http.ResponseWriter, r *http.Request) error {
 	if err := setupError(s.setup.Skip(r.Context(), body.Domain), "could not save the domain"); err != nil {
 		return err
 	}
+	if d := strings.TrimSpace(body.Domain); d != "" {
+		s.record(r, auditSettingsChanged, fmt.Sprintf("set-up skipped; domain set to %q", strings.ToLower(d)))
+	}
 	writeData(w, http.StatusOK, message("set-up skipped"))
 	return nil
 }
@@ -76,6 +81,7 @@ func (s *Server) localServerPorts(w http.ResponseWriter, r *http.Request) error 
 	if err := setupError(s.setup.SetDashboardPrivate(r.Context(), *body.DashboardPrivate), "could not apply the setting"); err != nil {
 		return err
 	}
+	s.record(r, auditSettingsChanged, fmt.Sprintf("dashboard_private set to %t", *body.DashboardPrivate))
 	writeData(w, http.StatusOK, map[string]bool{"dashboard_private": *body.DashboardPrivate})
 	return nil
 }
@@ -93,6 +99,11 @@ func (s *Server) localBindIP(w http.ResponseWriter, r *http.Request) error {
 	ip, err := s.setup.SetBindIP(r.Context(), *body.BindIP)
 	if err := setupError(err, "could not apply the bind address"); err != nil {
 		return err
+	}
+	if ip == "" {
+		s.record(r, auditSettingsChanged, "bind_ip cleared")
+	} else {
+		s.record(r, auditSettingsChanged, fmt.Sprintf("bind_ip set to %s", ip))
 	}
 	writeData(w, http.StatusOK, map[string]string{
 		"bind_ip": ip,
@@ -157,5 +168,23 @@ func (s *Server) debugWebproxyFile(w http.ResponseWriter, r *http.Request) error
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write(b)
+	return nil
+}
+
+// checklist: GET /api/local/checklist, the overview's getting-started list.
+func (s *Server) checklist(w http.ResponseWriter, r *http.Request) error {
+	set, err := s.auth.Configured(r.Context())
+	if err != nil {
+		return Internal("could not read the set-up state", err)
+	}
+	var net localsetup.NetChecks
+	if s.net != nil {
+		net = s.net
+	}
+	c, err := s.setup.Checklist(r.Context(), set, net)
+	if err != nil {
+		return Internal("could not work out the checklist", err)
+	}
+	writeData(w, http.StatusOK, c)
 	return nil
 }

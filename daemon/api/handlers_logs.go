@@ -37,13 +37,18 @@ func sameOrigin(r *http.Request) bool {
 // {done, ok} at the end of each operation. A late watcher first gets what
 // the latest operation has said so far.
 func (s *Server) logsWS(w http.ResponseWriter, r *http.Request) error {
+	// Subscribed before the handshake answers, so that a change made right
+	// after the client sees the socket open is not missed.
+	backlog, ch, cancel := s.hub.Subscribe()
+	defer cancel()
+	// State-change events go only to clients that ask for them
+	// (?events=1), so an older dashboard never sees a message it cannot show.
+	events := r.URL.Query().Get("events") == "1"
 	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return nil // the upgrader has answered
 	}
 	defer conn.Close()
-	backlog, ch, cancel := s.hub.Subscribe()
-	defer cancel()
 
 	// Reading notices the client leaving (and answers its pings).
 	closed := make(chan struct{})
@@ -74,6 +79,9 @@ func (s *Server) logsWS(w http.ResponseWriter, r *http.Request) error {
 			if !ok {
 				conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "too slow"), time.Now().Add(time.Second))
 				return nil
+			}
+			if m.Event != "" && !events {
+				continue
 			}
 			if !send(m) {
 				return nil

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -70,6 +71,8 @@ func domainError(err error, what string) error {
 		return Errorf(http.StatusBadRequest, "%s", in.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return Errorf(http.StatusNotFound, "%s not found", what)
+	case errors.Is(err, store.ErrNameTaken):
+		return Errorf(http.StatusConflict, "%s", store.ErrNameTaken.Error())
 	case errors.As(err, &limited):
 		return limited
 	case errors.Is(err, store.ErrNoFreePort):
@@ -79,7 +82,8 @@ func domainError(err error, what string) error {
 }
 
 type tokenBody struct {
-	ExpiresInMinutes *int `json:"expires_in_minutes"`
+	ExpiresInMinutes *int   `json:"expires_in_minutes"`
+	Label            string `json:"label"`
 }
 
 // createBootstrapToken: POST /api/bootstrap/tokens.
@@ -95,13 +99,16 @@ func (s *Server) createBootstrapToken(w http.ResponseWriter, r *http.Request) er
 		}
 		ttl = time.Duration(*body.ExpiresInMinutes) * time.Minute
 	}
-	tok, err := s.machines.CreateToken(r.Context(), ttl)
+	tok, err := s.machines.CreateLabeledToken(r.Context(), ttl, body.Label)
 	if err != nil {
 		return domainError(err, "token")
 	}
+	s.record(r, auditTokenCreated, tokenDetail("created", tok.ID, tok.Label))
 	writeData(w, http.StatusOK, map[string]any{
 		"id":         tok.ID,
+		"label":      tok.Label,
 		"token":      tok.Token,
+		"created_at": tok.CreatedAt,
 		"expires_at": tok.ExpiresAt,
 		"command":    "curl -fsSL " + s.baseURL(r) + "/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok.Token,
 	})
@@ -117,14 +124,33 @@ func (s *Server) listBootstrapTokens(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// getBootstrapToken: one token, so the dashboard can follow a join.
+func (s *Server) getBootstrapToken(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "token_id")
+	if err != nil {
+		return err
+	}
+	t, err := s.machines.Token(r.Context(), id)
+	if err != nil {
+		return domainError(err, "token")
+	}
+	writeData(w, http.StatusOK, t)
+	return nil
+}
+
 func (s *Server) revokeBootstrapToken(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "token_id")
 	if err != nil {
 		return err
 	}
+	t, err := s.machines.Token(r.Context(), id)
+	if err != nil {
+		return domainError(err, "token")
+	}
 	if err := s.machines.RevokeToken(r.Context(), id); err != nil {
 		return domainError(err, "token")
 	}
+	s.record(r, auditTokenRevoked, tokenDetail("revoked", t.ID, t.Label))
 	writeData(w, http.StatusOK, message("token revoked"))
 	return nil
 }
@@ -149,12 +175,15 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, machines.ErrInvalidToken):
 		return Errorf(http.StatusUnauthorized, "invalid or expired token")
+	case errors.Is(err, machines.ErrNameTaken):
+		return Errorf(http.StatusConflict, "%s", machines.ErrNameTaken.Error())
 	case errors.As(err, &limited):
 		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
 		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
 	case err != nil:
 		return domainError(err, "registration")
 	}
+	s.record(r, auditMachineRegistered, fmt.Sprintf("machine %q (user %s) registered with tunnel port %d", strings.TrimSpace(body.Name), strings.TrimSpace(body.Username), reg.TunnelPort))
 	writeData(w, http.StatusOK, reg)
 	return nil
 }
@@ -169,7 +198,7 @@ func (s *Server) staleTokens(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
-	ms, err := s.machines.Machines(r.Context())
+	ms, err := s.machines.Machines(r.Context(), s.fallbackHost(r))
 	if err != nil {
 		return Internal("could not list the machines", err)
 	}
@@ -182,7 +211,7 @@ func (s *Server) getMachine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m, err := s.machines.Machine(r.Context(), id)
+	m, err := s.machines.Machine(r.Context(), id, s.fallbackHost(r))
 	if err != nil {
 		return domainError(err, "machine")
 	}
@@ -206,9 +235,16 @@ func (s *Server) renameMachine(w http.ResponseWriter, r *http.Request) error {
 	if body.Name == nil {
 		return Errorf(http.StatusBadRequest, "name is required")
 	}
-	m, err := s.machines.Rename(r.Context(), id, *body.Name)
+	old, err := s.machines.Machine(r.Context(), id, s.fallbackHost(r))
 	if err != nil {
 		return domainError(err, "machine")
+	}
+	m, err := s.machines.Rename(r.Context(), id, *body.Name, s.fallbackHost(r))
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	if old.Name != m.Name {
+		s.record(r, auditMachineRenamed, fmt.Sprintf("machine %q renamed to %q", old.Name, m.Name))
 	}
 	writeData(w, http.StatusOK, m)
 	return nil
@@ -219,9 +255,14 @@ func (s *Server) deleteMachine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	m, err := s.machines.Machine(r.Context(), id, s.fallbackHost(r))
+	if err != nil {
+		return domainError(err, "machine")
+	}
 	if err := s.machines.Delete(r.Context(), id); err != nil {
 		return domainError(err, "machine")
 	}
+	s.record(r, auditMachineDeleted, fmt.Sprintf("machine %q deleted with its tunnels", m.Name))
 	writeData(w, http.StatusOK, message("machine deleted"))
 	return nil
 }
@@ -248,13 +289,14 @@ func (s *Server) selfDelete(w http.ResponseWriter, r *http.Request) error {
 	if !ok || strings.TrimSpace(tok) == "" {
 		return Errorf(http.StatusUnauthorized, "agent token required")
 	}
-	_, err := s.machines.SelfDelete(r.Context(), strings.TrimSpace(tok))
+	name, err := s.machines.SelfDelete(r.Context(), strings.TrimSpace(tok))
 	if errors.Is(err, machines.ErrInvalidToken) {
 		return Errorf(http.StatusUnauthorized, "invalid agent token")
 	}
 	if err != nil {
 		return domainError(err, "machine")
 	}
+	s.record(r, auditMachineDeleted, fmt.Sprintf("machine %q deleted itself (its uninstall script)", name))
 	writeData(w, http.StatusOK, message("machine deleted"))
 	return nil
 }
@@ -285,6 +327,7 @@ func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
+	s.record(r, auditTunnelCreated, fmt.Sprintf("%s tunnel %q created on machine %q: %s", t.Kind, t.Name, t.MachineName, tunnelTarget(t)))
 	writeData(w, http.StatusCreated, t)
 	return nil
 }
@@ -311,10 +354,15 @@ func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
+	old, err := s.machines.Tunnel(r.Context(), id)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
 	t, err := s.machines.UpdateTunnel(r.Context(), id, body)
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
+	s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, tunnelChanges(old, t)))
 	writeData(w, http.StatusOK, t)
 	return nil
 }
@@ -324,14 +372,31 @@ func (s *Server) deleteTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	t, err := s.machines.Tunnel(r.Context(), id)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
 	if err := s.machines.DeleteTunnel(r.Context(), id); err != nil {
 		return domainError(err, "tunnel")
 	}
+	s.record(r, auditTunnelDeleted, fmt.Sprintf("%s tunnel %q of machine %q deleted", t.Kind, t.Name, t.MachineName))
 	writeData(w, http.StatusOK, message("tunnel deleted"))
 	return nil
 }
 
 func (s *Server) activity(w http.ResponseWriter, r *http.Request) error {
+	if v := r.URL.Query().Get("machine_id"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return Errorf(http.StatusBadRequest, "machine_id must be a positive integer")
+		}
+		es, err := s.machines.MachineActivity(r.Context(), id)
+		if err != nil {
+			return domainError(err, "machine")
+		}
+		writeData(w, http.StatusOK, es)
+		return nil
+	}
 	es, err := s.machines.Activity(r.Context())
 	if err != nil {
 		return Internal("could not read the activity", err)
@@ -365,5 +430,38 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusInternalServerError, Msg: "reconcile failed: " + err.Error(), Err: err}
 	}
 	writeData(w, http.StatusOK, message(msg))
+	return nil
+}
+
+// Prober checks an http tunnel through the web proxy and stores the result
+// (package probe implements it).
+type Prober interface {
+	Probe(ctx context.Context, tunnelID int64) (store.TunnelProbe, error)
+}
+
+// probeTunnel: POST /api/tunnels/{id}/probe.
+func (s *Server) probeTunnel(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "tunnel_id")
+	if err != nil {
+		return err
+	}
+	if s.prober == nil {
+		return Errorf(http.StatusServiceUnavailable, "tunnel probes are not configured in this daemon")
+	}
+	if _, err := s.prober.Probe(r.Context(), id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return Errorf(http.StatusNotFound, "tunnel not found")
+		}
+		var in interface{ ProbeInputError() }
+		if errors.As(err, &in) {
+			return Errorf(http.StatusBadRequest, "%s", err.Error())
+		}
+		return Internal("could not probe the tunnel", err)
+	}
+	t, err := s.machines.Tunnel(r.Context(), id)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
+	writeData(w, http.StatusOK, t)
 	return nil
 }

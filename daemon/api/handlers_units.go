@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -19,7 +20,7 @@ func unitError(err error) error {
 	case errors.As(err, &notAllowed):
 		return Errorf(http.StatusBadRequest, "%s", notAllowed.Error())
 	case errors.Is(err, units.ErrUnavailable):
-		return &Error{Status: http.StatusServiceUnavailable, Msg: units.ErrUnavailable.Error(), Err: err}
+		return &Error{Status: http.StatusServiceUnavailable, Msg: units.Explain(units.ErrUnavailable), Err: err}
 	case errors.As(err, &job):
 		return &Error{Status: http.StatusInternalServerError, Msg: job.Error(), Err: err}
 	default:
@@ -67,6 +68,7 @@ func (s *Server) unitJob(op string) handlerFunc {
 			return unitError(err)
 		}
 		s.log.Info("unit operation", "op", op, "unit", st.Name, "client", client(r).Addr.String())
+		s.record(r, "UNIT_"+strings.ToUpper(op), op+" "+st.Name+": done")
 		writeData(w, http.StatusOK, map[string]any{"message": op + " " + st.Name + ": done", "unit": st})
 		return nil
 	}

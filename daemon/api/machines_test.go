@@ -74,7 +74,7 @@ func newMachinesEnv(t *testing.T, ports store.PortRange) *machinesEnv {
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
 		Ports: ports, FRPSPort: 7000,
 	}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt})
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys})
 	me.cookie = e.setup()
 	return me
 }

@@ -64,6 +64,8 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/local/ssh-keys/{id}/download", private, s.sshKeyDownload)
 	// Local set-up and the web proxy (spec §4.2, §4.4).
 	api("GET", "/api/local/status", private, s.localStatus)
+	// Getting started: what is done and the next step.
+	api("GET", "/api/local/checklist", private, s.checklist)
 	api("POST", "/api/local/install", private, s.localInstall)
 	api("POST", "/api/local/skip", private, s.localSkip)
 	api("PUT", "/api/local/server-ports", private, s.localServerPorts)
@@ -85,6 +87,7 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/bootstrap", public, s.bootstrap)
 	api("POST", "/api/bootstrap/tokens", private, s.createBootstrapToken)
 	api("GET", "/api/bootstrap/tokens", private, s.listBootstrapTokens)
+	api("GET", "/api/bootstrap/tokens/{token_id}", private, s.getBootstrapToken)
 	api("DELETE", "/api/bootstrap/tokens/{token_id}", private, s.revokeBootstrapToken)
 	api("POST", "/api/machines/self-delete", public, s.selfDelete)
 	api("GET", "/api/machines", private, s.listMachines)
@@ -109,6 +112,9 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/tunnels", private, s.createTunnel)
 	api("GET", "/api/tunnels/{tunnel_id}", private, s.getTunnel)
 	api("PATCH", "/api/tunnels/{tunnel_id}", private, s.updateTunnel)
+	// Reachability through the web proxy, now (it is also probed in the
+	// background).
+	api("POST", "/api/tunnels/{tunnel_id}/probe", private, s.probeTunnel)
 	api("DELETE", "/api/tunnels/{tunnel_id}", private, s.deleteTunnel)
 
 	// Local operations and activity (spec §4.2).
@@ -146,6 +152,8 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/api/local/firewall/detect", public, s.firewallDetect)
 	// svc runs in the background; manual and none are saved at once.
 	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
+	// What svc would open and close, and who could be locked out.
+	api("GET", "/api/local/firewall/plan", private, s.firewallPlan)
 
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

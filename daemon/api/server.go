@@ -63,6 +63,9 @@ type Options struct {
 	// Agents reaches machines' agents through their agent tunnels; nil
 	// answers 503 on the agent routes.
 	Agents Agents
+	// Prober checks http tunnels through the web proxy; nil answers 503
+	// on the probe route.
+	Prober Prober
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -93,6 +96,7 @@ type Server struct {
 	progress  func(operation string) Progress
 	scripts   Scripts
 	agents    Agents
+	prober    Prober
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 }
 
@@ -101,7 +105,7 @@ func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
-		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents}
+		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

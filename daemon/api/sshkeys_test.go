@@ -182,7 +182,7 @@ func TestSSHKeyDownload(t *testing.T) {
 	}
 
 	entries, _ := e.st.ListAudit(t.Context(), 1)
-	if en := entries[0]; en.Kind != "SSH_KEY_DOWNLOADED" || en.ClientAddr != "198.51.100.40" || !strings.Contains(en.Detail, id) {
+	if en := entries[0]; en.Kind != "SSH_KEY_DOWNLOADED" || en.ClientAddr != "198.51.100.40" || en.Detail != `key "k" (`+id+`) downloaded` {
 		t.Fatalf("audit %+v", en)
 	}
 

@@ -67,7 +67,7 @@ func TestUnitsWithoutSystemd(t *testing.T) {
 		{method: "POST", path: "/api/units/fail2ban.service/stop"},
 	} {
 		q.cookie = tok
-		wantError(t, e.do(q), 503, "systemd is not available")
+		wantError(t, e.do(q), 503, "systemd is not available: "+units.UnavailableHint)
 	}
 	// The allow-list is checked first, systemd or not.
 	wantError(t, e.do(req{method: "POST", path: "/api/units/ssh/restart", cookie: tok}), 400,
@@ -89,12 +89,16 @@ func TestUnitsNeedSession(t *testing.T) {
 func TestUnitJobs(t *testing.T) {
 	e := newEnv(t)
 	f := &fakeUnits{}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Units: f, Log: e.srv.log, Now: e.srv.now})
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Units: f, Log: e.srv.log, Now: e.srv.now})
 	tok := e.setup()
 
-	r := e.do(req{method: "POST", path: "/api/units/caddy/restart", cookie: tok})
+	r := e.do(req{method: "POST", path: "/api/units/caddy/restart", cookie: tok, peer: "192.0.2.8:1"})
 	if r.Code != 200 {
 		t.Fatalf("restart: %d %s", r.Code, r.Body)
+	}
+	// The audit log has it, with who asked.
+	if es, _ := e.st.ListAudit(t.Context(), 1); len(es) != 1 || es[0].Kind != "UNIT_RESTART" || es[0].ClientAddr != "192.0.2.8" || es[0].Detail != "restart caddy.service: done" {
+		t.Fatalf("audit = %+v", es)
 	}
 	data := r.json(t)["data"].(map[string]any)
 	unit := data["unit"].(map[string]any)

@@ -58,6 +58,12 @@ func (a *App) agentServices() {
 				ctx, cancel := context.WithTimeout(context.Background(), PushTimeout)
 				err := a.Agents.PushConfig(ctx, id)
 				cancel()
+				if !errors.Is(err, store.ErrNotFound) {
+					// Shown on the machine until a push works.
+					if rerr := a.Machines.RecordConfigPush(context.Background(), id, err); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+						a.Log.Warn("recording the config push failed", "machine_id", id, "err", rerr)
+					}
+				}
 				switch {
 				case errors.Is(err, store.ErrNotFound):
 					// The machine was deleted: nothing to push.

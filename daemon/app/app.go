@@ -27,6 +27,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
@@ -70,6 +71,8 @@ type App struct {
 	Firewall *firewall.Service
 	// Agents reaches machines' tunnel-agents.
 	Agents *agentclient.Client
+	// Prober checks http tunnels through the web proxy.
+	Prober *probe.Prober
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -148,6 +151,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	a.setupServices(ls[0].Addr())
 	a.agentServices()
 	a.guardServices(ls[0].Addr())
+	a.probeServices(ctx)
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -168,6 +172,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		UI:      webui.Handler(tunnelsvc.UI()),
 		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
 		Agents:  a.Agents,
+		Prober:  a.Prober,
 	})
 	a.HTTP = &http.Server{
 		Handler:           handler,

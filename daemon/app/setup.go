@@ -39,6 +39,12 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Log:          a.Log,
 		Now:          time.Now,
 	}
+	// Background operations' outcomes are kept; every change to machines,
+	// tunnels, tokens, activity and the audit log is pushed to the
+	// dashboards watching the log WebSocket.
+	a.Hub.OnDone = a.Setup.RecordOperation
+	a.Store.OnChange(a.Hub.Notify)
+	a.Machines.Exposure = a.exposure
 	// Tunnel changes reach Caddy (and the firewall, once built) through one
 	// worker that always applies the latest state.
 	a.Machines.OnChange = a.Setup.FollowTunnels(context.Background(), func(ctx context.Context) error {

@@ -4,8 +4,12 @@ package audit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -67,7 +71,80 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 
 // List returns the newest entries first, at most limit.
 func (r *Recorder) List(ctx context.Context, limit int) ([]store.AuditEntry, error) {
-	return r.Store.ListAudit(ctx, limit)
+	return r.ListKind(ctx, limit, "")
+}
+
+// ErrUnknownKind is a filter that is neither a category nor a kind.
+var ErrUnknownKind = errors.New("unknown kind")
+
+// ListKind is List filtered by a category (see Categories) or an exact
+// kind; "" lists everything. Each entry carries its category.
+func (r *Recorder) ListKind(ctx context.Context, limit int, filter string) ([]store.AuditEntry, error) {
+	var f store.AuditFilter
+	switch filter = strings.TrimSpace(filter); {
+	case filter == "":
+	case filter == CategoryAuth:
+		for _, c := range categoryPrefixes {
+			f.ExcludeGlobs = append(f.ExcludeGlobs, c.prefix+"*")
+		}
+	case len(categoryGlobs(filter)) > 0:
+		f.Globs = categoryGlobs(filter)
+	case kindRe.MatchString(strings.ToUpper(filter)):
+		f.Globs = []string{strings.ToUpper(filter)}
+	default:
+		return nil, fmt.Errorf("%w: %s", ErrUnknownKind, filter)
+	}
+	es, err := r.Store.ListAudit(ctx, limit, f)
+	for i := range es {
+		es[i].Category = Category(es[i].Kind)
+	}
+	return es, err
+}
+
+var kindRe = regexp.MustCompile(`^[A-Z0-9_]{1,64}$`)
+
+// Categories of audit kinds, by prefix; every other kind is auth.
+const (
+	CategoryAuth     = "auth"
+	CategoryMachine  = "machine"
+	CategoryTunnel   = "tunnel"
+	CategoryToken    = "token"
+	CategorySettings = "settings"
+	CategoryFirewall = "firewall"
+	CategoryBanner   = "banner"
+	CategorySSHKey   = "ssh_key"
+)
+
+var categoryPrefixes = []struct{ prefix, category string }{
+	{"MACHINE_", CategoryMachine}, {"AGENT_", CategoryMachine},
+	{"TUNNEL_", CategoryTunnel},
+	{"TOKEN_", CategoryToken},
+	{"SETTINGS_", CategorySettings}, {"INSTALL_", CategorySettings}, {"UNIT_", CategorySettings},
+	{"FIREWALL_", CategoryFirewall},
+	{"BANNER_", CategoryBanner},
+	{"SSH_KEY_", CategorySSHKey},
+}
+
+// Category is the group kind belongs to.
+func Category(kind string) string {
+	for _, c := range categoryPrefixes {
+		if strings.HasPrefix(kind, c.prefix) {
+			return c.category
+		}
+	}
+	return CategoryAuth
+}
+
+// categoryGlobs are the GLOB patterns of a category other than auth; none
+// when c is not one.
+func categoryGlobs(c string) []string {
+	var gs []string
+	for _, p := range categoryPrefixes {
+		if p.category == c {
+			gs = append(gs, p.prefix+"*")
+		}
+	}
+	return gs
 }
 
 func truncate(s string, n int) string {

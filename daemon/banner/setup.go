@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 // readyTimeout bounds how long Setup waits for fail2ban to answer after the
@@ -24,7 +25,10 @@ func (s *Service) Setup(ctx context.Context, p Progress) {
 
 func (s *Service) setup(ctx context.Context, p Progress) bool {
 	fail := func(err error) bool {
-		p.Line("error", "ban tool setup failed: "+err.Error())
+		if errors.Is(err, ErrNoSystemd) {
+			err = units.ErrUnavailable
+		}
+		p.Line("error", "ban tool setup failed: "+units.Explain(err))
 		return false
 	}
 	p.Line("info", "setting up the ban tool (fail2ban)")

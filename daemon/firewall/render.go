@@ -33,10 +33,29 @@ type Ports struct {
 // alwaysOpen are the ports svc mode always accepts: SSH and the web proxy.
 var alwaysOpen = []int{22, 80, 443}
 
-// Render returns the nft script for svc mode. It replaces our table in one
-// transaction (the add-then-delete idiom works whether or not the table
-// exists) and touches nothing else.
-func Render(p Ports) (string, error) {
+// Plan is what the svc ruleset lets in, worked out before it is rendered,
+// so the dashboard can show it (and warn) before the operator commits.
+type Plan struct {
+	// OpenTCP are accepted from anywhere: SSH, the web proxy, the tunnel
+	// server's control port, the dashboard unless private.
+	OpenTCP []int `json:"open_tcp"`
+	// OpenUDP: HTTP/3 (443) unless 443 is private.
+	OpenUDP []int `json:"open_udp"`
+	// PublicTunnelTCP are public tcp tunnels, accepted on BindIP when set.
+	PublicTunnelTCP []int  `json:"public_tunnel_tcp"`
+	BindIP          string `json:"bind_ip"`
+	// PrivateTCP are dropped unless they come from the box itself.
+	PrivateTCP []int `json:"private_tcp"`
+	// DashboardPort is the dashboard's listener; DashboardPrivate says it
+	// is among PrivateTCP.
+	DashboardPort    int  `json:"dashboard_port"`
+	DashboardPrivate bool `json:"dashboard_private"`
+
+	bind netip.Addr
+}
+
+// MakePlan checks p and works out what svc mode accepts.
+func MakePlan(p Ports) (Plan, error) {
 	check := func(what string, ports ...int) error {
 		for _, n := range ports {
 			if n < 1 || n > 65535 {
@@ -46,23 +65,23 @@ func Render(p Ports) (string, error) {
 		return nil
 	}
 	if err := check("private tunnel port", p.PrivatePorts...); err != nil {
-		return "", err
+		return Plan{}, err
 	}
 	if err := check("public tunnel port", p.PublicTCPPorts...); err != nil {
-		return "", err
+		return Plan{}, err
 	}
 	var open []int
 	open = append(open, alwaysOpen...)
 	if p.ControlPort != 0 {
 		if err := check("control port", p.ControlPort); err != nil {
-			return "", err
+			return Plan{}, err
 		}
 		open = append(open, p.ControlPort)
 	}
 	private := slices.Clone(p.PrivatePorts)
 	if p.DashboardPort != 0 {
 		if err := check("dashboard port", p.DashboardPort); err != nil {
-			return "", err
+			return Plan{}, err
 		}
 		if p.DashboardPrivate {
 			private = append(private, p.DashboardPort)
@@ -74,7 +93,7 @@ func Render(p Ports) (string, error) {
 	if p.BindIP != "" {
 		a, err := netip.ParseAddr(p.BindIP)
 		if err != nil || a.Zone() != "" {
-			return "", fmt.Errorf("bind ip %q is not an IP address", p.BindIP)
+			return Plan{}, fmt.Errorf("bind ip %q is not an IP address", p.BindIP)
 		}
 		bind = a.Unmap()
 	}
@@ -84,6 +103,32 @@ func Render(p Ports) (string, error) {
 		return slices.Contains(private, n) || slices.Contains(open, n)
 	})
 	private = sortedUnique(private)
+	pl := Plan{OpenTCP: open, OpenUDP: []int{}, PublicTunnelTCP: public, PrivateTCP: private,
+		DashboardPort: p.DashboardPort, DashboardPrivate: p.DashboardPrivate && p.DashboardPort != 0, bind: bind}
+	if pl.PublicTunnelTCP == nil {
+		pl.PublicTunnelTCP = []int{}
+	}
+	if pl.PrivateTCP == nil {
+		pl.PrivateTCP = []int{}
+	}
+	if !slices.Contains(private, 443) {
+		pl.OpenUDP = []int{443}
+	}
+	if bind.IsValid() {
+		pl.BindIP = bind.String()
+	}
+	return pl, nil
+}
+
+// Render returns the nft script for svc mode. It replaces our table in one
+// transaction (the add-then-delete idiom works whether or not the table
+// exists) and touches nothing else.
+func Render(p Ports) (string, error) {
+	pl, err := MakePlan(p)
+	if err != nil {
+		return "", err
+	}
+	open, public, private, bind := pl.OpenTCP, pl.PublicTunnelTCP, pl.PrivateTCP, pl.bind
 
 	var b strings.Builder
 	b.WriteString(`# Managed by tunnelsvc (firewall mode "svc"): rewritten from the dashboard's
@@ -106,7 +151,7 @@ table inet tunnelsvc {
 		udp sport 547 udp dport 546 accept comment "DHCPv6 client"
 `)
 	fmt.Fprintf(&b, "\t\ttcp dport %s accept\n", set(open))
-	if !slices.Contains(private, 443) {
+	if len(pl.OpenUDP) > 0 {
 		b.WriteString("\t\tudp dport 443 accept comment \"HTTP/3\"\n")
 	}
 	if len(public) > 0 {

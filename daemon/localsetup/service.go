@@ -136,7 +136,7 @@ func (s *Service) install(ctx context.Context, op *logstream.Op, req InstallRequ
 	defer cancel()
 	step := func(text string) { op.Line("info", text) }
 	fail := func(err error) {
-		op.Line("error", err.Error())
+		op.Line("error", units.Explain(err))
 		op.Line("error", "installation failed; the previous configuration is unchanged")
 		s.Log.Error("install failed", "err", err)
 		op.Done(false)

@@ -41,6 +41,18 @@ func (s Settings) get(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
+// keyOutcome is the key of the outcome called name (see outcomes.go).
+func keyOutcome(name string) string { return "outcome." + name }
+
+// outcome and setOutcome read and write an operation's stored outcome.
+func (s Settings) outcome(ctx context.Context, name string) (string, error) {
+	return s.get(ctx, keyOutcome(name))
+}
+
+func (s Settings) setOutcome(ctx context.Context, name, v string) error {
+	return s.Store.SetSetting(ctx, keyOutcome(name), v)
+}
+
 // VPS returns the stored installation record, or nil when none exists.
 func (s Settings) VPS(ctx context.Context) (*VPS, error) {
 	raw, err := s.get(ctx, keyVPS)

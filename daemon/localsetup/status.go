@@ -28,6 +28,7 @@ type Status struct {
 	DashboardPrivate bool                  `json:"dashboard_private"`
 	BindIP           string                `json:"bind_ip"`
 	Operation        string                `json:"operation,omitempty"`
+	Outcomes         map[string]Outcome    `json:"outcomes"`
 }
 
 // Status gathers the settings, unit states and tool versions.
@@ -63,11 +64,14 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 		return st, err
 	}
 	st.Operation, _ = s.Hub.Running()
+	if st.Outcomes, err = s.Settings.Outcomes(ctx); err != nil {
+		return st, err
+	}
 	for _, u := range units.Managed {
 		name := strings.TrimSuffix(u, ".service")
 		us, err := s.Units.State(ctx, u)
 		if err != nil {
-			st.Units[name] = UnitStatus{Error: err.Error()}
+			st.Units[name] = UnitStatus{Error: units.Explain(err)}
 			continue
 		}
 		st.Units[name] = UnitStatus{ActiveState: us.ActiveState, SubState: us.SubState, Since: us.Since}

@@ -13,8 +13,10 @@ import (
 // ErrBusy is returned by Begin while another operation runs.
 var ErrBusy = errors.New("another operation is running")
 
-// Message is one WebSocket message: a log line, or the final done message.
+// Message is one WebSocket message: a log line, the final done message, or
+// a state-change event ({event: topic}: fetch that resource again).
 type Message struct {
+	Event string     `json:"event,omitempty"`
 	Time  *time.Time `json:"time,omitempty"`
 	Level string     `json:"level,omitempty"`
 	Line  string     `json:"line,omitempty"`
@@ -36,6 +38,33 @@ type Hub struct {
 	now     func() time.Time
 	current *Op
 	subs    map[chan Message]struct{}
+	// OnDone, when set before the first Begin, hears how each operation
+	// ended: ok, and its last error line on failure (else its last line).
+	OnDone func(op string, ok bool, message string)
+}
+
+// TopicStatus is announced when an operation begins or ends.
+const TopicStatus = "status"
+
+// Notify tells every watcher that topic changed. It never blocks: a
+// watcher too slow to take it is cut off like for log lines.
+func (h *Hub) Notify(topic string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.broadcast(Message{Event: topic})
+}
+
+// broadcast sends m to every watcher; h.mu is held.
+func (h *Hub) broadcast(m Message) {
+	for ch := range h.subs {
+		select {
+		case ch <- m:
+		default:
+			// Too slow: cut it off rather than block the operation.
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
 }
 
 // NewHub returns a Hub; now defaults to time.Now.
@@ -49,10 +78,12 @@ func NewHub(now func() time.Time) *Hub {
 // Op is one running operation. It satisfies the Progress interfaces of the
 // domain packages (Line and Done).
 type Op struct {
-	hub     *Hub
-	name    string
-	backlog []Message
-	done    bool
+	hub        *Hub
+	name       string
+	backlog    []Message
+	done       bool
+	lastLine   string
+	firstError string
 }
 
 // Begin starts an operation named name, or fails with ErrBusy.
@@ -63,6 +94,7 @@ func (h *Hub) Begin(name string) (*Op, error) {
 		return nil, ErrBusy
 	}
 	h.current = &Op{hub: h, name: name}
+	h.broadcast(Message{Event: TopicStatus})
 	return h.current, nil
 }
 
@@ -79,6 +111,12 @@ func (h *Hub) Running() (string, bool) {
 // Line reports one log line (level: info, warn, error).
 func (o *Op) Line(level, text string) {
 	t := o.hub.now().UTC()
+	o.hub.mu.Lock()
+	o.lastLine = text
+	if level == "error" && o.firstError == "" {
+		o.firstError = text
+	}
+	o.hub.mu.Unlock()
 	o.publish(Message{Time: &t, Level: level, Line: text, Op: o.name})
 }
 
@@ -93,7 +131,16 @@ func (o *Op) Done(ok bool) {
 	o.publish(Message{Done: true, OK: &ok, Op: o.name})
 	o.hub.mu.Lock()
 	o.done = true
+	msg, onDone := o.lastLine, o.hub.OnDone
+	if !ok && o.firstError != "" {
+		msg = o.firstError
+	}
 	o.hub.mu.Unlock()
+	// The outcome is stored before watchers are told to look at it.
+	if onDone != nil {
+		onDone(o.name, ok, msg)
+	}
+	o.hub.Notify(TopicStatus)
 }
 
 func (o *Op) publish(m Message) {
@@ -109,15 +156,7 @@ func (o *Op) publish(m Message) {
 	if h.current != o {
 		return
 	}
-	for ch := range h.subs {
-		select {
-		case ch <- m:
-		default:
-			// Too slow: cut it off rather than block the operation.
-			delete(h.subs, ch)
-			close(ch)
-		}
-	}
+	h.broadcast(m)
 }
 
 // Subscribe returns the latest operation's messages so far and a channel of

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,49 +16,136 @@ import (
 
 // Machine is a machine as the API shows it.
 type Machine struct {
-	ID             int64      `json:"id"`
-	Name           string     `json:"name"`
-	Username       string     `json:"username"`
-	Status         string     `json:"status"`
-	CreatedAt      time.Time  `json:"created_at"`
-	LastSeen       *time.Time `json:"last_seen"`
-	ClientAddr     string     `json:"client_addr"`
-	TunnelPort     int        `json:"tunnel_port"`
-	AgentPort      int        `json:"agent_port"`
-	AgentLocalPort int        `json:"agent_local_port"`
+	ID             int64             `json:"id"`
+	Name           string            `json:"name"`
+	Username       string            `json:"username"`
+	Status         string            `json:"status"`
+	StatusReason   string            `json:"status_reason"`
+	CreatedAt      time.Time         `json:"created_at"`
+	LastSeen       *time.Time        `json:"last_seen"`
+	ClientAddr     string            `json:"client_addr"`
+	TunnelPort     int               `json:"tunnel_port"`
+	AgentPort      int               `json:"agent_port"`
+	AgentLocalPort int               `json:"agent_local_port"`
+	ConfigPush     *store.ConfigPush `json:"config_push"`
+	SSHKeyID       string            `json:"ssh_key_id"`
+	SSHCommand     string            `json:"ssh_command"`
+	SSHDirect      bool              `json:"ssh_direct"`
 }
 
-func toMachine(m store.Machine) Machine {
+// exposure is Exposure with the host filled in from the fallbacks.
+func (s *Service) exposure(ctx context.Context, fallbackHost string) (Exposure, error) {
+	var x Exposure
+	if s.Exposure != nil {
+		var err error
+		if x, err = s.Exposure(ctx); err != nil {
+			return x, err
+		}
+	}
+	if x.Host == "" {
+		x.Host = s.ServerHost
+	}
+	if x.Host == "" {
+		x.Host = fallbackHost
+	}
+	return x, nil
+}
+
+// listensOutside reports whether tunnel listeners bind an address other
+// than loopback.
+func (x Exposure) listensOutside() bool {
+	a, err := netip.ParseAddr(x.BindIP)
+	return err == nil && !a.IsLoopback()
+}
+
+func toMachine(m store.Machine, x Exposure) Machine {
 	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: m.Status, CreatedAt: m.CreatedAt,
-		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort}
+		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
+		ConfigPush: m.ConfigPush, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen
 	}
+	out.SSHCommand, out.SSHDirect = sshCommand(m, x)
 	return out
 }
 
-// Machines lists every machine.
-func (s *Service) Machines(ctx context.Context) ([]Machine, error) {
+// statusReason says why a machine is not fully working ("" when it is). A
+// failed config delivery comes first: it is the one the operator can act on.
+func statusReason(m store.Machine) string {
+	if m.ConfigPush != nil && !m.ConfigPush.OK {
+		return "config not delivered: " + m.ConfigPush.Message
+	}
+	switch {
+	case m.Status == "online":
+		return ""
+	case m.LastSeen.IsZero():
+		return "never connected"
+	case m.Status == "offline":
+		return "disconnected"
+	}
+	return "waiting for the tunnel client to connect"
+}
+
+// sshCommand is the command that reaches the machine's sshd through its SSH
+// tunnel port on this server: directly when that port is reachable from
+// outside, else through the VPS with ProxyJump (the port listens on the
+// VPS's loopback).
+func sshCommand(m store.Machine, x Exposure) (string, bool) {
+	host := x.Host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // an IPv6 literal
+	}
+	if x.listensOutside() && !x.FirewallSvc {
+		return fmt.Sprintf("ssh -p %d %s@%s", m.TunnelPort, m.Username, host), true
+	}
+	return fmt.Sprintf("ssh -J root@%s -p %d %s@127.0.0.1", host, m.TunnelPort, m.Username), false
+}
+
+// Machines lists every machine; fallbackHost names this server in SSH
+// commands when no server host is configured.
+func (s *Service) Machines(ctx context.Context, fallbackHost string) ([]Machine, error) {
+	x, err := s.exposure(ctx, fallbackHost)
+	if err != nil {
+		return nil, err
+	}
 	ms, err := s.Store.ListMachines(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Machine, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, toMachine(m))
+		out = append(out, toMachine(m, x))
 	}
 	return out, nil
 }
 
 // Machine returns one machine.
-func (s *Service) Machine(ctx context.Context, id int64) (Machine, error) {
+func (s *Service) Machine(ctx context.Context, id int64, fallbackHost string) (Machine, error) {
 	m, err := s.Store.GetMachine(ctx, id)
-	return toMachine(m), err
+	if err != nil {
+		return Machine{}, err
+	}
+	x, err := s.exposure(ctx, fallbackHost)
+	if err != nil {
+		return Machine{}, err
+	}
+	return toMachine(m, x), nil
 }
 
-// Rename sets a machine's display name.
-func (s *Service) Rename(ctx context.Context, id int64, name string) (Machine, error) {
+// RecordConfigPush stores the outcome of delivering the client config to
+// the machine's agent; a failure shows on the machine until a push works.
+func (s *Service) RecordConfigPush(ctx context.Context, id int64, pushErr error) error {
+	p := store.ConfigPush{OK: pushErr == nil, At: s.now().UTC()}
+	if pushErr != nil {
+		p.Message = pushErr.Error()
+	}
+	return s.Store.SetConfigPush(ctx, id, p)
+}
+
+// Rename sets a machine's display name; ErrNameTaken when another machine
+// has it.
+func (s *Service) Rename(ctx context.Context, id int64, name, fallbackHost string) (Machine, error) {
 	name = strings.TrimSpace(name)
 	if err := checkName("name", name); err != nil {
 		return Machine{}, err
@@ -67,8 +157,10 @@ func (s *Service) Rename(ctx context.Context, id int64, name string) (Machine, e
 	if err := s.Store.RenameMachine(ctx, id, name); err != nil {
 		return Machine{}, err
 	}
-	s.event(ctx, store.Event{Source: "machine", Kind: "renamed", MachineID: id, Message: fmt.Sprintf("machine %q renamed to %q", old.Name, name)})
-	return s.Machine(ctx, id)
+	if old.Name != name {
+		s.event(ctx, store.Event{Source: "machine", Kind: "renamed", MachineID: id, Message: fmt.Sprintf("machine %q renamed to %q", old.Name, name)})
+	}
+	return s.Machine(ctx, id, fallbackHost)
 }
 
 // Delete removes a machine with its tunnels, ports and credential. From the
@@ -87,43 +179,117 @@ func (s *Service) Delete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// SelfDelete deletes the machine whose agent token this is.
-func (s *Service) SelfDelete(ctx context.Context, agentToken string) (int64, error) {
+// SelfDelete deletes the machine whose agent token this is and returns its
+// name.
+func (s *Service) SelfDelete(ctx context.Context, agentToken string) (string, error) {
 	if agentToken == "" {
-		return 0, ErrInvalidToken
+		return "", ErrInvalidToken
 	}
 	m, err := s.Store.MachineByAgentTokenHash(ctx, auth.HashToken(agentToken))
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, ErrInvalidToken
+		return "", ErrInvalidToken
 	}
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	return m.ID, s.Delete(ctx, m.ID)
+	return m.Name, s.Delete(ctx, m.ID)
 }
 
 // Tunnel is a tunnel as the API shows it (spec issue 6).
 type Tunnel struct {
-	ID         int64     `json:"id"`
-	MachineID  int64     `json:"machine_id"`
-	Name       string    `json:"name"`
-	Kind       string    `json:"kind"`
-	LocalPort  int       `json:"local_port"`
-	Subdomain  *string   `json:"subdomain"`
-	Public     bool      `json:"public"`
-	RemotePort int       `json:"remote_port"`
-	Status     string    `json:"status"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID           int64         `json:"id"`
+	MachineID    int64         `json:"machine_id"`
+	MachineName  string        `json:"machine_name"`
+	Name         string        `json:"name"`
+	Kind         string        `json:"kind"`
+	LocalPort    int           `json:"local_port"`
+	Subdomain    *string       `json:"subdomain"`
+	Public       bool          `json:"public"`
+	RemotePort   int           `json:"remote_port"`
+	Status       string        `json:"status"`
+	CreatedAt    time.Time     `json:"created_at"`
+	URL          *string       `json:"url,omitempty"`
+	Address      *string       `json:"address,omitempty"`
+	Reachability *Reachability `json:"reachability,omitempty"`
 }
 
-func toTunnel(t store.Tunnel) Tunnel {
-	out := Tunnel{ID: t.ID, MachineID: t.MachineID, Name: t.Name, Kind: t.Kind, LocalPort: t.LocalPort,
-		Public: t.Public, RemotePort: t.RemotePort, Status: t.Status, CreatedAt: t.CreatedAt}
-	if t.Kind == "http" {
+// Reachability is an http tunnel's last probe through the web proxy.
+type Reachability struct {
+	State         string     `json:"state"` // up, down, unknown
+	HTTPStatus    int        `json:"http_status"`
+	Error         string     `json:"error"`
+	CertIssuer    string     `json:"cert_issuer"`
+	CertExpiresAt *time.Time `json:"cert_expires_at"`
+	CertValid     bool       `json:"cert_valid"`
+	CheckedAt     *time.Time `json:"checked_at"`
+}
+
+// tunnelContext is what a tunnel's view needs besides its row.
+type tunnelContext struct {
+	x        Exposure
+	machines map[int64]string
+	probes   map[int64]store.TunnelProbe
+}
+
+func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunnelContext, error) {
+	var c tunnelContext
+	var err error
+	if c.x, err = s.exposure(ctx, fallbackHost); err != nil {
+		return c, err
+	}
+	ms, err := s.Store.ListMachines(ctx)
+	if err != nil {
+		return c, err
+	}
+	c.machines = make(map[int64]string, len(ms))
+	for _, m := range ms {
+		c.machines[m.ID] = m.Name
+	}
+	c.probes, err = s.Store.TunnelProbes(ctx)
+	return c, err
+}
+
+func (c tunnelContext) view(t store.Tunnel) Tunnel {
+	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: c.machines[t.MachineID], Name: t.Name, Kind: t.Kind,
+		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, Status: t.Status, CreatedAt: t.CreatedAt}
+	switch t.Kind {
+	case "http":
 		sub := t.Subdomain
 		out.Subdomain = &sub
+		u := ""
+		if c.x.Domain != "" && sub != "" {
+			u = "https://" + sub + "." + c.x.Domain
+		}
+		out.URL = &u
+		r := Reachability{State: "unknown"}
+		if p, ok := c.probes[t.ID]; ok {
+			checked := p.CheckedAt
+			r = Reachability{State: p.State, HTTPStatus: p.HTTPStatus, Error: p.Error, CertIssuer: p.CertIssuer,
+				CertValid: p.CertValid, CheckedAt: &checked}
+			if !p.CertExpiresAt.IsZero() {
+				exp := p.CertExpiresAt
+				r.CertExpiresAt = &exp
+			}
+		}
+		out.Reachability = &r
+	case "tcp":
+		a := net.JoinHostPort(c.x.tcpHost(t), strconv.Itoa(t.RemotePort))
+		out.Address = &a
 	}
 	return out
+}
+
+// tcpHost is where a tcp tunnel's port is reached: this server's public
+// name when the tunnel is public and listeners bind outside loopback, else
+// the VPS's loopback (reach it over SSH).
+func (x Exposure) tcpHost(t store.Tunnel) string {
+	if t.Public && x.listensOutside() {
+		if x.Host != "" {
+			return x.Host
+		}
+		return x.BindIP
+	}
+	return "127.0.0.1"
 }
 
 // TunnelInput is POST /api/tunnels's body; PATCH uses the same fields, nil
@@ -143,9 +309,13 @@ func (s *Service) Tunnels(ctx context.Context, machineID int64) ([]Tunnel, error
 	if err != nil {
 		return nil, err
 	}
+	c, err := s.tunnelContext(ctx, "")
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Tunnel, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, toTunnel(t))
+		out = append(out, c.view(t))
 	}
 	return out, nil
 }
@@ -153,7 +323,14 @@ func (s *Service) Tunnels(ctx context.Context, machineID int64) ([]Tunnel, error
 // Tunnel returns one tunnel.
 func (s *Service) Tunnel(ctx context.Context, id int64) (Tunnel, error) {
 	t, err := s.Store.GetTunnel(ctx, id)
-	return toTunnel(t), err
+	if err != nil {
+		return Tunnel{}, err
+	}
+	c, err := s.tunnelContext(ctx, "")
+	if err != nil {
+		return Tunnel{}, err
+	}
+	return c.view(t), nil
 }
 
 // validateTunnel checks every field of t, the merged state after a create
@@ -246,7 +423,7 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: created.MachineID, TunnelID: created.ID,
 		Message: fmt.Sprintf("%s tunnel %q created: local port %d, remote port %d", created.Kind, created.Name, created.LocalPort, created.RemotePort)})
 	s.changed(created.MachineID)
-	return toTunnel(created), nil
+	return s.Tunnel(ctx, created.ID)
 }
 
 // UpdateTunnel changes name, local_port, subdomain or public. kind and
@@ -300,6 +477,15 @@ func (s *Service) DeleteTunnel(ctx context.Context, id int64) error {
 		Message: fmt.Sprintf("tunnel %q deleted", t.Name)})
 	s.changed(t.MachineID)
 	return nil
+}
+
+// MachineActivity is one machine's newest events (its tunnels' included),
+// at most twice ActivityPerSource; ErrNotFound for an unknown machine.
+func (s *Service) MachineActivity(ctx context.Context, id int64) ([]store.Event, error) {
+	if _, err := s.Store.GetMachine(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.Store.MachineEvents(ctx, id, 2*ActivityPerSource)
 }
 
 // Activity is the feed of spec §4.2: the 25 newest machine events and the 25

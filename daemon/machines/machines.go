@@ -40,6 +40,15 @@ type KeySource interface {
 	DefaultPublicKey(ctx context.Context) (string, error)
 }
 
+// KeyIdentifier is a KeySource that also names the key it hands out, so
+// each machine records which key it got (the key list's machine_count).
+type KeyIdentifier interface {
+	DefaultKey(ctx context.Context) (id, publicKey string, err error)
+}
+
+// ErrNameTaken is a machine name another machine already has.
+var ErrNameTaken = store.ErrNameTaken
+
 // InputError is a bad request: the message says which field and why.
 type InputError string
 
@@ -78,6 +87,22 @@ type Service struct {
 	// tunnel created, updated or deleted, or the machine deleted), so the
 	// web proxy and the machine's client configuration can follow.
 	OnChange func(machineID int64)
+	// Exposure says how machines and tunnels are reached from outside; nil
+	// means ServerHost (or the caller's fallback), no domain, loopback
+	// listeners.
+	Exposure func(ctx context.Context) (Exposure, error)
+}
+
+// Exposure is what decides the addresses the dashboard shows.
+type Exposure struct {
+	// Host is this server's public name (the set-up's server host).
+	Host string
+	// Domain: HTTP tunnels are https://<subdomain>.<Domain>.
+	Domain string
+	// BindIP is where tunnel listeners bind; "" means loopback.
+	BindIP string
+	// FirewallSvc: our firewall closes every port not marked public.
+	FirewallSvc bool
 }
 
 func (s *Service) changed(machineID int64) {
@@ -110,12 +135,25 @@ func (s *Service) event(ctx context.Context, e store.Event) {
 // NewToken is a freshly issued bootstrap token; Token is shown only now.
 type NewToken struct {
 	ID        int64
+	Label     string
 	Token     string
+	CreatedAt time.Time
 	ExpiresAt time.Time
 }
 
 // CreateToken issues a single-use bootstrap token valid for ttl (0: the default).
 func (s *Service) CreateToken(ctx context.Context, ttl time.Duration) (NewToken, error) {
+	return s.CreateLabeledToken(ctx, ttl, "")
+}
+
+// CreateLabeledToken is CreateToken with a label the operator chose.
+func (s *Service) CreateLabeledToken(ctx context.Context, ttl time.Duration, label string) (NewToken, error) {
+	label = strings.TrimSpace(label)
+	if label != "" {
+		if err := checkName("label", label); err != nil {
+			return NewToken{}, err
+		}
+	}
 	if ttl == 0 {
 		ttl = DefaultTokenTTL
 	}
@@ -128,11 +166,16 @@ func (s *Service) CreateToken(ctx context.Context, ttl time.Duration) (NewToken,
 	}
 	now := s.now()
 	exp := now.Add(ttl)
-	id, err := s.Store.InsertBootstrapToken(ctx, auth.HashToken(tok), now, exp)
+	id, err := s.Store.InsertBootstrapToken(ctx, auth.HashToken(tok), label, now, exp)
 	if err != nil {
 		return NewToken{}, err
 	}
-	return NewToken{ID: id, Token: tok, ExpiresAt: exp.UTC()}, nil
+	return NewToken{ID: id, Label: label, Token: tok, CreatedAt: now.UTC(), ExpiresAt: exp.UTC()}, nil
+}
+
+// Token returns one token's state, to follow a join.
+func (s *Service) Token(ctx context.Context, id int64) (store.TokenState, error) {
+	return s.Store.GetBootstrapToken(ctx, id, s.now())
 }
 
 // PendingTokens lists unused, unexpired tokens (without their secret).
@@ -199,7 +242,13 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	if host == "" {
 		host = req.FallbackHost
 	}
-	vpsKey, err := s.Keys.DefaultPublicKey(ctx)
+	var vpsKey, keyID string
+	var err error
+	if ki, ok := s.Keys.(KeyIdentifier); ok {
+		keyID, vpsKey, err = ki.DefaultKey(ctx)
+	} else {
+		vpsKey, err = s.Keys.DefaultPublicKey(ctx)
+	}
 	if err != nil {
 		return Registration{}, fmt.Errorf("read the VPS SSH public key: %w", err)
 	}
@@ -213,7 +262,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	m, err := s.Store.RegisterMachine(ctx, store.NewMachine{
 		Name: name, Username: username, ClientAddr: addrString(req.Client),
 		SecretHash: auth.HashToken(secret), AgentTokenHash: auth.HashToken(agentToken),
-		AgentLocalPort: s.agentLocalPort(), SSHLocalPort: s.sshLocalPort(),
+		AgentLocalPort: s.agentLocalPort(), SSHLocalPort: s.sshLocalPort(), SSHKeyID: keyID,
 		Seal: func(id int64) (string, error) { return s.Sealer.Seal([]byte(secret), secretAAD(id)), nil },
 		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true,
 	})
@@ -223,6 +272,10 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 			s.Limiter.Fail(req.Client)
 		}
 		return Registration{}, ErrInvalidToken
+	}
+	if errors.Is(err, store.ErrNameTaken) {
+		s.stale(ctx, req.Client, "machine name already in use")
+		return Registration{}, ErrNameTaken
 	}
 	if err != nil {
 		s.stale(ctx, req.Client, "registration failed: "+err.Error())

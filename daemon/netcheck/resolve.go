@@ -75,7 +75,13 @@ func (c *Checker) ResolveIP(ctx context.Context, host string) (string, error) {
 func (c *Checker) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
 	defer cancel()
-	return c.resolver().LookupNetIP(ctx, "ip", host)
+	addrs, err := c.resolver().LookupNetIP(ctx, "ip", host)
+	// The resolver answers IPv4 addresses from /etc/hosts in their
+	// IPv4-mapped IPv6 form (::ffff:127.0.0.1); show them as IPv4.
+	for i := range addrs {
+		addrs[i] = addrs[i].Unmap()
+	}
+	return addrs, err
 }
 
 // DNSResult is check-dns's answer.

@@ -87,3 +87,15 @@ func TestDetectIPReadsAtMost64Bytes(t *testing.T) {
 		t.Fatalf("DetectIP = %q, %v; want ErrNoPublicIP", ip, err)
 	}
 }
+
+// TestResolveUnmapped: a hostname's IPv4 address is answered as IPv4, never
+// in its IPv4-mapped IPv6 form (localhost came back as ::ffff:127.0.0.1).
+func TestResolveUnmapped(t *testing.T) {
+	addr := testutil.DNSServer(t, map[string]string{"host.example.test.": "192.0.2.11"})
+	for _, c := range []*Checker{{}, {DNSServer: addr}} {
+		got, err := c.ResolveIP(context.Background(), "localhost")
+		if err != nil || (got != "127.0.0.1" && got != "::1") {
+			t.Errorf("ResolveIP(localhost) with DNS server %q = %q, %v; want 127.0.0.1 or ::1", c.DNSServer, got, err)
+		}
+	}
+}

@@ -300,18 +300,20 @@ func cleanName(name, def string) (string, error) {
 
 // SetDefault makes key id the default.
 func (s *Service) SetDefault(ctx context.Context, c auth.Client, id string) error {
+	label := s.label(ctx, id)
 	err := s.st.SetDefaultSSHKey(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrNotFound
 	}
 	if err == nil {
-		s.record(ctx, c, KindDefaultSet, "key "+id)
+		s.record(ctx, c, KindDefaultSet, label+" made the default")
 	}
 	return err
 }
 
 // Delete removes key id; the default only when it is the last key.
 func (s *Service) Delete(ctx context.Context, c auth.Client, id string) error {
+	label := s.label(ctx, id)
 	err := s.st.DeleteSSHKey(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -321,8 +323,17 @@ func (s *Service) Delete(ctx context.Context, c auth.Client, id string) error {
 	case err != nil:
 		return err
 	}
-	s.record(ctx, c, KindDeleted, "key "+id)
+	s.record(ctx, c, KindDeleted, label+" deleted")
 	return nil
+}
+
+// label names key id for the audit log by its name, keeping the id (spec
+// §6: the download entry carries the key identifier).
+func (s *Service) label(ctx context.Context, id string) string {
+	if k, err := s.st.GetSSHKey(ctx, id); err == nil {
+		return fmt.Sprintf("key %q (%s)", k.Name, id)
+	}
+	return "key " + id
 }
 
 // privateKey opens key id's private key (OpenSSH PEM text).
@@ -344,7 +355,7 @@ func (s *Service) Download(ctx context.Context, c auth.Client, id string) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	s.record(ctx, c, KindDownloaded, "key "+id)
+	s.record(ctx, c, KindDownloaded, s.label(ctx, id)+" downloaded")
 	return pemText, nil
 }
 
@@ -368,6 +379,13 @@ func (s *Service) EnsureDefault(ctx context.Context) (Key, error) {
 func (s *Service) DefaultPublicKey(ctx context.Context) (string, error) {
 	k, err := s.EnsureDefault(ctx)
 	return k.PublicKey, err
+}
+
+// DefaultKey is the default key's id and public half (it makes a default
+// key first if there is none); registration records the id per machine.
+func (s *Service) DefaultKey(ctx context.Context) (id, publicKey string, err error) {
+	k, err := s.EnsureDefault(ctx)
+	return k.ID, k.PublicKey, err
 }
 
 // DefaultSigner is the default key's private half, for the daemon's own SSH

@@ -16,6 +16,9 @@ var ErrTokenInvalid = errors.New("invalid or expired token")
 // ErrNoFreePort means every port of the configured range is taken.
 var ErrNoFreePort = errors.New("no free port left in the tunnel port range")
 
+// ErrNameTaken is a machine name that another machine already has.
+var ErrNameTaken = errors.New("machine name already in use")
+
 // ErrConflict is a uniqueness violation the caller can name (a duplicate
 // tunnel name or subdomain).
 var ErrConflict = errors.New("conflict")
@@ -26,25 +29,62 @@ type PortRange struct{ Lo, Hi int }
 // BootstrapToken is a pending token as listed (the secret is never stored).
 type BootstrapToken struct {
 	ID        int64     `json:"id"`
+	Label     string    `json:"label"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// TokenState is one token, pending or not, as a join is followed.
+type TokenState struct {
+	BootstrapToken
+	State     string `json:"state"` // pending, used, expired
+	MachineID *int64 `json:"machine_id"`
+}
+
 // InsertBootstrapToken stores a token's hash.
-func (s *Store) InsertBootstrapToken(ctx context.Context, hash string, created, expires time.Time) (int64, error) {
+func (s *Store) InsertBootstrapToken(ctx context.Context, hash, label string, created, expires time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx,
-		"INSERT INTO bootstrap_tokens(token_hash, created_at, expires_at) VALUES (?, ?, ?)",
-		hash, created.UnixMilli(), expires.UnixMilli())
+		"INSERT INTO bootstrap_tokens(token_hash, label, created_at, expires_at) VALUES (?, ?, ?, ?)",
+		hash, label, created.UnixMilli(), expires.UnixMilli())
 	if err != nil {
 		return 0, err
 	}
+	s.changed(TopicTokens)
 	return res.LastInsertId()
+}
+
+// GetBootstrapToken returns one token (revoked ones are gone: ErrNotFound).
+func (s *Store) GetBootstrapToken(ctx context.Context, id int64, now time.Time) (TokenState, error) {
+	var t TokenState
+	var c, e int64
+	var used, machine sql.NullInt64
+	err := s.db.QueryRowContext(ctx, "SELECT id, label, created_at, expires_at, used_at, machine_id FROM bootstrap_tokens WHERE id = ?", id).
+		Scan(&t.ID, &t.Label, &c, &e, &used, &machine)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, ErrNotFound
+	}
+	if err != nil {
+		return t, err
+	}
+	t.CreatedAt, t.ExpiresAt = time.UnixMilli(c).UTC(), time.UnixMilli(e).UTC()
+	switch {
+	case used.Valid:
+		t.State = "used"
+	case e <= now.UnixMilli():
+		t.State = "expired"
+	default:
+		t.State = "pending"
+	}
+	if machine.Valid {
+		t.MachineID = &machine.Int64
+	}
+	return t, nil
 }
 
 // ListPendingBootstrapTokens returns unused, unexpired tokens, newest first.
 func (s *Store) ListPendingBootstrapTokens(ctx context.Context, now time.Time) ([]BootstrapToken, error) {
 	rows, err := s.db.QueryContext(ctx,
-		"SELECT id, created_at, expires_at FROM bootstrap_tokens WHERE used_at IS NULL AND expires_at > ? ORDER BY created_at DESC, id DESC",
+		"SELECT id, label, created_at, expires_at FROM bootstrap_tokens WHERE used_at IS NULL AND expires_at > ? ORDER BY created_at DESC, id DESC",
 		now.UnixMilli())
 	if err != nil {
 		return nil, err
@@ -54,7 +94,7 @@ func (s *Store) ListPendingBootstrapTokens(ctx context.Context, now time.Time) (
 	for rows.Next() {
 		var t BootstrapToken
 		var c, e int64
-		if err := rows.Scan(&t.ID, &c, &e); err != nil {
+		if err := rows.Scan(&t.ID, &t.Label, &c, &e); err != nil {
 			return nil, err
 		}
 		t.CreatedAt, t.ExpiresAt = time.UnixMilli(c).UTC(), time.UnixMilli(e).UTC()
@@ -72,6 +112,7 @@ func (s *Store) DeleteBootstrapToken(ctx context.Context, id int64) error {
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNotFound
 	}
+	s.changed(TopicTokens)
 	return nil
 }
 
@@ -91,6 +132,18 @@ type Machine struct {
 	AgentPort      int
 	AgentLocalPort int
 	SSHLocalPort   int
+	// ConfigPush is the last delivery of the client config to the agent;
+	// nil when none was attempted.
+	ConfigPush *ConfigPush
+	// SSHKeyID is the VPS key the machine was given ("" when unknown).
+	SSHKeyID string
+}
+
+// ConfigPush is the outcome of one client-config delivery.
+type ConfigPush struct {
+	OK      bool      `json:"ok"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 // NewMachine is what registration stores besides the ports it allocates.
@@ -98,6 +151,7 @@ type NewMachine struct {
 	Name, Username, ClientAddr   string
 	SecretHash, AgentTokenHash   string
 	AgentLocalPort, SSHLocalPort int
+	SSHKeyID                     string
 	Seal                         func(id int64) (string, error) // seals the secret bound to the new id
 	Now                          time.Time
 	TokenHash                    string
@@ -125,10 +179,10 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 			}
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO machines(name, username, created_at, client_addr, secret_hash, secret_sealed,
-			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port) VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?)`,
-			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort)
+			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port, ssh_key_id) VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?, NULLIF(?, ''))`,
+			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort, n.SSHKeyID)
 		if err != nil {
-			return err
+			return machineConflict(err)
 		}
 		id, err := res.LastInsertId()
 		if err != nil {
@@ -158,7 +212,18 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 		m, err = scanMachine(tx.QueryRowContext(ctx, machineSelect+" WHERE id = ?", id))
 		return err
 	})
+	if err == nil {
+		s.changed(TopicMachines, TopicTokens)
+	}
 	return m, err
+}
+
+// machineConflict names a taken machine name.
+func machineConflict(err error) error {
+	if isUniqueViolation(err) && strings.Contains(err.Error(), "machines.name") {
+		return ErrNameTaken
+	}
+	return err
 }
 
 // allocatePort takes a free port of r for machineID. It reads the ports in
@@ -216,18 +281,24 @@ func isUniqueViolation(err error) bool {
 }
 
 const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
-	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port FROM machines`
+	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port,
+	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, '') FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
 func scanMachine(r rowScanner) (Machine, error) {
 	var m Machine
 	var created int64
-	var seen sql.NullInt64
+	var seen, pushOK, pushAt sql.NullInt64
+	var pushMsg string
 	err := r.Scan(&m.ID, &m.Name, &m.Username, &m.Status, &created, &seen, &m.ClientAddr, &m.SecretHash, &m.SecretSealed,
-		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort)
+		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort,
+		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
+	}
+	if pushOK.Valid {
+		m.ConfigPush = &ConfigPush{OK: pushOK.Int64 == 1, Message: pushMsg, At: time.UnixMilli(pushAt.Int64).UTC()}
 	}
 	m.CreatedAt = time.UnixMilli(created).UTC()
 	if seen.Valid {
@@ -271,23 +342,44 @@ func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
 
 // RenameMachine sets a machine's name; ErrNotFound when it does not exist.
 func (s *Store) RenameMachine(ctx context.Context, id int64, name string) error {
-	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET name = ? WHERE id = ?", name, id))
+	res, err := s.db.ExecContext(ctx, "UPDATE machines SET name = ? WHERE id = ?", name, id)
+	if err != nil {
+		return machineConflict(err)
+	}
+	return s.announce(affectOne(res, nil), TopicMachines)
 }
 
 // SetMachineStatus records a status and, when seen is not zero, last_seen.
 func (s *Store) SetMachineStatus(ctx context.Context, id int64, status string, seen time.Time) error {
-	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
-		status, nullTime(seen), id))
+	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
+		status, nullTime(seen), id)), TopicMachines)
 }
 
 // TouchMachine updates last_seen only.
 func (s *Store) TouchMachine(ctx context.Context, id int64, seen time.Time) error {
-	return affectOne(s.db.ExecContext(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id))
+	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id)), TopicMachines)
+}
+
+// SetConfigPush records the outcome of delivering the client config to the
+// machine's agent.
+func (s *Store) SetConfigPush(ctx context.Context, id int64, p ConfigPush) error {
+	return s.announce(affectOne(s.db.ExecContext(ctx,
+		"UPDATE machines SET config_push_ok = ?, config_push_message = ?, config_push_at = ? WHERE id = ?",
+		p.OK, p.Message, p.At.UnixMilli(), id)), TopicMachines)
+}
+
+// announce tells the change hook about topics when err is nil, and passes
+// err on.
+func (s *Store) announce(err error, topics ...string) error {
+	if err == nil {
+		s.changed(topics...)
+	}
+	return err
 }
 
 // DeleteMachine removes a machine, its tunnels and its ports at once.
 func (s *Store) DeleteMachine(ctx context.Context, id int64) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM tunnels WHERE machine_id = ?", id); err != nil {
 			return err
 		}
@@ -296,6 +388,7 @@ func (s *Store) DeleteMachine(ctx context.Context, id int64) error {
 		}
 		return affectOne(tx.ExecContext(ctx, "DELETE FROM machines WHERE id = ?", id))
 	})
+	return s.announce(err, TopicMachines, TopicTunnels)
 }
 
 func affectOne(res sql.Result, err error) error {

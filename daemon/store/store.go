@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
@@ -19,7 +20,8 @@ const DBFile = "tunnelsvc.db"
 
 // Store is the daemon's database handle. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db     *sql.DB
+	notify atomic.Pointer[notifier]
 }
 
 // dsn sets every connection option in one place: WAL so readers never block

@@ -84,7 +84,7 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 		out, err = scanTunnel(tx.QueryRowContext(ctx, tunnelSelect+" WHERE id = ?", id))
 		return err
 	})
-	return out, err
+	return out, s.announce(err, TopicTunnels)
 }
 
 // UpdateTunnel writes name, local_port, subdomain and public of t.
@@ -94,12 +94,12 @@ func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
 	if err != nil {
 		return tunnelConflict(err)
 	}
-	return affectOne(res, nil)
+	return s.announce(affectOne(res, nil), TopicTunnels)
 }
 
 // SetTunnelStatus records a tunnel's live status.
 func (s *Store) SetTunnelStatus(ctx context.Context, id int64, status string) error {
-	return affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id))
+	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id)), TopicTunnels)
 }
 
 // GetTunnel returns one tunnel or ErrNotFound.
@@ -132,7 +132,7 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 
 // DeleteTunnel removes a tunnel and frees its port.
 func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
 		var port int
 		if err := tx.QueryRowContext(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
@@ -148,6 +148,7 @@ func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
+	return s.announce(err, TopicTunnels)
 }
 
 // Event is one machine or tunnel activity event.
@@ -166,7 +167,33 @@ func (s *Store) InsertEvent(ctx context.Context, e Event) error {
 	_, err := s.db.ExecContext(ctx,
 		"INSERT INTO activity_events(created_at, source, kind, machine_id, tunnel_id, message) VALUES (?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), ?)",
 		e.CreatedAt.UnixMilli(), e.Source, e.Kind, e.MachineID, e.TunnelID, e.Message)
-	return err
+	return s.announce(err, TopicActivity)
+}
+
+// MachineEvents returns the newest limit events of one machine (its own
+// and its tunnels'), newest first.
+func (s *Store) MachineEvents(ctx context.Context, machineID int64, limit int) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message
+		FROM activity_events WHERE machine_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, machineID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	return scanEvents(rows)
+}
+
+func scanEvents(rows *sql.Rows) ([]Event, error) {
+	out := []Event{}
+	for rows.Next() {
+		var e Event
+		var ms int64
+		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = time.UnixMilli(ms).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }
 
 // RecentEvents returns the perSource newest events of each source, merged

@@ -21,6 +21,22 @@ var Managed = []string{"revtunnel-server.service", "caddy.service", "fail2ban.se
 // reached). Its text is what the API shows.
 var ErrUnavailable = errors.New("systemd is not available")
 
+// UnavailableHint is what the operator can do about ErrUnavailable.
+const UnavailableHint = "this daemon was started without systemd (plain `tunnelsvc serve`), so it cannot start or reload caddy, revtunnel-server and fail2ban; " +
+	"install the tunnelsvc package and let systemd run it (systemctl enable --now tunnelsvc.socket), or start those services yourself"
+
+// Explain is err's text, followed by UnavailableHint when err is (or
+// wraps) ErrUnavailable.
+func Explain(err error) string {
+	if err == nil {
+		return ""
+	}
+	if errors.Is(err, ErrUnavailable) && !strings.Contains(err.Error(), UnavailableHint) {
+		return err.Error() + ": " + UnavailableHint
+	}
+	return err.Error()
+}
+
 // NotAllowedError refuses a unit that is not on the allow-list. It is
 // returned before D-Bus is touched.
 type NotAllowedError struct{ Name string }

@@ -1,0 +1,47 @@
+package app
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+)
+
+// exposure is what the dashboard's SSH commands and tunnel addresses follow:
+// the installed server host (else --server-host, else --base-url's host),
+// the domain, bind_ip and whether the svc firewall closes private ports.
+func (a *App) exposure(ctx context.Context) (machines.Exposure, error) {
+	var x machines.Exposure
+	set := a.Setup.Settings
+	v, err := set.VPS(ctx)
+	if err != nil {
+		return x, err
+	}
+	if v != nil {
+		x.Host = v.ServerHost
+	}
+	if x.Host == "" {
+		x.Host = a.Config.ServerHost
+	}
+	if x.Host == "" {
+		if u, err := url.Parse(a.Config.BaseURL); err == nil {
+			x.Host = u.Hostname()
+		}
+	}
+	if x.Domain, err = set.Domain(ctx); err != nil {
+		return x, err
+	}
+	if x.BindIP, err = set.BindIP(ctx); err != nil {
+		return x, err
+	}
+	// The firewall package owns its mode.
+	if a.Firewall != nil {
+		mode, err := a.Firewall.Mode(ctx)
+		if err != nil {
+			return x, err
+		}
+		x.FirewallSvc = mode == firewall.ModeSvc
+	}
+	return x, nil
+}

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"net"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
+)
+
+// probeServices builds the tunnel prober: http tunnels are checked through
+// Caddy on this box (at bind_ip when set, else loopback) in the background
+// and after every tunnel change, until ctx ends.
+func (a *App) probeServices(ctx context.Context) {
+	a.Prober = probe.New(probe.Options{
+		Store: a.Store, Log: a.Log,
+		Domain: a.Setup.Settings.Domain,
+		ProxyAddr: func(ctx context.Context) (string, error) {
+			bind, err := a.Setup.Settings.BindIP(ctx)
+			if err != nil || bind == "" {
+				return probe.DefaultProxyAddr, err
+			}
+			return net.JoinHostPort(bind, "443"), nil
+		},
+	})
+	prev := a.Machines.OnChange
+	a.Machines.OnChange = func(id int64) {
+		if prev != nil {
+			prev(id)
+		}
+		a.Prober.Kick()
+	}
+	go a.Prober.Run(ctx)
+}

@@ -1,0 +1,70 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+)
+
+// TestProbeThroughRealCaddy: a real caddy on loopback serving one tunnel's
+// name with its internal CA (the others get no site): the probe finds the
+// site up with Caddy's issuer, reports the certificate as not trusted by
+// the system, and a name caddy has no site for as down.
+func TestProbeThroughRealCaddy(t *testing.T) {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	port := testutil.FreePort(t)
+	caddyfile := filepath.Join(dir, "Caddyfile")
+	conf := fmt.Sprintf(`{
+	admin off
+	auto_https disable_redirects
+	skip_install_trust
+	local_certs
+}
+https://wiki.example.test:%d {
+	bind 127.0.0.1
+	tls internal
+	respond "wiki" 200
+}
+`, port)
+	if err := os.WriteFile(caddyfile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_DATA_HOME", dir)
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("HOME", dir)
+	testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
+	testutil.WaitListening(t, port, 15*time.Second)
+
+	st := newStore(t)
+	ids := addTunnels(t, st, "wiki", "grafana")
+	p := New(Options{Store: st, ProxyAddr: at(fmt.Sprintf("127.0.0.1:%d", port)),
+		Domain: func(context.Context) (string, error) { return "example.test", nil }})
+	ctx := context.Background()
+	up, _ := p.Probe(ctx, ids[0])
+	// caddy issues its certificate on the first handshake; give it a few tries.
+	for i := 0; i < 20 && up.State != "up"; i++ {
+		time.Sleep(250 * time.Millisecond)
+		up, _ = p.Probe(ctx, ids[0])
+	}
+	if up.State != "up" || up.HTTPStatus != 200 || !strings.Contains(up.CertIssuer, "Caddy Local Authority") || up.CertValid || up.CertExpiresAt.IsZero() {
+		t.Fatalf("wiki through caddy = %+v", up)
+	}
+	down, err := p.Probe(ctx, ids[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if down.State != "down" || down.Error == "" {
+		t.Fatalf("a name caddy does not serve = %+v", down)
+	}
+	t.Logf("up: %+v\ndown: %+v", up, down)
+}

@@ -1,0 +1,224 @@
+// Package probe checks that http tunnels answer through the web proxy: it
+// connects to the proxy on this box's loopback with the tunnel's name as
+// SNI and Host, as a visitor's browser would, and keeps the result (up or
+// down, the certificate's issuer and expiry) in the store.
+package probe
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Defaults.
+const (
+	DefaultProxyAddr = "127.0.0.1:443"
+	DefaultTimeout   = 10 * time.Second
+	DefaultEvery     = 5 * time.Minute
+)
+
+// InputError is a probe that cannot be made as asked; its text is for the
+// operator.
+type InputError string
+
+func (e InputError) Error() string { return string(e) }
+
+// ProbeInputError marks it for callers that do not import this package.
+func (InputError) ProbeInputError() {}
+
+// ErrNotHTTP: only http tunnels go through the proxy.
+var ErrNotHTTP error = InputError("only http tunnels are probed")
+
+// ErrNoDomain: without a domain a tunnel has no name to probe.
+var ErrNoDomain error = InputError("no domain is set")
+
+// Options configure a Prober; zero fields take the defaults.
+type Options struct {
+	Store *store.Store
+	// ProxyAddr is where the web proxy serves HTTPS on this box (nil:
+	// DefaultProxyAddr); it follows the bind address.
+	ProxyAddr func(ctx context.Context) (string, error)
+	// Domain is the tunnels' parent domain.
+	Domain func(ctx context.Context) (string, error)
+	// Roots verify the certificate (nil: the system roots).
+	Roots   *x509.CertPool
+	Timeout time.Duration
+	Every   time.Duration
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// Prober probes tunnels on demand and, with Run, in the background.
+type Prober struct {
+	o    Options
+	wake chan struct{}
+	mu   sync.Mutex // one probe round at a time
+}
+
+// New returns a Prober.
+func New(o Options) *Prober {
+	if o.ProxyAddr == nil {
+		o.ProxyAddr = func(context.Context) (string, error) { return DefaultProxyAddr, nil }
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Every == 0 {
+		o.Every = DefaultEvery
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Prober{o: o, wake: make(chan struct{}, 1)}
+}
+
+// Probe checks one tunnel now and stores the result.
+func (p *Prober) Probe(ctx context.Context, tunnelID int64) (store.TunnelProbe, error) {
+	t, err := p.o.Store.GetTunnel(ctx, tunnelID)
+	if err != nil {
+		return store.TunnelProbe{}, err
+	}
+	if t.Kind != "http" || t.Subdomain == "" {
+		return store.TunnelProbe{}, ErrNotHTTP
+	}
+	domain, err := p.o.Domain(ctx)
+	if err != nil {
+		return store.TunnelProbe{}, err
+	}
+	if domain == "" {
+		return store.TunnelProbe{}, ErrNoDomain
+	}
+	addr, err := p.o.ProxyAddr(ctx)
+	if err != nil {
+		return store.TunnelProbe{}, err
+	}
+	res := p.check(ctx, addr, t.Subdomain+"."+domain)
+	res.TunnelID = t.ID
+	return res, p.o.Store.SetTunnelProbe(ctx, res)
+}
+
+// Kick asks the background loop for a round now (after a tunnel change).
+func (p *Prober) Kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run probes every http tunnel at start, every Every and after each Kick,
+// until ctx ends.
+func (p *Prober) Run(ctx context.Context) {
+	t := time.NewTicker(p.o.Every)
+	defer t.Stop()
+	for {
+		p.round(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.wake:
+		}
+	}
+}
+
+func (p *Prober) round(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ts, err := p.o.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		p.o.Log.Warn("probe: listing tunnels failed", "err", err)
+		return
+	}
+	for _, t := range ts {
+		if t.Kind != "http" || ctx.Err() != nil {
+			continue
+		}
+		_, err := p.Probe(ctx, t.ID)
+		if err != nil && !errors.Is(err, ErrNoDomain) && !errors.Is(err, store.ErrNotFound) {
+			p.o.Log.Warn("probe failed", "tunnel_id", t.ID, "err", err)
+		}
+	}
+}
+
+// check connects to the proxy as a visitor of host would.
+func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe {
+	res := store.TunnelProbe{State: "down", CheckedAt: p.o.Now().UTC()}
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{ServerName: host,
+		// The certificate is verified below, so that an invalid one is
+		// reported with its issuer and expiry instead of a bare failure.
+		InsecureSkipVerify: true}} //nolint:gosec
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		res.Error = "TLS connection to the web proxy failed: " + err.Error()
+		return res
+	}
+	conn := raw.(*tls.Conn)
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	certs := conn.ConnectionState().PeerCertificates
+	if len(certs) > 0 {
+		leaf := certs[0]
+		res.CertIssuer = issuer(leaf)
+		res.CertExpiresAt = leaf.NotAfter.UTC()
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		_, verr := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: p.o.Roots, Intermediates: inter, CurrentTime: p.o.Now()})
+		res.CertValid = verr == nil
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
+	req.Header.Set("User-Agent", "tunnelsvc-probe")
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		res.Error = "sending the request failed: " + err.Error()
+		return res
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		res.Error = "no HTTP answer: " + err.Error()
+		return res
+	}
+	resp.Body.Close()
+	res.HTTPStatus = resp.StatusCode
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		res.Error = fmt.Sprintf("the proxy answered %d %s: the machine's service does not answer", resp.StatusCode, http.StatusText(resp.StatusCode))
+	default:
+		res.State = "up"
+	}
+	return res
+}
+
+// issuer names a certificate's issuer: organization and common name.
+func issuer(c *x509.Certificate) string {
+	org := strings.Join(c.Issuer.Organization, ", ")
+	cn := c.Issuer.CommonName
+	switch {
+	case org != "" && cn != "" && org != cn:
+		return org + " (" + cn + ")"
+	case org != "":
+		return org
+	}
+	return cn
+}
+
+var _ net.Conn = (*tls.Conn)(nil)
