@@ -82,8 +82,8 @@ async function svcPlan(ctx: Ctx): Promise<Child[]> {
       p.public_tunnel_tcp?.length ? h('li', null, `public tunnels: TCP ${ports(p.public_tunnel_tcp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null),
     p.private_tcp?.length ? h('p', null, `Only this server itself may reach TCP ${ports(p.private_tcp)}.`) : null,
     h('div', { class: 'callout' }, h('p', null, h('strong', null, 'Lock-out: '),
-      'if you reach this server on a port that is not listed (an SSH port other than 22, another service), you will be cut off.'),
-    (p.warnings ?? []).length ? h('ul', null, (p.warnings ?? []).map((w) => h('li', null, w))) : null),
+      p.warnings?.length ? 'read this first.' : 'if you reach this server on a port that is not listed (an SSH port other than 22, another service), you will be cut off.'),
+    p.warnings?.length ? h('ul', null, p.warnings.map((w) => h('li', null, w))) : null),
   ];
 }
 

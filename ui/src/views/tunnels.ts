@@ -111,7 +111,7 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
       },
     }), 'danger small');
     return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase())),
-      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}` }, machineName(t))] : []),
+      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
       reachedAt(t), t.local_port, reachability(t), h('div', { class: 'row-actions' }, edit, probe, del)];
   }), 'No tunnels yet.', 'Tunnels');
 }
