@@ -238,8 +238,13 @@ export function ago(s?: string | null): string {
 
 export function time(s?: string | null, rel = true): HTMLElement | string {
   if (!s) return rel ? 'never' : '—';
-  return h('time', { datetime: s, title: fmtTime(s) }, rel ? ago(s) : fmtTime(s));
+  return h('time', { datetime: s, title: fmtTime(s), class: rel ? 'ago' : null }, rel ? ago(s) : fmtTime(s));
 }
+
+// "2 min ago" stays true while the page is open.
+setInterval(() => {
+  for (const t of document.querySelectorAll<HTMLTimeElement>('time.ago')) t.textContent = ago(t.dateTime);
+}, 30_000);
 
 export function badge(text: string, tone: 'good' | 'warn' | 'bad' | '' = ''): HTMLElement {
   return h('span', { class: `badge ${tone}` }, text);

@@ -329,7 +329,15 @@ function journey(size, viewport, opts = {}) {
         await page.getByRole('button', { name: 'Copy the join command' }).waitFor();
         await page.getByRole('status').filter({ hasText: 'Waiting for the machine to join…' }).waitFor();
         const row = page.getByRole('row').filter({ hasText: 'nas in the cellar' });
-        await row.getByRole('button', { name: 'Revoke nas in the cellar' }).waitFor();
+        // A pending token shows its label, when it was made and when it expires;
+        // revoking asks first.
+        await row.getByText(/^(just now|\d+ s ago)$/).waitFor();
+        await row.getByText(/^in (60|59) min$/).waitFor();
+        await row.getByRole('button', { name: 'Revoke nas in the cellar' }).click();
+        const revoke = page.getByRole('alertdialog', { name: 'Revoke nas in the cellar?' });
+        await revoke.getByRole('button', { name: 'Cancel' }).click();
+        await revoke.waitFor({ state: 'detached' });
+        await row.waitFor();
         await look('machines-join');
       });
 
