@@ -20,10 +20,16 @@ import (
 func TestChecklist(t *testing.T) {
 	dns := testutil.DNSServer(t, map[string]string{"router.example.test.": "192.0.2.10"})
 	var publicIP atomic.Value
+	var asked atomic.Int32
 	publicIP.Store("198.51.100.7")
-	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(publicIP.Load().(string))) }))
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Write([]byte(publicIP.Load().(string)))
+	}))
 	defer echo.Close()
 	e := newLocalEnv(t, &netcheck.Checker{DNSServer: dns, EchoURLs: []string{echo.URL}})
+	clock := time.Unix(1_800_000_000, 0)
+	e.setup.Now = func() time.Time { return clock }
 	ctx := context.Background()
 
 	type item struct {
@@ -73,7 +79,13 @@ func TestChecklist(t *testing.T) {
 	if items["domain_dns"] != (item{false, mismatch}) || data["public_ip"] != "198.51.100.7" || data["dns_ip"] != "192.0.2.10" {
 		t.Fatalf("mismatch = %v %v", items["domain_dns"], data)
 	}
+	// The detected address is trusted for PublicIPTTL: the echo service is
+	// asked again only after it.
 	publicIP.Store("192.0.2.10")
+	if items, _ = get(); items["domain_dns"] != (item{false, mismatch}) || asked.Load() != 1 {
+		t.Fatalf("within the TTL: %v, echo asked %d times", items["domain_dns"], asked.Load())
+	}
+	clock = clock.Add(localsetup.PublicIPTTL)
 	items, data = get()
 	if items["domain_dns"] != (item{true, "router.example.test resolves to 192.0.2.10, this server's public IP"}) {
 		t.Fatalf("match = %v", items["domain_dns"])

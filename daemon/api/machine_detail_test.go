@@ -195,3 +195,22 @@ func TestMachineActivity(t *testing.T) {
 		t.Fatalf("the whole feed = %d events, want 5", len(all))
 	}
 }
+
+// TestSSHCommandIPv6: an IPv6 server address is bracketed for -J, which
+// takes host[:port], and left bare as a destination.
+func TestSSHCommandIPv6(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	e.data(t, e.bootstrap(t, e.token(t), "pi"), 200)
+	x := machines.Exposure{Host: "2001:db8::5"}
+	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return x, nil }
+	d := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
+	port := int(d["tunnel_port"].(float64))
+	if want := fmt.Sprintf("ssh -J root@[2001:db8::5] -p %d pi@127.0.0.1", port); d["ssh_command"] != want {
+		t.Fatalf("ssh_command = %q, want %q", d["ssh_command"], want)
+	}
+	x.BindIP = "2001:db8::5"
+	d = e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
+	if want := fmt.Sprintf("ssh -p %d pi@2001:db8::5", port); d["ssh_command"] != want {
+		t.Fatalf("ssh_command = %q, want %q", d["ssh_command"], want)
+	}
+}

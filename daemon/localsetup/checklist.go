@@ -3,6 +3,8 @@ package localsetup
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 )
@@ -30,6 +32,41 @@ type ChecklistItem struct {
 type NetChecks interface {
 	CheckDNS(ctx context.Context, domain string) (netcheck.DNSResult, error)
 	DetectIP(ctx context.Context) (string, error)
+}
+
+// PublicIPTTL is how long the checklist trusts a detected public address:
+// detecting asks outside services (up to 4 s each), too slow for every
+// load of the overview.
+const PublicIPTTL = 10 * time.Minute
+
+type ipCache struct {
+	mu sync.Mutex
+	ip string
+	at time.Time
+}
+
+// detectIP is the public address, detected at most once per PublicIPTTL;
+// "" when detection fails (a failure is not remembered).
+func (s *Service) detectIP(ctx context.Context, net NetChecks) string {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	c := &s.publicIP
+	c.mu.Lock()
+	if c.ip != "" && now().Sub(c.at) < PublicIPTTL {
+		defer c.mu.Unlock()
+		return c.ip
+	}
+	c.mu.Unlock()
+	ip, err := net.DetectIP(ctx)
+	if err != nil || ip == "" {
+		return ""
+	}
+	c.mu.Lock()
+	c.ip, c.at = ip, now()
+	c.mu.Unlock()
+	return ip
 }
 
 // Checklist works out each step now: passwordSet comes from the caller,
@@ -65,7 +102,7 @@ func (s *Service) Checklist(ctx context.Context, passwordSet bool, net NetChecks
 		if err != nil {
 			return c, err
 		}
-		c.PublicIP, _ = net.DetectIP(ctx)
+		c.PublicIP = s.detectIP(ctx, net)
 		switch {
 		case !res.OK:
 			dnsDetail = res.Message

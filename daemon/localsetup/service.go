@@ -79,6 +79,8 @@ type Service struct {
 	FRPS string
 	Log  *slog.Logger
 	Now  func() time.Time
+
+	publicIP ipCache // the checklist's last detected public address
 }
 
 // InstallRequest is POST /api/local/install's body.

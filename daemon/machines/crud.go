@@ -92,14 +92,14 @@ func statusReason(m store.Machine) string {
 // outside, else through the VPS with ProxyJump (the port listens on the
 // VPS's loopback).
 func sshCommand(m store.Machine, x Exposure) (string, bool) {
-	host := x.Host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]" // an IPv6 literal
-	}
 	if x.listensOutside() && !x.FirewallSvc {
-		return fmt.Sprintf("ssh -p %d %s@%s", m.TunnelPort, m.Username, host), true
+		return fmt.Sprintf("ssh -p %d %s@%s", m.TunnelPort, m.Username, x.Host), true
 	}
-	return fmt.Sprintf("ssh -J root@%s -p %d %s@127.0.0.1", host, m.TunnelPort, m.Username), false
+	jump := x.Host
+	if strings.Contains(jump, ":") {
+		jump = "[" + jump + "]" // -J takes host[:port]: an IPv6 literal needs brackets
+	}
+	return fmt.Sprintf("ssh -J root@%s -p %d %s@127.0.0.1", jump, m.TunnelPort, m.Username), false
 }
 
 // Machines lists every machine; fallbackHost names this server in SSH

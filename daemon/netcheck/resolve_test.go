@@ -91,11 +91,11 @@ func TestDetectIPReadsAtMost64Bytes(t *testing.T) {
 // TestResolveUnmapped: a hostname's IPv4 address is answered as IPv4, never
 // in its IPv4-mapped IPv6 form (localhost came back as ::ffff:127.0.0.1).
 func TestResolveUnmapped(t *testing.T) {
-	addr := testutil.DNSServer(t, map[string]string{"host.example.test.": "192.0.2.11"})
-	for _, c := range []*Checker{{}, {DNSServer: addr}} {
-		got, err := c.ResolveIP(context.Background(), "localhost")
-		if err != nil || (got != "127.0.0.1" && got != "::1") {
-			t.Errorf("ResolveIP(localhost) with DNS server %q = %q, %v; want 127.0.0.1 or ::1", c.DNSServer, got, err)
-		}
+	// The DNS server on loopback answers only if /etc/hosts does not: no
+	// query leaves the box.
+	c := &Checker{DNSServer: testutil.DNSServer(t, map[string]string{"localhost.": "127.0.0.1"})}
+	got, err := c.ResolveIP(context.Background(), "localhost")
+	if err != nil || (got != "127.0.0.1" && got != "::1") {
+		t.Errorf("ResolveIP(localhost) = %q, %v; want 127.0.0.1 or ::1", got, err)
 	}
 }

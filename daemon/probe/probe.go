@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -220,5 +219,3 @@ func issuer(c *x509.Certificate) string {
 	}
 	return cn
 }
-
-var _ net.Conn = (*tls.Conn)(nil)
