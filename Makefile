@@ -64,7 +64,7 @@ daemon:
 ## ui: the dashboard (skipped until ui/package.json exists).
 ui:
 	@if [ -f ui/package.json ]; then \
-	  [ -d ui/node_modules ] || (cd ui && npm ci --no-audit --no-fund --loglevel=error); \
+	  if [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then (cd ui && npm ci --no-audit --no-fund --loglevel=error); fi; \
 	  cd ui && npm run build; \
 	else echo "ui: no ui/package.json; serving the placeholder page"; fi
 

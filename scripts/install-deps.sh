@@ -57,7 +57,9 @@ if ! [ -x "$GOBIN/gotestsum" ]; then
   go install gotest.tools/gotestsum@v1.13.0
 fi
 
-if [ -f ui/package.json ] && ! [ -d ui/node_modules ]; then
+# Again whenever the lock file changed since npm last installed (npm writes
+# node_modules/.package-lock.json): a new devDependency must not be missed.
+if [ -f ui/package.json ] && [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then
   echo "install-deps: installing the UI's npm packages"
   (cd ui && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -55,25 +55,36 @@ export function describeError(e: unknown): string {
 
 export interface ApiOptions {
   fetch?: FetchLike;
-  /** Called when a request that needs a session answers 401. */
-  onUnauthorized?: () => void;
+  /**
+   * Called when a request that needs a session answers 401. When it
+   * resolves true (the operator logged in again) the request is sent once
+   * more, so nothing the operator typed or asked for is lost.
+   */
+  onUnauthorized?: () => Promise<boolean> | boolean | void;
+  /** Called when the daemon could not be reached at all. */
+  onOffline?: () => void;
 }
 
 export interface RequestOptions {
   headers?: Record<string, string>;
 }
 
+// 401s that are answers about a password or code, not a lost session.
+const ownAnswer = (path: string) => /^\/api\/auth\/(login|setup|status)\b/.test(path) || path.endsWith('/download');
+
 export class Api {
   private readonly fetchFn: FetchLike;
-  onUnauthorized?: () => void;
+  onUnauthorized?: ApiOptions['onUnauthorized'];
+  onOffline?: () => void;
 
   constructor(opts: ApiOptions = {}) {
     this.fetchFn = opts.fetch ?? ((i, init) => fetch(i, init));
     this.onUnauthorized = opts.onUnauthorized;
+    this.onOffline = opts.onOffline;
   }
 
   /** Sends a request and returns the raw Response (for non-JSON bodies). */
-  async send(method: string, path: string, body?: unknown, opts: RequestOptions = {}): Promise<Response> {
+  async send(method: string, path: string, body?: unknown, opts: RequestOptions = {}, again = false): Promise<Response> {
     const headers: Record<string, string> = { Accept: 'application/json', ...opts.headers };
     const init: RequestInit = { method, headers, credentials: 'same-origin' };
     if (body !== undefined) {
@@ -84,11 +95,11 @@ export class Api {
     try {
       res = await this.fetchFn(path, init);
     } catch {
+      this.onOffline?.();
       throw new ApiError(0, 'could not reach the server; check the connection and try again');
     }
-    if (res.status === 401 && !path.startsWith('/api/auth/') && this.onUnauthorized) {
-      // Step-up failures (key download) are 401 too; they keep the session.
-      if (!path.includes('/download')) this.onUnauthorized();
+    if (res.status === 401 && !ownAnswer(path) && this.onUnauthorized) {
+      if ((await this.onUnauthorized()) === true && !again) return this.send(method, path, body, opts, true);
     }
     return res;
   }
@@ -114,11 +125,14 @@ export class Api {
   }
 }
 
-// Shapes the dashboard reads (see daemon/api/openapi.yaml).
+// Shapes the dashboard reads (see daemon/api/openapi.yaml). Fields added
+// for issue 14 are optional: an older daemon leaves them out and the page
+// says less rather than breaking.
 export interface Message { message: string }
 export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean }
 export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
 export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }
+export interface Outcome { ok: boolean; message?: string; at?: string }
 export interface LocalStatus {
   domain?: string;
   server_host?: string;
@@ -130,21 +144,34 @@ export interface LocalStatus {
   dashboard_private?: boolean;
   bind_ip?: string;
   operation?: string;
+  outcomes?: { install?: Outcome; banner?: Outcome; firewall?: Outcome };
 }
+export interface ChecklistItem { id: string; label: string; done: boolean; detail?: string }
+export interface Checklist { items: ChecklistItem[]; next?: string | null; next_step?: string; public_ip?: string; dns_ip?: string }
 export interface BootstrapToken {
-  id: number; token?: string; created_at?: string; expires_at: string; command?: string;
+  id: number; label?: string; token?: string; created_at?: string; expires_at: string; command?: string;
+  state?: 'pending' | 'used' | 'expired'; machine_id?: number | null;
   // Set when the daemon knows no address machines can reach (the command
   // then uses the dashboard's own address): what to set.
   warning?: string;
 }
 export interface Machine {
   id: number; name: string; username: string; status: string; created_at: string;
-  last_seen?: string | null; client_addr?: string; tunnel_port?: number; agent_port?: number;
+  status_reason?: string; last_seen?: string | null; client_addr?: string; tunnel_port?: number; agent_port?: number;
+  agent_local_port?: number; config_push?: { ok: boolean; message?: string; at?: string } | null;
+  ssh_command?: string; ssh_direct?: boolean; ssh_key_id?: string;
+}
+export interface Reachability {
+  state: 'up' | 'down' | 'unknown'; http_status?: number; error?: string; cert_issuer?: string;
+  cert_expires_at?: string | null; cert_valid?: boolean; checked_at?: string | null;
 }
 export interface Tunnel {
-  id: number; machine_id: number; name: string; kind: 'http' | 'tcp'; local_port: number;
-  subdomain?: string; public: boolean; remote_port?: number; status?: string; created_at?: string;
+  id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
+  subdomain?: string | null; public: boolean; remote_port?: number; status?: string; created_at?: string;
+  url?: string; address?: string; reachability?: Reachability;
 }
+export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
+export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }
 export interface TwoFADevice { id: string; name: string; created_at?: string; last_used_at?: string | null }
 export interface TwoFAStatus { enabled: boolean; devices: TwoFADevice[]; backup_codes_remaining: number }
 export interface Enrollment { secret: string; qr_data_url: string }
@@ -152,7 +179,7 @@ export interface SSHKey {
   id: string; name: string; public_key: string; fingerprint?: string; is_default: boolean;
   created_at?: string; machine_count?: number;
 }
-export interface AuditEntry { id: number; created_at: string; kind: string; client_addr?: string; user_agent?: string; detail?: string; count?: number }
+export interface AuditEntry { id: number; created_at: string; kind: string; category?: string; client_addr?: string; user_agent?: string; detail?: string; count?: number }
 export interface BanConfig { max_retry: number; find_time: number; ban_time: number }
 export interface BanJail { name: string; currently_failed?: number; total_failed?: number; currently_banned?: number; total_banned?: number; banned?: string[] }
 export interface BanStatus { installed: boolean; running: boolean; managed: boolean; jail_file?: string; jails?: BanJail[]; config?: BanConfig; whitelist?: string[] }

@@ -1,6 +1,7 @@
 // Tiny DOM helpers. Everything is built with createElement and textContent:
 // no innerHTML, no inline styles (the daemon's CSP forbids them anyway).
-import { describeError } from './api';
+import { ApiError, describeError } from './api';
+import { onReconnect } from './live';
 
 export type Child = Node | string | number | null | undefined | false;
 type Props = Record<string, unknown>;
@@ -41,48 +42,97 @@ export function clear(el: Element, ...children: (Child | Child[])[]): void {
   append(el, children);
 }
 
+/**
+ * Replaces el's children and, when focus was on a control inside it, puts
+ * focus back on the control with the same name (live updates re-render
+ * tables under the operator's hands).
+ */
+export function refill(el: Element, ...children: (Child | Child[])[]): void {
+  const a = document.activeElement;
+  const key = a && el.contains(a) ? a.getAttribute('aria-label') ?? a.textContent : null;
+  clear(el, ...children);
+  if (!key) return;
+  for (const c of el.querySelectorAll<HTMLElement>('button, a, input, select')) {
+    if ((c.getAttribute('aria-label') ?? c.textContent) === key) { c.focus(); break; }
+  }
+}
+
 let uid = 0;
-/** A labelled input; returns the wrapper and the input. */
-export function field(
-  label: string,
-  props: Props = {},
-  hint?: string,
-): { row: HTMLDivElement; input: HTMLInputElement } {
-  const id = `f${++uid}`;
-  const hintId = hint ? `${id}-hint` : undefined;
-  const input = h('input', { id, 'aria-describedby': hintId, ...props });
-  const row = h('div', { class: 'field' }, h('label', { for: id }, label), input,
-    hint ? h('small', { id: hintId, class: 'hint' }, hint) : null);
-  return { row, input };
+export const nextId = (p = 'f') => `${p}${++uid}`;
+
+export interface Field<T extends HTMLInputElement | HTMLSelectElement = HTMLInputElement> {
+  row: HTMLDivElement;
+  input: T;
+  /** Shows msg under the field and ties it to the input; null clears it. */
+  error: (msg: string | null) => void;
 }
 
-export function checkbox(label: string, props: Props = {}): { row: HTMLDivElement; input: HTMLInputElement } {
-  const id = `f${++uid}`;
-  const input = h('input', { id, type: 'checkbox', ...props });
-  return { row: h('div', { class: 'field check' }, input, h('label', { for: id }, label)), input };
+type FieldOpts = string | { hint?: string; invalid?: string };
+
+function makeField<T extends HTMLInputElement | HTMLSelectElement>(label: string, input: T, opts: FieldOpts = {}, check = false): Field<T> {
+  const o = typeof opts === 'string' ? { hint: opts } : opts;
+  const id = input.id || nextId();
+  input.id = id;
+  const hintId = o.hint ? `${id}-hint` : '';
+  if (hintId) input.setAttribute('aria-describedby', hintId);
+  if (o.invalid) input.dataset.invalid = o.invalid;
+  const err = h('small', { id: `${id}-err`, class: 'field-error', hidden: true });
+  const required = input.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : null;
+  const lab = h('label', { for: id }, label, required);
+  const row = h('div', { class: check ? 'field check' : 'field' }, ...(check ? [input, lab] : [lab, input]),
+    o.hint ? h('small', { id: hintId, class: 'hint' }, o.hint) : null, err);
+  const error = (msg: string | null) => {
+    err.textContent = msg ?? '';
+    err.hidden = !msg;
+    if (msg) input.setAttribute('aria-invalid', 'true');
+    else input.removeAttribute('aria-invalid');
+    input.setAttribute('aria-describedby', [hintId, msg ? err.id : ''].filter(Boolean).join(' '));
+    if (!input.getAttribute('aria-describedby')) input.removeAttribute('aria-describedby');
+  };
+  fieldErrors.set(input, error);
+  input.addEventListener('input', () => { if (input.getAttribute('aria-invalid')) error(null); });
+  return { row, input, error };
 }
 
-export function select(label: string, options: [string, string][], props: Props = {}): { row: HTMLDivElement; input: HTMLSelectElement } {
-  const id = `f${++uid}`;
-  const input = h('select', { id, ...props }, options.map(([v, t]) => h('option', { value: v }, t)));
-  return { row: h('div', { class: 'field' }, h('label', { for: id }, label), input), input };
+const fieldErrors = new WeakMap<Element, (msg: string | null) => void>();
+
+/** A labelled input. Required fields are marked in their label. */
+export function field(label: string, props: Props = {}, opts?: FieldOpts): Field {
+  return makeField(label, h('input', props), opts);
 }
 
-/** A region for messages: errors are announced (role=alert). */
-export function notice(): { el: HTMLParagraphElement; error: (e: unknown) => void; ok: (m: string) => void; clear: () => void } {
+export function checkbox(label: string, props: Props = {}): Field {
+  return makeField(label, h('input', { type: 'checkbox', ...props }), {}, true);
+}
+
+export function select(label: string, options: [string, string][], props: Props = {}, opts?: FieldOpts): Field<HTMLSelectElement> {
+  return makeField(label, h('select', props, options.map(([v, t]) => h('option', { value: v }, t))), opts);
+}
+
+export type Notice = { el: HTMLParagraphElement; error: (e: unknown) => void; ok: (m: string) => void; clear: () => void };
+
+/** A region for messages: errors are announced (role=alert). A lost
+ * connection's error clears itself when the daemon answers again. */
+export function notice(): Notice {
   const el = h('p', { class: 'notice', role: 'status', hidden: true });
+  let offline = false;
   const show = (cls: string, text: string, role: string) => {
     el.className = `notice ${cls}`;
     el.setAttribute('role', role);
     el.textContent = text;
     el.hidden = false;
   };
-  return {
+  const n: Notice = {
     el,
-    error: (e) => show('error', describeError(e), 'alert'),
-    ok: (m) => show('ok', m, 'status'),
-    clear: () => { el.hidden = true; el.textContent = ''; },
+    error: (e) => {
+      offline = e instanceof ApiError && e.status === 0;
+      show('error', describeError(e), 'alert');
+    },
+    ok: (m) => { offline = false; show('ok', m, 'status'); },
+    clear: () => { offline = false; el.hidden = true; el.textContent = ''; },
   };
+  onReconnect(() => { if (offline && el.isConnected) n.clear(); });
+  return n;
 }
 
 /**
@@ -91,7 +141,7 @@ export function notice(): { el: HTMLParagraphElement; error: (e: unknown) => voi
  */
 export async function busy<T>(
   buttons: (HTMLButtonElement | null | undefined)[] | HTMLButtonElement,
-  n: ReturnType<typeof notice> | null,
+  n: Notice | null,
   fn: () => Promise<T>,
 ): Promise<T | undefined> {
   const bs = (Array.isArray(buttons) ? buttons : [buttons]).filter((b): b is HTMLButtonElement => !!b);
@@ -101,25 +151,65 @@ export async function busy<T>(
     return await fn();
   } catch (e) {
     if (n) n.error(e);
-    else console.error(e);
+    else console.warn(e);
     return undefined;
   } finally {
     bs.forEach((b) => { b.disabled = false; b.removeAttribute('aria-busy'); });
   }
 }
 
-/** A form whose submit button is disabled while onSubmit runs. */
+/** Shows the browser's verdict on each invalid control beside it; focuses
+ * the first. Returns whether the form is valid. */
+export function validate(f: HTMLFormElement): boolean {
+  let first: HTMLElement | null = null;
+  for (const c of f.querySelectorAll<HTMLInputElement | HTMLSelectElement>('input, select')) {
+    const set = fieldErrors.get(c);
+    if (!set) continue;
+    if (c.checkValidity() || c.closest('[hidden]')) { set(null); continue; }
+    const custom = c.dataset.invalid;
+    set(c.validity.valueMissing ? 'This field is required.' : custom ?? c.validationMessage);
+    first ??= c;
+  }
+  first?.focus();
+  return !first;
+}
+
+/** Puts a server message beside the field it names ("subdomain is already
+ * in use"), when the form has one. */
+export function errorToField(f: HTMLElement, e: unknown): boolean {
+  if (!(e instanceof ApiError) || e.status === 0 || e.status === 401 && !f.querySelector('[name=password]')) return false;
+  for (const c of f.querySelectorAll<HTMLInputElement>('input[name], select[name]')) {
+    const set = fieldErrors.get(c);
+    if (set && !c.closest('[hidden]') && new RegExp(`\\b${c.name}\\b`).test(e.message)) {
+      set(describeError(e));
+      c.focus();
+      return true;
+    }
+  }
+  return false;
+}
+
+/** A form: checked in the page (errors beside their fields), its submit
+ * button disabled while onSubmit runs. */
 export function form(
-  opts: { label: string; submit: string; className?: string },
+  opts: { label: string; submit: string; className?: string; danger?: boolean; submitLabel?: string },
   fields: Child[],
-  onSubmit: (n: ReturnType<typeof notice>, submit: HTMLButtonElement) => Promise<void>,
-): { form: HTMLFormElement; submit: HTMLButtonElement; notice: ReturnType<typeof notice> } {
+  onSubmit: (n: Notice, submit: HTMLButtonElement) => Promise<void>,
+): { form: HTMLFormElement; submit: HTMLButtonElement; notice: Notice } {
   const n = notice();
-  const submit = h('button', { type: 'submit' }, opts.submit);
-  const f = h('form', { 'aria-label': opts.label, class: opts.className ?? 'stack' }, ...fields, h('div', { class: 'actions' }, submit), n.el);
+  const submit = h('button', { type: 'submit', class: opts.danger ? 'danger' : null, 'aria-label': opts.submitLabel }, opts.submit);
+  const f = h('form', { 'aria-label': opts.label, class: opts.className ?? 'stack', novalidate: true },
+    ...fields, h('div', { class: 'actions' }, submit), n.el);
   f.addEventListener('submit', (ev) => {
     ev.preventDefault();
-    void busy(submit, n, () => onSubmit(n, submit));
+    if (!validate(f)) return;
+    void busy(submit, n, async () => {
+      try {
+        await onSubmit(n, submit);
+      } catch (e) {
+        if (!errorToField(f, e)) throw e;
+      }
+    });
   });
   return { form: f, submit, notice: n };
 }
@@ -131,14 +221,41 @@ export function card(title: string, ...children: (Child | Child[])[]): HTMLEleme
 export function fmtTime(s?: string | null): string {
   if (!s) return '—';
   const d = new Date(s);
-  return Number.isNaN(d.getTime()) ? s : d.toLocaleString();
+  return Number.isNaN(d.getTime()) || d.getTime() <= 0 ? s : d.toLocaleString();
 }
 
-export function table(headers: string[], rows: Child[][], empty: string): HTMLElement {
+/** "3 min ago", "in 2 h" */
+export function ago(s?: string | null): string {
+  if (!s) return 'never';
+  const t = new Date(s).getTime();
+  if (Number.isNaN(t) || t <= 0) return 'never';
+  const d = (Date.now() - t) / 1000;
+  const a = Math.abs(d);
+  const v = a < 60 ? [Math.round(a), 's'] : a < 3600 ? [Math.round(a / 60), 'min'] : a < 86400 ? [Math.round(a / 3600), 'h'] : [Math.round(a / 86400), 'd'];
+  if (a < 5) return 'just now';
+  return d >= 0 ? `${v[0]} ${v[1]} ago` : `in ${v[0]} ${v[1]}`;
+}
+
+export function time(s?: string | null, rel = true): HTMLElement | string {
+  if (!s) return rel ? 'never' : '—';
+  return h('time', { datetime: s, title: fmtTime(s), class: rel ? 'ago' : null }, rel ? ago(s) : fmtTime(s));
+}
+
+// "2 min ago" stays true while the page is open.
+setInterval(() => {
+  for (const t of document.querySelectorAll<HTMLTimeElement>('time.ago')) t.textContent = ago(t.dateTime);
+}, 30_000);
+
+export function badge(text: string, tone: 'good' | 'warn' | 'bad' | '' = ''): HTMLElement {
+  return h('span', { class: `badge ${tone}` }, text);
+}
+
+export function table(headers: string[], rows: Child[][], empty: string, caption?: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
   return h('div', { class: 'table-wrap' },
     h('table', null,
-      h('thead', null, h('tr', null, headers.map((t) => h('th', { scope: 'col' }, t)))),
+      caption ? h('caption', { class: 'sr-only' }, caption) : null,
+      h('thead', null, h('tr', null, headers.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
       h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': headers[i] }, c))))),
     ));
 }
@@ -156,4 +273,32 @@ export async function copyText(text: string, fallback: HTMLElement): Promise<boo
     sel?.addRange(range);
     return false;
   }
+}
+
+/** A block of text with a Copy button that says what happened. */
+export function copyBox(text: string, label: string, cls = 'cmd'): HTMLElement {
+  const code = h('code', { class: cls }, text);
+  const said = h('span', { class: 'muted', role: 'status' });
+  const copy = h('button', { type: 'button', class: 'secondary small', 'aria-label': label }, 'Copy');
+  copy.addEventListener('click', async () => {
+    said.textContent = (await copyText(text, code)) ? 'Copied.' : 'Selected; press Ctrl+C to copy.';
+  });
+  return h('div', { class: 'command' }, h('pre', { tabindex: 0 }, code), h('div', { class: 'actions' }, copy, said));
+}
+
+/** Saves text as a file the browser downloads. */
+export function saveFile(name: string, text: string, type = 'text/plain'): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = h('a', { href: url, download: name });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** "Delete nas-1": a small button named with the row it acts on. */
+export function rowButton(text: string, name: string, onClick: (b: HTMLButtonElement) => void, cls = 'secondary small'): HTMLButtonElement {
+  const b = h('button', { type: 'button', class: cls, 'aria-label': `${text} ${name}` }, text);
+  b.addEventListener('click', () => onClick(b));
+  return b;
 }

@@ -1,29 +1,40 @@
 // The app shell: asks the daemon for the auth state, then shows setup,
-// login or the dashboard with hash routes (#/overview, #/machines, #/security).
+// login or the dashboard with hash routes (#/overview, #/machines/3,
+// #/tunnels, #/security/keys ...). Focus goes to the page's heading on
+// every navigation; a lost session opens a login dialog over the page, so
+// what was typed stays and the request that met the 401 is sent again.
 import './style.css';
 import { Api, describeError, type AuthStatus, type Message } from './api';
 import type { Ctx, View } from './ctx';
+import { modal } from './dialog';
 import { clear, h } from './dom';
-import { loginView, setupView } from './views/auth';
+import * as live from './live';
+import { loginFlow, loginView, setupView } from './views/auth';
+import { machineView } from './views/machine';
 import { machinesView } from './views/machines';
 import { overviewView } from './views/overview';
 import { securityView } from './views/security';
+import { tunnelsView } from './views/tunnels';
 
 const routes: Record<string, { title: string; view: View }> = {
   overview: { title: 'Overview', view: overviewView },
-  machines: { title: 'Machines', view: machinesView },
+  machines: { title: 'Machines', view: (root, ctx, p) => (p[0] ? machineView : machinesView)(root, ctx, p) },
+  tunnels: { title: 'Tunnels', view: tunnelsView },
   security: { title: 'Security', view: securityView },
 };
 
 const app = document.getElementById('app') as HTMLElement;
 const api = new Api();
 let auth: AuthStatus | null = null;
-let cleanup: (() => void) | void;
+let cleanups: (() => void)[] = [];
 
-const currentRoute = () => location.hash.replace(/^#\/?/, '').split('?')[0] || 'overview';
+const parts = () => location.hash.replace(/^#\/?/, '').split('?')[0].split('/').filter(Boolean);
+const currentRoute = () => parts()[0] || 'overview';
+const NEXT = 'tunnelsvc-next';
 
 function go(route: string): void {
-  if (currentRoute() === route && location.hash) void render();
+  navigated = true;
+  if (location.hash === `#/${route}`) void render();
   else location.hash = `#/${route}`;
 }
 
@@ -33,12 +44,45 @@ const ctx: Ctx = {
     auth = null;
     go(route);
   },
+  go,
+  sub: (topics, fn) => { for (const t of topics) cleanups.push(live.on(t, fn)); },
+  title: (t) => {
+    document.title = `${t} · tunnelsvc`;
+    const h1 = app.querySelector('main h1');
+    if (h1) h1.textContent = t;
+  },
 };
-api.onUnauthorized = () => ctx.authChanged('login');
+
+// A 401 in the middle of a session: log in again in a dialog.
+let relogin: Promise<boolean> | null = null;
+api.onUnauthorized = () => relogin ??= new Promise<boolean>((resolve) => {
+  live.stop();
+  void modal('Your session expired', (box, done) => {
+    box.append(h('p', null, 'Log in again to carry on. This page and what you typed stay as they are.'));
+    const flow = h('div');
+    box.append(flow);
+    loginFlow(flow, api, (ok) => {
+      done();
+      relogin = null;
+      if (ok) live.start();
+      else ctx.authChanged('login');
+      resolve(ok);
+    });
+  });
+});
+api.onOffline = live.offline;
+
+// One banner for a daemon that stopped answering; it goes when it is back.
+const banner = h('div', { class: 'banner', role: 'alert', hidden: true });
+document.body.prepend(banner);
+live.on('conn', () => {
+  banner.hidden = live.conn !== 'offline';
+  banner.textContent = banner.hidden ? '' : 'The daemon is not answering. Trying again every few seconds; this message goes away by itself.';
+});
 
 async function render(): Promise<void> {
-  if (cleanup) cleanup();
-  cleanup = undefined;
+  for (const c of cleanups) c();
+  cleanups = [];
   if (!auth) {
     try {
       auth = await api.get<AuthStatus>('/api/auth/status');
@@ -46,36 +90,58 @@ async function render(): Promise<void> {
       const retry = h('button', { type: 'button', onclick: () => void render() }, 'Try again');
       clear(app, h('main', { class: 'auth' }, h('h1', null, 'tunnelsvc'),
         h('p', { class: 'notice error', role: 'alert' }, describeError(e)), retry));
+      cleanups.push(live.onReconnect(() => void render()));
       return;
     }
   }
   const route = currentRoute();
   const main = h('main', { id: 'main', tabindex: -1 });
-  if (!auth.setup) {
-    if (route !== 'setup') return go('setup');
+  if (!auth.setup || !auth.authenticated) {
+    live.stop();
+    const want = auth.setup ? 'login' : 'setup';
+    if (route !== want) {
+      if (routes[route]) sessionStorage.setItem(NEXT, parts().join('/'));
+      return go(want);
+    }
     clear(app, main);
-    document.title = 'Set up · tunnelsvc';
-    cleanup = setupView(main, ctx);
-    return;
-  }
-  if (!auth.authenticated) {
-    if (route !== 'login') return go('login');
-    clear(app, main);
-    document.title = 'Log in · tunnelsvc';
-    cleanup = loginView(main, ctx);
+    document.title = `${auth.setup ? 'Log in' : 'Set up'} · tunnelsvc`;
+    const after = () => {
+      const next = sessionStorage.getItem(NEXT);
+      sessionStorage.removeItem(NEXT);
+      ctx.authChanged(next || 'overview');
+    };
+    const c = (auth.setup ? loginView : setupView)(main, { ...ctx, authChanged: (r) => (r === 'overview' ? after() : ctx.authChanged(r)) }, []);
+    if (c) cleanups.push(c);
     return;
   }
   const r = routes[route];
   if (!r) return go('overview');
-  clear(app, shell(route), main);
+  live.start();
+  clear(app, skipLink(), shell(route), main);
   document.title = `${r.title} · tunnelsvc`;
-  cleanup = r.view(main, ctx);
+  const c = r.view(main, ctx, parts().slice(1));
+  if (c) cleanups.push(c);
+  const h1 = main.querySelector('h1');
+  if (h1) {
+    h1.tabIndex = -1;
+    // Not on the first page of a load: there Tab starts at the skip link.
+    if (navigated) h1.focus();
+  }
+}
+let navigated = false;
+
+function skipLink(): HTMLElement {
+  return h('a', {
+    class: 'skip', href: '#main',
+    onclick: (e: Event) => { e.preventDefault(); (app.querySelector('main h1') as HTMLElement | null)?.focus(); },
+  }, 'Skip to content');
 }
 
 function shell(active: string): HTMLElement {
   const logout = h('button', { type: 'button', class: 'secondary' }, 'Log out');
   logout.addEventListener('click', async () => {
     logout.disabled = true;
+    live.stop();
     try {
       await api.post<Message>('/api/auth/logout');
     } catch {
@@ -91,5 +157,5 @@ function shell(active: string): HTMLElement {
     logout);
 }
 
-window.addEventListener('hashchange', () => void render());
+window.addEventListener('hashchange', () => { navigated = true; void render(); });
 void render();

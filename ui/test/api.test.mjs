@@ -59,3 +59,37 @@ test('Api turns a network failure into a readable ApiError', async () => {
   const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); } });
   await assert.rejects(api.get('/api/auth/status'), (e) => e instanceof ApiError && e.status === 0 && /could not reach the server/.test(e.message));
 });
+
+test('Api sends a request again once the operator has logged in again', async () => {
+  let session = false;
+  let asked = 0;
+  const bodies = [];
+  const api = new Api({
+    fetch: async (url, init) => {
+      bodies.push(init.body);
+      return session ? json(201, { data: { id: 7 } }) : json(401, { error: 'authentication required' });
+    },
+    onUnauthorized: async () => { asked++; session = true; return true; },
+  });
+  assert.deepEqual(await api.post('/api/tunnels', { name: 'wiki' }), { id: 7 });
+  assert.equal(asked, 1);
+  assert.deepEqual(bodies, ['{"name":"wiki"}', '{"name":"wiki"}']);
+});
+
+test('Api does not treat a wrong password or step-up code as a lost session', async () => {
+  let asked = 0;
+  const api = new Api({
+    fetch: async () => json(401, { error: 'invalid password' }),
+    onUnauthorized: () => { asked++; return true; },
+  });
+  await assert.rejects(api.post('/api/auth/login', { password: 'x' }), { status: 401, message: 'invalid password' });
+  await assert.rejects(api.post('/api/local/ssh-keys/k1/download', { code: '1' }), { status: 401 });
+  assert.equal(asked, 0);
+});
+
+test('Api reports an unreachable daemon', async () => {
+  let offline = 0;
+  const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); }, onOffline: () => offline++ });
+  await assert.rejects(api.get('/api/machines'), { status: 0 });
+  assert.equal(offline, 1);
+});

@@ -1,10 +1,11 @@
-// First-run setup, login and the 2FA step of login.
-import { ApiError, type LoginResult, type Message } from '../api';
+// First-run setup, login and the 2FA step of login (also used, in a
+// dialog, when the session expires mid-work).
+import { ApiError, type Api, type LoginResult, type Message } from '../api';
 import type { View } from '../ctx';
 import { clear, field, form, h } from '../dom';
 
 export const setupView: View = (root, ctx) => {
-  const pw = field('New password', { type: 'password', autocomplete: 'new-password', required: true, minlength: 8 },
+  const pw = field('New password', { type: 'password', name: 'password', autocomplete: 'new-password', required: true, minlength: 8 },
     'At least 8 characters and not easy to guess.');
   const pw2 = field('Repeat the password', { type: 'password', autocomplete: 'new-password', required: true });
   const code = field('Setup code', { type: 'text', autocomplete: 'off', spellcheck: 'false' });
@@ -13,9 +14,9 @@ export const setupView: View = (root, ctx) => {
       'On the server run ', h('code', null, 'tunnelsvc setup-code'),
       ' (or read it from the daemon\'s log at its first start) and enter it here.'),
     code.row);
-  const f = form({ label: 'Set the operator password', submit: 'Set password' }, [pw.row, pw2.row, codeHelp], async (n) => {
+  const f = form({ label: 'Set the operator password', submit: 'Set password' }, [pw.row, pw2.row, codeHelp], async () => {
     if (pw.input.value !== pw2.input.value) {
-      n.error(new Error('The two passwords do not match.'));
+      pw2.error('The two passwords do not match.');
       pw2.input.focus();
       return;
     }
@@ -26,10 +27,17 @@ export const setupView: View = (root, ctx) => {
     } catch (e) {
       if (e instanceof ApiError && e.status === 403) {
         codeHelp.hidden = false;
+        code.error(e.message);
         code.input.focus();
+        return;
       }
       if (e instanceof ApiError && e.status === 409) {
         ctx.authChanged('login');
+        return;
+      }
+      if (e instanceof ApiError && e.status === 400) {
+        pw.error(e.message);
+        pw.input.focus();
         return;
       }
       throw e;
@@ -43,32 +51,36 @@ export const setupView: View = (root, ctx) => {
   pw.input.focus();
 };
 
+/** Password, then a code when 2FA is on. done(true) once logged in;
+ * done(false) when the operator gives up (dialog only). */
+export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => void, heading?: (t: string) => HTMLElement): void {
+  const giveUp = heading ? null : h('button', { type: 'button', class: 'link', onclick: () => done(false) }, 'Log out instead');
+  const passwordStep = () => {
+    const pw = field('Password', { type: 'password', name: 'password', autocomplete: 'current-password', required: true });
+    const f = form({ label: 'Log in', submit: 'Log in' }, [pw.row], async () => {
+      const r = await api.post<LoginResult>('/api/auth/login', { password: pw.input.value });
+      if (r.needs_2fa && r.pending_token) codeStep(r.pending_token);
+      else done(true);
+    });
+    clear(box, heading?.('Log in to tunnelsvc'), f.form, giveUp);
+    pw.input.focus();
+  };
+  const codeStep = (pending: string) => {
+    const code = field('Authentication code', { type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true, spellcheck: 'false' },
+      'The 6-digit code from your authenticator app, or a backup code.');
+    const f = form({ label: 'Two-factor authentication', submit: 'Verify' }, [code.row], async () => {
+      await api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() });
+      done(true);
+    });
+    const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
+    clear(box, heading?.('Two-factor authentication'), f.form, back, giveUp);
+    code.input.focus();
+  };
+  passwordStep();
+}
+
 export const loginView: View = (root, ctx) => {
   const box = h('div', { class: 'auth' });
   clear(root, box);
-
-  const passwordStep = () => {
-    const pw = field('Password', { type: 'password', autocomplete: 'current-password', required: true });
-    const f = form({ label: 'Log in', submit: 'Log in' }, [pw.row], async () => {
-      const r = await ctx.api.post<LoginResult>('/api/auth/login', { password: pw.input.value });
-      if (r.needs_2fa && r.pending_token) codeStep(r.pending_token);
-      else ctx.authChanged('overview');
-    });
-    clear(box, h('h1', null, 'Log in to tunnelsvc'), f.form);
-    pw.input.focus();
-  };
-
-  const codeStep = (pending: string) => {
-    const code = field('Authentication code', { type: 'text', inputmode: 'numeric', autocomplete: 'one-time-code', required: true },
-      'The 6-digit code from your authenticator app, or a backup code.');
-    const f = form({ label: 'Two-factor authentication', submit: 'Verify' }, [code.row], async () => {
-      await ctx.api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() });
-      ctx.authChanged('overview');
-    });
-    const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
-    clear(box, h('h1', null, 'Two-factor authentication'), f.form, back);
-    code.input.focus();
-  };
-
-  passwordStep();
+  loginFlow(box, ctx.api, () => ctx.authChanged('overview'), (t) => h('h1', null, t));
 };

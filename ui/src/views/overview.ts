@@ -1,22 +1,64 @@
-// Overview: the server's set-up state, the install form and the live log of
-// background operations (the log WebSocket).
-import type { LocalStatus, Message } from '../api';
+// Overview: getting started (what is done, the next step), the server's
+// state with the last install's result, the install form, the live log of
+// background operations and recent activity.
+import { ApiError, type ActivityEvent, type Checklist, type LocalStatus, type Message } from '../api';
 import type { View } from '../ctx';
-import { busy, card, checkbox, clear, field, fmtTime, form, h, notice, table } from '../dom';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
+import { conn, logBuffer, onLog, type LogLine } from '../live';
+import { outcomeBox } from '../outcome';
 
-interface LogLine { time?: string; level?: string; line?: string; op?: string; done?: boolean; ok?: boolean }
+// Where each checklist item is done.
+const WHERE: Record<string, [string, string]> = {
+  password: ['#/security/2fa', 'Security'],
+  domain_dns: ['#install', 'the install form below'],
+  webproxy: ['#install', 'the install form below'],
+  machine: ['#/machines', 'Machines'],
+  tunnel: ['#/tunnels', 'Tunnels'],
+};
 
 export const overviewView: View = (root, ctx) => {
+  const api = ctx.api;
+
+  // Getting started.
+  const checkBody = h('div', null, h('p', { class: 'muted' }, 'Checking…'));
+  const checkNotice = notice();
+  const checkCard = card('Getting started', checkNotice.el, checkBody);
+  const loadChecklist = () => busy([], checkNotice, async () => {
+    let c: Checklist;
+    try {
+      c = await api.get<Checklist>('/api/local/checklist');
+    } catch (e) {
+      // A daemon without the checklist: leave the card out.
+      if (e instanceof ApiError && e.status === 404) { checkCard.hidden = true; return; }
+      throw e;
+    }
+    const items = c.items ?? [];
+    const next = items.find((i) => i.id === c.next);
+    const link = (id: string) => {
+      const w = WHERE[id];
+      if (!w) return null;
+      if (w[0] === '#install') return h('a', { href: '#install', onclick: (e: Event) => { e.preventDefault(); domain.input.focus(); } }, w[1]);
+      return h('a', { href: w[0] }, w[1]);
+    };
+    refill(checkBody,
+      h('ol', { class: 'checklist' }, items.map((i) => h('li', { class: i.done ? 'done' : i.id === c.next ? 'next' : '' },
+        h('span', { class: 'mark', 'aria-hidden': 'true' }, i.done ? '✓' : '○'),
+        h('span', { class: 'sr-only' }, i.done ? 'Done: ' : 'To do: '),
+        h('strong', null, i.label), i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${i.detail}`) : null))),
+      next ? h('p', { class: 'next-step' }, h('strong', null, 'Next step: '), c.next_step || next.label, ' ', link(next.id) ? ['(', link(next.id), ')'] : null)
+        : items.length ? h('p', { class: 'notice ok' }, 'All set: every step is done.') : null);
+  });
+
+
+  // Status.
   const statusBody = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const statusNotice = notice();
-  const refresh = h('button', { type: 'button', class: 'secondary' }, 'Refresh');
-
-  const loadStatus = () => busy(refresh, statusNotice, async () => {
-    const s = await ctx.api.get<LocalStatus>('/api/local/status');
+  const install = outcomeBox(ctx, 'install', 'Install', false);
+  const loadStatus = () => busy([], statusNotice, async () => {
+    const s = await api.get<LocalStatus>('/api/local/status');
+    install.show(s);
     renderStatus(s);
   });
-  refresh.addEventListener('click', () => void loadStatus());
-
   const renderStatus = (s: LocalStatus) => {
     const rows: [string, string][] = [
       ['Web proxy', (s.webproxy ?? 'unknown').replace('_', ' ')],
@@ -28,94 +70,100 @@ export const overviewView: View = (root, ctx) => {
       ['Dashboard private', s.dashboard_private ? 'yes' : 'no'],
       ['Running operation', s.operation || 'none'],
     ];
+    // One error shared by every unit (no systemd) is said once.
+    const errs = new Set(Object.values(s.units ?? {}).map((u) => u.error ?? ''));
+    const shared = errs.size === 1 ? [...errs][0] : '';
     const units = Object.entries(s.units ?? {}).map(([name, u]) => [
       name,
-      u.error ? h('span', { class: 'badge bad' }, u.error)
-        : h('span', { class: `badge ${u.active_state === 'active' ? 'good' : 'warn'}` }, `${u.active_state ?? '?'} (${u.sub_state ?? '?'})`),
-      fmtTime(u.since),
+      shared ? 'unknown' : u.error ? h('span', { class: 'bad-text' }, u.error)
+        : badge(`${u.active_state ?? '?'} (${u.sub_state ?? '?'})`, u.active_state === 'active' ? 'good' : 'warn'),
+      u.since ? time(u.since) : '—',
     ]);
     const versions = Object.entries(s.versions ?? {}).map(([k, v]) => `${k} ${v || '—'}`).join(' · ');
-    clear(statusBody,
-      h('dl', { class: 'kv' }, rows.flatMap(([k, v]) => [h("dt", null, k), h("dd", null, v)])),
+    refill(statusBody,
+      h('dl', { class: 'kv' }, rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
       h('h3', null, 'Services'),
-      table(['Unit', 'State', 'Since'], units, 'No managed services reported.'),
+      shared ? h('p', { class: 'notice error' }, shared) : null,
+      table(['Unit', 'State', 'Since'], units, 'No managed services reported.', 'Services'),
       versions ? h('p', { class: 'muted' }, 'Versions: ', versions) : null);
     if (s.domain && !domain.input.value) domain.input.value = s.domain;
     if (s.server_host && !host.input.value) host.input.value = s.server_host;
   };
 
   // Install form with its DNS and IP helpers.
-  const domain = field('Domain', { type: 'text', name: 'domain', placeholder: 'example.com', autocomplete: 'off' },
-    'Tunnels get names under this domain; router.<domain> must point at this server.');
-  const host = field('Server host', { type: 'text', name: 'server_host', placeholder: 'router.example.com or 203.0.113.7', autocomplete: 'off' },
+  const domain = field('Domain', { type: 'text', name: 'domain', placeholder: 'example.com', autocomplete: 'off', spellcheck: 'false' },
+    'Tunnels get names under this domain; router.<domain> must point at this server. Needed unless you skip the web proxy.');
+  const host = field('Server host', { type: 'text', name: 'server_host', placeholder: 'router.example.com or 203.0.113.7', autocomplete: 'off', spellcheck: 'false' },
     'Where machines reach the tunnel server. Defaults to router.<domain>.');
   const skip = checkbox('Skip the web proxy (TCP tunnels only)', { name: 'skip_webproxy' });
   const helperNotice = notice();
   const checkDns = h('button', { type: 'button', class: 'secondary' }, 'Check DNS');
-  const detectIp = h('button', { type: 'button', class: 'secondary' }, 'Detect public IP');
   checkDns.addEventListener('click', () => void busy(checkDns, helperNotice, async () => {
     const d = domain.input.value.trim();
-    const r = await ctx.api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(
-      `/api/local/check-dns?domain=${encodeURIComponent(d)}`);
-    if (r.ok) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}.`);
-    else helperNotice.error(new Error(r.message || 'router.<domain> does not resolve'));
+    if (!d) { domain.error('Enter the domain first.'); domain.input.focus(); return; }
+    const [r, ip] = await Promise.all([
+      api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(`/api/local/check-dns?domain=${encodeURIComponent(d)}`),
+      api.get<{ ip: string }>('/api/local/detect-ip').then((x) => x.ip, () => ''),
+    ]);
+    if (!r.ok) helperNotice.error(new Error(r.message || `router.${d} does not resolve`));
+    else if (!ip) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}; this server's public address could not be detected to compare.`);
+    else if (ip === r.resolved_to) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}, this server's public address.`);
+    else helperNotice.error(new Error(`${r.host} resolves to ${r.resolved_to}, but this server's public address is ${ip}.`));
   }));
-  detectIp.addEventListener('click', () => void busy(detectIp, helperNotice, async () => {
-    const r = await ctx.api.get<{ ip: string }>('/api/local/detect-ip');
-    helperNotice.ok(`This server's public address is ${r.ip}.`);
-    if (!host.input.value) host.input.value = r.ip;
-  }));
-  const install = form({ label: 'Install', submit: 'Install' },
-    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, checkDns, detectIp), helperNotice.el],
-    async (n) => {
-      const r = await ctx.api.post<Message>('/api/local/install', {
+  const installForm = form({ label: 'Install', submit: 'Install' },
+    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, checkDns), helperNotice.el],
+    async () => {
+      await api.post<Message>('/api/local/install', {
         domain: domain.input.value.trim(), server_host: host.input.value.trim(), skip_webproxy: skip.input.checked,
       });
-      n.ok(r.message || 'Installation started; follow it in the log below.');
-      void loadStatus();
+      install.started();
     });
+  installForm.form.id = 'install';
 
-  // Live log.
-  const logList = h('ol', { class: 'log', 'aria-live': 'polite', 'aria-label': 'Operation log' });
-  const logState = h('span', { class: 'badge' }, 'connecting');
+  // Live log. Not a live region: a screen reader is told only when an
+  // operation ends, not every line.
+  const logList = h('ol', { class: 'log', 'aria-label': 'Operation log', tabindex: 0 });
+  const logDone = h('p', { class: 'sr-only', role: 'status' });
+  const logState = h('span', { class: 'badge' });
+  const showConn = () => {
+    logState.textContent = conn === 'live' ? 'live' : conn === 'offline' ? 'disconnected' : 'connecting';
+    logState.className = `badge ${conn === 'live' ? 'good' : 'warn'}`;
+  };
+  const line = (m: LogLine) => {
+    if (m.done) return h('li', { class: m.ok ? 'ok' : 'error' }, `${m.op ?? 'operation'} ${m.ok ? 'finished' : 'failed'}`);
+    const t = m.time ? new Date(m.time).toLocaleTimeString() : '';
+    return h('li', { class: m.level ?? '' }, h('time', null, t), ' ', m.op ? h('span', { class: 'op' }, m.op) : null, ' ', m.line ?? '');
+  };
   const addLine = (m: LogLine) => {
-    if (m.done) {
-      logList.append(h('li', { class: m.ok ? 'ok' : 'error' }, `${m.op ?? 'operation'} ${m.ok ? 'finished' : 'failed'}`));
-      void loadStatus();
-    } else {
-      const t = m.time ? new Date(m.time).toLocaleTimeString() : '';
-      logList.append(h('li', { class: m.level ?? '' }, h('time', null, t), ' ', m.op ? h('span', { class: 'op' }, m.op) : null, ' ', m.line ?? ''));
-    }
+    logList.append(line(m));
+    if (m.done) logDone.textContent = `${m.op ?? 'operation'} ${m.ok ? 'finished' : 'failed'}`;
     while (logList.childElementCount > 500) logList.firstElementChild?.remove();
     logList.scrollTop = logList.scrollHeight;
   };
-  let ws: WebSocket | undefined;
-  let stopped = false;
-  let retry: number | undefined;
-  const connect = () => {
-    const proto = location.protocol === 'https:' ? 'wss' : 'ws';
-    ws = new WebSocket(`${proto}://${location.host}/api/local/logs/ws`);
-    ws.addEventListener('open', () => { logState.textContent = 'live'; logState.className = 'badge good'; });
-    ws.addEventListener('message', (ev) => {
-      try { addLine(JSON.parse(String(ev.data)) as LogLine); } catch { addLine({ line: String(ev.data) }); }
-    });
-    ws.addEventListener('close', () => {
-      logState.textContent = 'disconnected'; logState.className = 'badge warn';
-      if (!stopped) retry = window.setTimeout(connect, 3000);
-    });
-  };
-  connect();
+  logBuffer.forEach((l) => logList.append(line(l)));
+  showConn();
+
+  // Recent activity.
+  const actBody = h('div');
+  const loadActivity = () => busy([], statusNotice, async () => {
+    const ev = ((await api.get<ActivityEvent[]>('/api/local/activity')) ?? []).slice(0, 10);
+    refill(actBody, table(['When', 'What'], ev.map((e) => [time(e.created_at), e.message ?? e.kind ?? '']), 'Nothing has happened yet.', 'Recent activity'));
+  });
 
   clear(root,
     h('h1', null, 'Overview'),
-    card('Status', h('div', { class: 'actions end' }, refresh), statusNotice.el, statusBody),
-    card('Install the web proxy and tunnel server', install.form),
-    card('Operation log', h('p', null, 'Stream: ', logState), logList));
+    checkCard,
+    card('Status', statusNotice.el, install.el, statusBody),
+    card('Install the web proxy and tunnel server', installForm.form),
+    card('Operation log', h('p', null, 'Stream: ', logState), logList, logDone),
+    card('Recent activity', actBody));
+  ctx.sub(['status'], () => { void loadStatus(); void loadChecklist(); });
+  ctx.sub(['machines', 'tunnels'], () => void loadChecklist());
+  ctx.sub(['activity'], () => void loadActivity());
+  ctx.sub(['conn'], showConn);
+  const offLog = onLog(addLine);
   void loadStatus();
-
-  return () => {
-    stopped = true;
-    if (retry) clearTimeout(retry);
-    ws?.close();
-  };
+  void loadChecklist();
+  void loadActivity();
+  return offLog;
 };

@@ -1,0 +1,141 @@
+// Live state: one WebSocket (/api/local/logs/ws) for the whole session. It
+// carries the log lines of background operations and the daemon's "this
+// changed" pushes; views subscribe to topics and fetch again. When the daemon
+// stops answering, a banner says so, /healthz is asked every few seconds, and
+// once it answers every topic is refreshed and connection errors clear.
+
+export interface LogLine { time?: string; level?: string; line?: string; op?: string; done?: boolean; ok?: boolean }
+export type Conn = 'connecting' | 'live' | 'offline';
+
+type Fn = (detail?: unknown) => void;
+const subs = new Map<string, Set<Fn>>();
+const reconnectFns = new Set<() => void>();
+const logFns = new Set<(l: LogLine) => void>();
+export const logBuffer: LogLine[] = [];
+export let conn: Conn = 'connecting';
+
+/** Calls fn (debounced) whenever topic changes; returns the unsubscriber. */
+export function on(topic: string, fn: Fn): () => void {
+  let timer: number | undefined;
+  const wrapped: Fn = (d) => {
+    clearTimeout(timer);
+    timer = window.setTimeout(() => fn(d), 120);
+  };
+  let set = subs.get(topic);
+  if (!set) subs.set(topic, (set = new Set()));
+  set.add(wrapped);
+  return () => { clearTimeout(timer); set.delete(wrapped); };
+}
+
+/** Tells every subscriber of topic (also used after our own changes). */
+export function emit(topic: string, detail?: unknown): void {
+  for (const fn of subs.get(topic) ?? []) fn(detail);
+  if (topic !== '*' && topic !== 'conn') for (const fn of subs.get('*') ?? []) fn(topic);
+}
+
+export function onLog(fn: (l: LogLine) => void): () => void {
+  logFns.add(fn);
+  return () => logFns.delete(fn);
+}
+
+export function onReconnect(fn: () => void): () => void {
+  reconnectFns.add(fn);
+  return () => reconnectFns.delete(fn);
+}
+
+// Topics the daemon pushes as {event: "<topic>"} (daemon/api/openapi.yaml,
+// the log WebSocket); the others are only emitted by the page itself.
+const TOPICS = ['machines', 'tunnels', 'tokens', 'status', 'activity', 'audit', 'keys', 'banner', 'firewall', 'twofa'];
+
+function pushed(m: Record<string, unknown>): boolean {
+  if (typeof m.event !== 'string') return false;
+  emit(m.event, m);
+  return true;
+}
+
+let ws: WebSocket | undefined;
+let wanted = false;
+let timer: number | undefined;
+let wasDown = false;
+
+function setConn(c: Conn): void {
+  if (conn === c) return;
+  conn = c;
+  emit('conn', c);
+}
+
+const healthy = () => fetch('/healthz', { signal: AbortSignal.timeout(2500), cache: 'no-store' }).then((r) => r.ok, () => false);
+
+// After a lost connection: every topic is fetched again, and errors that
+// said the daemon could not be reached clear themselves.
+function cameBack(): void {
+  if (!wasDown) return;
+  wasDown = false;
+  for (const fn of [...reconnectFns]) fn();
+  for (const t of TOPICS) emit(t);
+}
+
+/** The daemon did not answer: say so and ask /healthz until it does. */
+export function offline(): void {
+  if (timer !== undefined && conn === 'offline') return;
+  clearTimeout(timer);
+  wasDown = true;
+  setConn('offline');
+  const ask = async () => {
+    if (await healthy()) {
+      timer = undefined;
+      if (wanted) open(); else { setConn('live'); cameBack(); }
+      return;
+    }
+    timer = window.setTimeout(ask, 3000);
+  };
+  timer = window.setTimeout(ask, 1000);
+}
+
+function open(): void {
+  clearTimeout(timer);
+  timer = undefined;
+  ws?.close();
+  if (conn !== 'offline') setConn('connecting');
+  const proto = location.protocol === 'https:' ? 'wss' : 'ws';
+  const sock = new WebSocket(`${proto}://${location.host}/api/local/logs/ws?events=1`);
+  ws = sock;
+  sock.addEventListener('open', () => {
+    setConn('live');
+    cameBack();
+  });
+  sock.addEventListener('message', (ev) => {
+    let m: Record<string, unknown>;
+    try { m = JSON.parse(String(ev.data)); } catch { m = { line: String(ev.data) }; }
+    if (pushed(m)) return;
+    const l = m as LogLine;
+    logBuffer.push(l);
+    if (logBuffer.length > 500) logBuffer.shift();
+    for (const fn of logFns) fn(l);
+    if (l.done) emit('status', l);
+  });
+  sock.addEventListener('close', async () => {
+    if (ws !== sock || !wanted) return;
+    ws = undefined;
+    // A restart or a lost network shows as offline; a refused handshake
+    // (the session ended) only waits and tries again.
+    if (!(await healthy())) return offline();
+    if (conn !== 'offline') setConn('connecting');
+    timer = window.setTimeout(() => { if (wanted) open(); }, 4000);
+  });
+}
+
+/** Opens the stream for a logged-in session (again after a re-login). */
+export function start(): void {
+  wanted = true;
+  if (ws && ws.readyState <= WebSocket.OPEN) return;
+  open();
+}
+
+export function stop(): void {
+  wanted = false;
+  clearTimeout(timer);
+  timer = undefined;
+  ws?.close();
+  ws = undefined;
+}

@@ -1,0 +1,127 @@
+// The ban tool (fail2ban) and the firewall mode, each with the stored
+// result of its last run.
+import type { BanStatus, FirewallDetection, Message } from '../api';
+import type { Ctx } from '../ctx';
+import { ask } from '../dialog';
+import { badge, busy, card, field, form, h, notice, refill, rowButton, select, table, type Child } from '../dom';
+import { outcomeBox } from '../outcome';
+
+export function banTool(ctx: Ctx): HTMLElement {
+  const api = ctx.api;
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const n = notice();
+  const outcome = outcomeBox(ctx, 'banner', 'Ban-tool set-up');
+  const maxRetry = field('Failures before a ban', { type: 'number', name: 'max_retry', min: 1, max: 1000, required: true });
+  const findTime = field('Within (seconds)', { type: 'number', name: 'find_time', min: 10, required: true });
+  const banTime = field('Ban for (seconds)', { type: 'number', name: 'ban_time', min: 10, required: true });
+  const cfg = form({ label: 'Ban settings', submit: 'Save settings', className: 'stack inline' }, [maxRetry.row, findTime.row, banTime.row], async (fn) => {
+    fn.ok((await api.put<Message>('/api/security/banner/config', {
+      max_retry: Number(maxRetry.input.value), find_time: Number(findTime.input.value), ban_time: Number(banTime.input.value),
+    })).message || 'Saved.');
+  });
+  const wlIp = field('Address or network', { type: 'text', name: 'ip', placeholder: '203.0.113.0/24', required: true, autocomplete: 'off', spellcheck: 'false' });
+  const wl = form({ label: 'Never ban', submit: 'Add', className: 'stack inline' }, [wlIp.row], async () => {
+    await api.post<Message>('/api/security/banner/whitelist', { ip: wlIp.input.value.trim() });
+    wlIp.input.value = '';
+    await load();
+  });
+  const setup = h('button', { type: 'button', class: 'secondary' }, 'Set up the ban tool');
+  setup.addEventListener('click', () => void busy(setup, n, async () => {
+    await api.post<Message>('/api/local/setup-banner');
+    outcome.started();
+  }));
+  const load = () => busy([], n, async () => {
+    const s = await api.get<BanStatus>('/api/security/banner');
+    const yes = (b: boolean) => badge(b ? 'yes' : 'no', b ? 'good' : 'warn');
+    const jails = table(['Jail', 'Failed now', 'Banned now', 'Banned addresses'], (s.jails ?? []).map((j) => [
+      j.name, j.currently_failed ?? 0, j.currently_banned ?? 0,
+      h('div', { class: 'row-actions' }, (j.banned ?? []).map((ip) => rowButton('Unban', ip, (b) => void busy(b, n, async () => {
+        n.ok((await api.post<Message>('/api/security/banner/unban', { jail: j.name, ip })).message);
+        await load();
+      })))),
+    ]), 'No jails reported.', 'Jails');
+    const whitelist = table(['Never banned', ''], (s.whitelist ?? []).map((ip) => [ip, rowButton('Remove', ip, () => void ask({
+      title: `Remove ${ip} from the exempt addresses?`, body: h('p', null, `${ip} can be banned again after repeated failures.`),
+      confirm: `Remove ${ip}`, danger: true,
+      action: async () => {
+        await api.del<Message>(`/api/security/banner/whitelist/${encodeURIComponent(ip)}`);
+        await load();
+      },
+    }), 'danger small')]), 'No addresses are exempt.', 'Exempt addresses');
+    if (s.config && !cfg.form.contains(document.activeElement)) {
+      maxRetry.input.value = String(s.config.max_retry);
+      findTime.input.value = String(s.config.find_time);
+      banTime.input.value = String(s.config.ban_time);
+    }
+    refill(body,
+      h('dl', { class: 'kv' }, h('dt', null, 'Installed'), h('dd', null, yes(s.installed)), h('dt', null, 'Running'), h('dd', null, yes(s.running)),
+        h('dt', null, 'Managed by tunnelsvc'), h('dd', null, yes(s.managed))),
+      h('h3', null, 'Jails'), jails, h('h3', null, 'Exempt addresses'), whitelist);
+  });
+  ctx.sub(['status'], () => void load());
+  void load();
+  void outcome.refresh();
+  return card('fail2ban', n.el, outcome.el, h('div', { class: 'actions' }, setup), body,
+    h('h3', null, 'Add an exempt address'), wl.form, h('h3', null, 'Settings'), cfg.form);
+}
+
+interface FirewallPlan {
+  open_tcp?: number[]; open_udp?: number[]; public_tunnel_tcp?: number[]; bind_ip?: string;
+  private_tcp?: number[]; dashboard_port?: number; dashboard_private?: boolean; warnings?: string[];
+}
+
+// What svc mode would let in and keep out, from the daemon's plan.
+async function svcPlan(ctx: Ctx): Promise<Child[]> {
+  const p = await ctx.api.get<FirewallPlan>('/api/local/firewall/plan');
+  const ports = (l?: number[]) => (l ?? []).join(', ');
+  return [
+    h('p', null, 'Incoming traffic is dropped except:'),
+    h('ul', null,
+      h('li', null, `TCP ${ports(p.open_tcp)}`, p.dashboard_port && !p.dashboard_private ? ` (${p.dashboard_port} is this dashboard)` : ''),
+      p.open_udp?.length ? h('li', null, `UDP ${ports(p.open_udp)}`) : null,
+      p.public_tunnel_tcp?.length ? h('li', null, `public tunnels: TCP ${ports(p.public_tunnel_tcp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null),
+    p.private_tcp?.length ? h('p', null, `Only this server itself may reach TCP ${ports(p.private_tcp)}.`) : null,
+    h('div', { class: 'callout' }, h('p', null, h('strong', null, 'Lock-out: '),
+      p.warnings?.length ? 'read this first.' : 'if you reach this server on a port that is not listed (an SSH port other than 22, another service), you will be cut off.'),
+    p.warnings?.length ? h('ul', null, p.warnings.map((w) => h('li', null, w))) : null),
+  ];
+}
+
+export function firewall(ctx: Ctx): HTMLElement {
+  const api = ctx.api;
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const n = notice();
+  const outcome = outcomeBox(ctx, 'firewall', 'Firewall change');
+  const mode = select('Mode', [['svc', 'tunnelsvc manages its own nftables table'], ['manual', 'I manage the firewall myself'], ['none', 'No firewall']], { name: 'mode' });
+  const apply = async () => {
+    await api.post<Message>('/api/local/firewall/configure', { mode: mode.input.value });
+    outcome.started();
+    await load();
+  };
+  const f = form({ label: 'Firewall mode', submit: 'Apply', className: 'stack inline' }, [mode.row], async () => {
+    if (mode.input.value !== 'svc') return apply();
+    await ask({
+      title: 'Let tunnelsvc take over the firewall?', body: await svcPlan(ctx),
+      confirm: 'Turn on svc mode', danger: true, action: apply,
+    });
+  });
+  const load = () => busy([], n, async () => {
+    const d = await api.get<FirewallDetection>('/api/local/firewall/detect');
+    const tool = (name: string, installed?: boolean, active?: boolean | string) =>
+      [name, installed ? 'installed' : 'not installed', active === undefined ? '—' : String(active)];
+    if (d.mode && !f.form.contains(document.activeElement)) mode.input.value = d.mode;
+    refill(body,
+      h('p', null, 'Current mode: ', h('strong', null, d.mode ?? 'unknown')),
+      table(['Tool', 'Installed', 'Active / rules'], [
+        tool('nftables', d.nftables?.installed, (d.nftables?.tables ?? []).join(', ') || 'no tables'),
+        tool('ufw', d.ufw?.installed, d.ufw?.active),
+        tool('firewalld', d.firewalld?.installed, d.firewalld?.active),
+        tool('iptables', d.iptables?.installed, `${d.iptables?.rules ?? 0} rules, ${d.iptables?.ipv6_rules ?? 0} IPv6`),
+      ], '', 'Firewall tools'),
+      (d.notes ?? []).length ? h('ul', { class: 'muted' }, (d.notes ?? []).map((x) => h('li', null, x))) : null);
+  });
+  ctx.sub(['status'], () => void load());
+  void load();
+  void outcome.refresh();
+  return card('Mode', n.el, outcome.el, body, f.form);
+}

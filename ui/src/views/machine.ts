@@ -1,0 +1,158 @@
+// One machine: its status and why it is not online, the SSH command for
+// it, its agent, its tunnels and its activity. Renamed in place; every view
+// that shows the name follows (the rename is pushed to them).
+import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type Tunnel } from '../api';
+import type { View } from '../ctx';
+import { ask } from '../dialog';
+import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
+import { emit } from '../live';
+import { statusBadge } from './machines';
+import { newTunnelForm, tunnelsTable } from './tunnels';
+
+export const machineView: View = (root, ctx, params) => {
+  const id = Number(params[0]);
+  const api = ctx.api;
+  let m: Machine | null = null;
+  let tunnelIds = new Set<number>();
+
+  const heading = h('h1', null, 'Machine');
+  const renameBox = h('div', { class: 'rename' });
+  const n = notice();
+  const statusBody = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const sshBody = h('div');
+  const agentBody = h('div', null, h('p', { class: 'muted' }, 'Asking the agent…'));
+  const agentNotice = notice();
+  const tunnelsNotice = notice();
+  const tunnelsBody = h('div');
+  const activityBody = h('div');
+
+  const renameButton = h('button', { type: 'button', class: 'secondary small' }, 'Rename');
+  const showRename = () => {
+    if (!m) return;
+    const name = field('New name', { type: 'text', name: 'name', required: true, maxlength: 64, autocomplete: 'off', value: m.name },
+      'Unique among your machines, up to 64 characters.');
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    const f = form({ label: `Rename ${m.name}`, submit: 'Save name', className: 'stack inline' }, [name.row], async () => {
+      const v = name.input.value.trim();
+      if (v !== m?.name) {
+        m = await api.patch<Machine>(`/api/machines/${id}`, { name: v });
+        emit('machines');
+      }
+      clear(renameBox);
+      renameButton.hidden = false;
+      renderMachine();
+      renameButton.focus();
+    });
+    cancel.addEventListener('click', () => { clear(renameBox); renameButton.hidden = false; renameButton.focus(); });
+    f.submit.after(cancel);
+    clear(renameBox, f.form);
+    renameButton.hidden = true;
+    name.input.select();
+    name.input.focus();
+  };
+  renameButton.addEventListener('click', showRename);
+
+  const renderMachine = () => {
+    if (!m) return;
+    ctx.title(m.name);
+    renameButton.setAttribute('aria-label', `Rename ${m.name}`);
+    const push = m.config_push;
+    refill(statusBody,
+      h('p', { class: 'status-line' }, statusBadge(m), ' ', m.status_reason ? h('span', null, m.status_reason) : null),
+      h('dl', { class: 'kv' },
+        h('dt', null, 'Last seen'), h('dd', null, m.last_seen ? [time(m.last_seen), ` (${fmtTime(m.last_seen)})`] : 'never connected'),
+        h('dt', null, 'Joined'), h('dd', null, fmtTime(m.created_at), m.client_addr ? ` from ${m.client_addr}` : ''),
+        h('dt', null, 'User'), h('dd', null, m.username),
+        h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
+        h('dt', null, 'Config'), h('dd', null, !push ? 'not pushed yet'
+          : push.ok ? ['delivered ', time(push.at)]
+            : h('span', { class: 'bad-text' }, 'not delivered ', time(push.at),
+              push.message && !m.status_reason?.includes(push.message) ? `: ${push.message}` : ''))));
+    if (m.ssh_command) {
+      refill(sshBody,
+        h('p', null, m.ssh_direct ? 'Its SSH port is public, so you connect directly:'
+          : 'Its SSH port is open only on the VPS, so you hop through the VPS (ProxyJump):'),
+        copyBox(m.ssh_command, `Copy the SSH command for ${m.name}`));
+    } else {
+      clear(sshBody, h('p', { class: 'muted' }, 'This daemon does not say how to reach the machine by SSH.'));
+    }
+  };
+
+  const loadMachine = () => busy([], n, async () => {
+    try {
+      m = await api.get<Machine>(`/api/machines/${id}`);
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) {
+        m = null;
+        ctx.title('Machine not found');
+        clear(root, heading, h('p', null, 'This machine does not exist (any more). ', h('a', { href: '#/machines' }, 'Back to the machines')));
+        return;
+      }
+      throw e;
+    }
+    renderMachine();
+  });
+
+  const loadAgent = () => busy([], agentNotice, async () => {
+    try {
+      const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`);
+      const up = s.active_state === 'active';
+      refill(agentBody, h('dl', { class: 'kv' },
+        h('dt', null, 'Tunnel client'), h('dd', null, badge(`${s.active_state ?? '?'} (${s.sub_state ?? '?'})`, up ? 'good' : 'bad')),
+        s.uptime_seconds !== undefined ? [h('dt', null, 'Running for'), h('dd', null, `${Math.round(s.uptime_seconds / 60)} min`)] : null,
+        h('dt', null, 'Versions'), h('dd', null, `agent ${s.agent_version ?? '?'}, tunnel client ${s.revtunnel_client_version ?? '?'}`)));
+    } catch (e) {
+      if (!(e instanceof ApiError) || e.status !== 502) throw e;
+      refill(agentBody, h('p', null, badge('not reachable', 'warn'), ' ', describeError(e)));
+    }
+  });
+  const restart = h('button', { type: 'button', class: 'secondary' }, 'Restart tunnel client');
+  restart.addEventListener('click', () => void busy(restart, agentNotice, async () => {
+    agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`)).message || 'Restarted.');
+    window.setTimeout(() => void loadAgent(), 3000);
+  }));
+
+  const newTunnel = newTunnelForm(ctx, id);
+  const loadTunnels = () => busy([], tunnelsNotice, async () => {
+    const ts = (await api.get<Tunnel[]>(`/api/tunnels?machine_id=${id}`)) ?? [];
+    tunnelIds = new Set(ts.map((t) => t.id));
+    refill(tunnelsBody, tunnelsTable(ctx, ts, tunnelsNotice, false));
+  });
+
+  const loadActivity = () => busy([], n, async () => {
+    const ev = ((await api.get<ActivityEvent[]>(`/api/local/activity?machine_id=${id}`)) ?? [])
+      .filter((e) => e.machine_id === id || (e.tunnel_id != null && tunnelIds.has(e.tunnel_id)));
+    refill(activityBody, table(['When', 'What'], ev.map((e) => [time(e.created_at), e.message ?? e.kind ?? '']), 'Nothing yet.', 'Activity'));
+  });
+
+  const del = h('button', { type: 'button', class: 'danger' }, 'Delete machine');
+  del.addEventListener('click', () => {
+    if (!m) return;
+    const name = m.name;
+    void ask({
+      title: `Delete ${name}?`,
+      body: h('p', null, `${name} loses its tunnels and its credentials; it must join again with a new token.`),
+      confirm: `Delete ${name}`, danger: true,
+      action: async () => {
+        await api.del<Message>(`/api/machines/${id}`);
+        emit('machines');
+        ctx.go('machines');
+      },
+    });
+  });
+
+  clear(root,
+    h('p', { class: 'crumbs' }, h('a', { href: '#/machines' }, 'Machines'), ' / '),
+    h('div', { class: 'title-row' }, heading, renameButton), renameBox, n.el,
+    card('Status', statusBody),
+    card('SSH', sshBody),
+    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart)),
+    card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
+    card('Activity', activityBody),
+    card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
+  ctx.sub(['machines'], () => void loadMachine());
+  ctx.sub(['tunnels'], () => void loadTunnels().then(loadActivity));
+  ctx.sub(['activity'], () => void loadActivity());
+  void loadMachine().then(() => m && loadAgent());
+  void loadTunnels().then(loadActivity);
+};

@@ -1,0 +1,157 @@
+// Tunnels: every HTTP tunnel as its full URL with what the daemon's probe
+// through the web proxy found (up or down, the certificate's issuer and
+// expiry); every TCP tunnel as host:port. Edited with PATCH in a dialog.
+import type { Machine, Message, Tunnel } from '../api';
+import type { Ctx, View } from '../ctx';
+import { ask, modal } from '../dialog';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child } from '../dom';
+import { emit } from '../live';
+
+// The server's rule for names and subdomains (TunnelInput in
+// daemon/api/openapi.yaml): a hostname label, 1-63 lowercase letters,
+// digits and inner hyphens. Chrome compiles pattern attributes with the v
+// flag, where a bare "-" in a class is an error, so it is escaped. The
+// server lower-cases what it gets, so the fields do the same as one types.
+export const LABEL = '[a-z0-9]([a-z0-9\\-]{0,61}[a-z0-9])?';
+const LABEL_MSG = 'Use letters, digits and hyphens (not first or last), at most 63 characters.';
+
+/** Where a tunnel is reached: a link for HTTP, host:port for TCP. */
+export function reachedAt(t: Tunnel): Child {
+  if (t.kind === 'http') {
+    if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener' }, t.url);
+    return h('span', { class: 'muted' }, `${t.subdomain ?? '?'}.<domain> (no domain set)`);
+  }
+  return h('code', null, t.address ?? `port ${t.remote_port ?? '?'}`);
+}
+
+export function reachability(t: Tunnel): Child {
+  const r = t.reachability;
+  if (t.kind !== 'http') return t.public ? 'public port' : 'VPS only';
+  if (!r || r.state === 'unknown') return badge('not checked yet');
+  const when = r.checked_at ? [' ', h('span', { class: 'muted' }, 'checked ', time(r.checked_at))] : null;
+  if (r.state === 'down') {
+    return h('div', null, badge('down', 'bad'), when, r.error ? h('div', { class: 'muted small' }, r.error) : null);
+  }
+  const cert = r.cert_issuer
+    ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
+      r.cert_valid === false ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
+    : null;
+  return h('div', null, badge('up', 'good'), r.http_status ? ` HTTP ${r.http_status}` : null, when, cert);
+}
+
+function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
+  const name = field('Name', { type: 'text', name: 'name', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.name },
+    { hint: 'A hostname label, unique on its machine.', invalid: LABEL_MSG });
+  const kind = select('Kind', [['http', 'HTTP, published at https://<subdomain>.<domain>'], ['tcp', 'TCP, a port on the VPS']], { name: 'kind', disabled: kindFixed });
+  if (t.kind) kind.input.value = t.kind;
+  const port = field('Local port', { type: 'number', name: 'local_port', min: 1, max: 65535, required: true, value: t.local_port },
+    { hint: 'The port the service listens on, on the machine.', invalid: 'A port from 1 to 65535.' });
+  const sub = field('Subdomain', { type: 'text', name: 'subdomain', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.subdomain ?? undefined },
+    { hint: 'The name under your domain.', invalid: LABEL_MSG });
+  const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
+  for (const i of [name.input, sub.input]) {
+    i.addEventListener('input', () => {
+      const low = i.value.toLowerCase();
+      if (low === i.value) return;
+      const at = i.selectionStart;
+      i.value = low;
+      i.setSelectionRange(at, at);
+    });
+  }
+  const sync = () => {
+    const http = kind.input.value === 'http';
+    sub.row.hidden = !http;
+    pub.row.hidden = http;
+  };
+  kind.input.addEventListener('change', sync);
+  sync();
+  const body = () => {
+    const http = kind.input.value === 'http';
+    const b: Record<string, unknown> = { name: name.input.value.trim(), local_port: Number(port.input.value) };
+    if (http) b.subdomain = sub.input.value.trim();
+    else b.public = pub.input.checked;
+    if (!kindFixed) b.kind = kind.input.value;
+    return b;
+  };
+  return { rows: [name.row, kind.row, port.row, sub.row, pub.row], body, name };
+}
+
+function editTunnel(ctx: Ctx, t: Tunnel): void {
+  void modal(`Edit tunnel ${t.name}`, (box, close) => {
+    const f = tunnelFields(t, true);
+    const cancel = h('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel');
+    const fm = form({ label: `Edit tunnel ${t.name}`, submit: 'Save changes' }, f.rows, async () => {
+      await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
+      emit('tunnels');
+      close();
+    });
+    fm.submit.before(cancel);
+    box.append(fm.form);
+    f.name.input.focus();
+  }, true);
+}
+
+/** The tunnels table; without machine it lists every machine's. */
+export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = []): HTMLElement {
+  const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? `#${t.machine_id}`;
+  const heads = ['Name', ...(withMachine ? ['Machine'] : []), 'Reached at', 'Local port', 'Reachability', ''];
+  return table(heads, ts.map((t) => {
+    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
+    const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
+      await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`);
+      emit('tunnels');
+    })) : null;
+    const del = rowButton('Delete', t.name, () => void ask({
+      title: `Delete tunnel ${t.name}?`,
+      body: h('p', null, `${t.kind === 'http' ? t.url || t.name : t.address || t.name} stops answering at once.`),
+      confirm: `Delete ${t.name}`, danger: true,
+      action: async () => {
+        await ctx.api.del<Message>(`/api/tunnels/${t.id}`);
+        emit('tunnels');
+      },
+    }), 'danger small');
+    return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase())),
+      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
+      reachedAt(t), t.local_port, reachability(t), h('div', { class: 'row-actions' }, edit, probe, del)];
+  }), 'No tunnels yet.', 'Tunnels');
+}
+
+/** The form that adds a tunnel, to one machine or to a chosen one. */
+export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; setMachines: (ms: Machine[]) => void } {
+  const sel = select('Machine', [], { name: 'machine_id', required: true });
+  const f = tunnelFields({ kind: 'http' }, false);
+  const none = h('p', { class: 'muted' }, 'Tunnels belong to a machine: add a machine first.');
+  const fm = form({ label: 'New tunnel', submit: 'Create tunnel' }, [machineId ? null : sel.row, ...f.rows], async (n) => {
+    const t = await ctx.api.post<Tunnel>('/api/tunnels', { ...f.body(), machine_id: machineId ?? Number(sel.input.value) });
+    n.ok(`Tunnel ${t.name} created${t.url ? `: ${t.url}` : t.address ? `: ${t.address}` : ''}.`);
+    f.name.input.value = '';
+    emit('tunnels');
+  });
+  const setMachines = (ms: Machine[]) => {
+    const cur = sel.input.value;
+    clear(sel.input, ms.map((m) => h('option', { value: m.id }, m.name)));
+    if (cur) sel.input.value = cur;
+    fm.form.hidden = !machineId && ms.length === 0;
+    none.hidden = !fm.form.hidden;
+  };
+  if (machineId) setMachines([]);
+  return { el: h('div', null, h('p', { class: 'muted small' }, 'Fields marked * are required.'), none, fm.form), setMachines };
+}
+
+export const tunnelsView: View = (root, ctx) => {
+  const n = notice();
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const create = newTunnelForm(ctx);
+  let machines: Machine[] = [];
+  const load = () => busy([], n, async () => {
+    const [ms, ts] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels')]);
+    machines = ms ?? [];
+    refill(body, tunnelsTable(ctx, ts ?? [], n, true, machines));
+    create.setMachines(machines);
+  });
+  ctx.sub(['tunnels', 'machines'], () => void load());
+  clear(root, h('h1', null, 'Tunnels'),
+    card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'), n.el, body),
+    card('New tunnel', create.el));
+  void load();
+};

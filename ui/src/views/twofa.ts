@@ -1,0 +1,104 @@
+// Two-factor authentication: devices, enrolment, backup codes (copy and
+// download), and turning it off. Every code is asked for in a masked field.
+import type { Enrollment, Message, TwoFAStatus } from '../api';
+import type { Ctx } from '../ctx';
+import { ask } from '../dialog';
+import { badge, busy, card, clear, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
+
+const CODE = { label: 'Code from another device, or a backup code', hint: 'Six digits from an authenticator app, or a backup code.' };
+
+function backupCodesBox(codes: string[]): HTMLElement {
+  const list = h('ul', { class: 'codes' }, codes.map((c) => h('li', null, c)));
+  const text = `tunnelsvc backup codes (each works once)\n\n${codes.join('\n')}\n`;
+  const said = h('span', { class: 'muted', role: 'status' });
+  const copy = h('button', { type: 'button', class: 'secondary' }, 'Copy codes');
+  copy.addEventListener('click', async () => {
+    said.textContent = (await copyText(text, list)) ? 'Copied.' : 'Selected; press Ctrl+C to copy.';
+  });
+  const dl = h('button', { type: 'button', class: 'secondary' }, 'Download codes');
+  dl.addEventListener('click', () => saveFile('tunnelsvc-backup-codes.txt', text));
+  const done = h('button', { type: 'button', class: 'secondary' }, 'I have saved them');
+  const box = h('div', { class: 'callout' },
+    h('p', null, h('strong', null, 'Backup codes — shown only now.'), ' Each works once when you have no device. Store them somewhere safe.'),
+    list, h('div', { class: 'actions' }, copy, dl, done, said));
+  done.addEventListener('click', () => box.remove());
+  return box;
+}
+
+export function twoFA(ctx: Ctx): HTMLElement {
+  const api = ctx.api;
+  const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  const extra = h('div');
+  const codesBox = h('div');
+  const n = notice();
+  const load = () => busy([], n, async () => {
+    const s = await api.get<TwoFAStatus>('/api/auth/2fa/status');
+    const devices = table(['Device', 'Added', 'Last used', ''], (s.devices ?? []).map((d) => {
+      const rm = rowButton('Remove', d.name, () => void ask({
+        title: `Remove ${d.name}?`,
+        body: h('p', null, `Codes from ${d.name} stop working. Confirm with a code from another device or a backup code.`),
+        confirm: `Remove ${d.name}`, danger: true, code: CODE,
+        action: async (code) => {
+          n.ok((await api.del<Message>(`/api/auth/2fa/devices/${encodeURIComponent(d.id)}`, { code })).message);
+          await load();
+        },
+      }), 'danger small');
+      return [d.name, time(d.created_at), time(d.last_used_at), rm];
+    }), 'No devices.', 'Devices');
+    const enroll = h('button', { type: 'button' }, s.enabled ? 'Add another device' : 'Turn on two-factor authentication');
+    enroll.addEventListener('click', () => void busy(enroll, n, async () => {
+      const e = await api.post<Enrollment>('/api/auth/2fa/enroll');
+      const code = field('Code from the app', { type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true, spellcheck: 'false' });
+      const name = field('Device name', { type: 'text', name: 'name', placeholder: 'Authenticator', maxlength: 64 });
+      const confirm = form({ label: 'Confirm the new device', submit: 'Confirm' }, [code.row, name.row], async (cn) => {
+        const r = await api.post<Message & { backup_codes?: string[] }>('/api/auth/2fa/confirm', { code: code.input.value.trim(), name: name.input.value.trim() });
+        clear(extra);
+        clear(codesBox, r.backup_codes?.length ? backupCodesBox(r.backup_codes) : null);
+        cn.ok(r.message);
+        n.ok(r.message || 'Device added.');
+        await load();
+      });
+      clear(extra, h('div', { class: 'enroll' },
+        h('h3', null, 'New device'),
+        h('p', null, 'Scan this code with an authenticator app, or enter the secret by hand, then confirm with a code.'),
+        h('img', { class: 'qr', src: e.qr_data_url, alt: 'QR code of the new two-factor secret' }),
+        h('p', null, 'Secret: ', h('code', { class: 'secret' }, e.secret)),
+        confirm.form));
+      code.input.focus();
+    }));
+    const parts: Node[] = [
+      h('p', null, 'Status: ', badge(s.enabled ? 'on' : 'off', s.enabled ? 'good' : 'warn'),
+        s.enabled ? ` · ${s.backup_codes_remaining} backup codes left` : ''),
+      devices, h('div', { class: 'actions' }, enroll),
+    ];
+    if (s.enabled) {
+      const regen = h('button', { type: 'button', class: 'secondary' }, 'Issue new backup codes');
+      regen.addEventListener('click', () => void ask({
+        title: 'Issue new backup codes?', body: h('p', null, 'The codes you have now stop working.'),
+        confirm: 'Issue new codes', code: CODE,
+        action: async (code) => {
+          const r = await api.post<{ backup_codes: string[]; message: string }>('/api/auth/2fa/backup-codes/regenerate', { code });
+          clear(codesBox, backupCodesBox(r.backup_codes));
+          await load();
+        },
+      }));
+      const off = h('button', { type: 'button', class: 'danger' }, 'Turn off two-factor authentication');
+      off.addEventListener('click', () => void ask({
+        title: 'Turn off two-factor authentication?',
+        body: h('p', null, 'Every device and backup code is removed; the password alone will open this dashboard.'),
+        confirm: 'Turn off 2FA', danger: true, code: CODE,
+        action: async (code) => {
+          n.ok((await api.post<Message>('/api/auth/2fa/disable', { code })).message);
+          clear(extra);
+          clear(codesBox);
+          await load();
+        },
+      }));
+      (parts[2] as HTMLElement).append(regen);
+      parts.push(h('h3', null, 'Turn off'), h('p', null, 'Without 2FA the password alone opens this dashboard.'), h('div', { class: 'actions' }, off));
+    }
+    refill(body, parts);
+  });
+  void load();
+  return card('Devices and backup codes', n.el, codesBox, body, extra);
+}
