@@ -36,6 +36,14 @@ const (
 	HeartbeatTimeout  = 30
 )
 
+// Coming back after the VPS restarts: frpc notices a dead control
+// connection when a keepalive on it goes unanswered (TCPMuxKeepalive seconds,
+// plus yamux's 10 s write timeout; frp's default is 30), then logs in again
+// with a backoff that frp caps at 20 s. (A machine that starts while the VPS
+// is down has frpc exit; its unit restarts it every 5 s.) Together: a
+// machine is back within about 30 s of the VPS answering again.
+const TCPMuxKeepalive = 5
+
 // MetaToken is the frpc metadata key that carries the machine's secret.
 const MetaToken = "token"
 
@@ -207,9 +215,10 @@ type webServer struct {
 }
 
 type clientTransport struct {
-	HeartbeatInterval int       `toml:"heartbeatInterval"`
-	HeartbeatTimeout  int       `toml:"heartbeatTimeout"`
-	TLS               clientTLS `toml:"tls"`
+	TCPMuxKeepaliveInterval int       `toml:"tcpMuxKeepaliveInterval"`
+	HeartbeatInterval       int       `toml:"heartbeatInterval"`
+	HeartbeatTimeout        int       `toml:"heartbeatTimeout"`
+	TLS                     clientTLS `toml:"tls"`
 }
 
 type clientTLS struct {
@@ -240,7 +249,7 @@ func ClientConfig(p ClientParams) (string, error) {
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
 		Metadatas:  map[string]string{MetaToken: p.Secret},
-		Transport:  clientTransport{HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3, TLS: clientTLS{Enable: true}},
+		Transport:  clientTransport{TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3, TLS: clientTLS{Enable: true}},
 		WebServer:  webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{
 			{Name: ProxySSH, Type: "tcp", LocalIP: "127.0.0.1", LocalPort: p.SSHLocalPort, RemotePort: p.TunnelPort},
