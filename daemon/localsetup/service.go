@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -72,6 +73,9 @@ type Service struct {
 		Reconcile(ctx context.Context) error
 	}
 	Hub *logstream.Hub
+	// OperatorCaddyfile is the caddy package's own Caddyfile; when it
+	// exists, ours imports it so the operator's sites stay served.
+	OperatorCaddyfile string
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
 	Run       cmdrun.Runner
@@ -219,6 +223,11 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 	}
 	if in.BindIP, err = s.Settings.BindIP(ctx); err != nil {
 		return in, false, err
+	}
+	if s.OperatorCaddyfile != "" {
+		if _, err := os.Stat(s.OperatorCaddyfile); err == nil {
+			in.Import = s.OperatorCaddyfile
+		}
 	}
 	if s.Tunnels != nil {
 		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {

@@ -58,6 +58,8 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"tunnels":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels},
 		"custom":     {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Custom: "static.example.com {\n\trespond \"hello\"\n}\n"},
 		"bind-ip":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:2], BindIP: "203.0.113.5"},
+		// The caddy package's own file, as the daemon imports it.
+		"import": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], BindIP: "203.0.113.5", Import: "/etc/caddy/Caddyfile"},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
