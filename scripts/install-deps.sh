@@ -25,6 +25,8 @@ declare -A need=(
   [nft]=nftables
   [dbus-daemon]=dbus
   [chromium]=chromium
+  [dropbear]=dropbear-bin      # a real sshd on the machine testbed (binaries only, no service)
+  [rpm]=rpm                    # the package test reads the .rpm's metadata with rpm -qp
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -53,6 +55,12 @@ GOBIN="$(go env GOPATH)/bin"
 if ! [ -x "$GOBIN/gotestsum" ]; then
   echo "install-deps: installing gotestsum"
   go install gotest.tools/gotestsum@v1.13.0
+fi
+
+# nfpm builds the .deb and .rpm (`make package` and the package test).
+if ! "$GOBIN/nfpm" --version 2>/dev/null | grep -q "2.44.0"; then
+  echo "install-deps: installing nfpm"
+  go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 fi
 
 if [ -f ui/package.json ] && ! [ -d ui/node_modules ]; then
