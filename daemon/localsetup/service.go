@@ -73,6 +73,9 @@ type Service struct {
 		Reconcile(ctx context.Context) error
 	}
 	Hub *logstream.Hub
+	// ToolPath is where recommended packages' commands are looked for
+	// (PATH-like; empty: $PATH).
+	ToolPath string
 	// OperatorCaddyfile is the caddy package's own Caddyfile; when it
 	// exists, ours imports it so the operator's sites stay served.
 	OperatorCaddyfile string

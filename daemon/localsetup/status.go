@@ -28,6 +28,8 @@ type Status struct {
 	DashboardPrivate bool                  `json:"dashboard_private"`
 	BindIP           string                `json:"bind_ip"`
 	Operation        string                `json:"operation,omitempty"`
+	// Missing lists the recommended packages that are not installed.
+	Missing []MissingPart `json:"missing"`
 }
 
 // Status gathers the settings, unit states and tool versions.
@@ -74,6 +76,7 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	}
 	st.Versions["caddy"] = s.version(ctx, "caddy", "version")
 	st.Versions["frps"] = s.version(ctx, s.FRPS, "--version")
+	st.Missing = s.MissingParts(ctx)
 	return st, nil
 }
 

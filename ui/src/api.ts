@@ -130,6 +130,7 @@ export interface LocalStatus {
   dashboard_private?: boolean;
   bind_ip?: string;
   operation?: string;
+  missing?: { package: string; needed_for: string }[];
 }
 export interface BootstrapToken { id: number; token?: string; created_at?: string; expires_at: string; command?: string }
 export interface Machine {

@@ -127,6 +127,12 @@ test('setup, overview, bootstrap token, logout and login in chromium', { timeout
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   await page.getByText('Web proxy', { exact: true }).waitFor();
   await page.getByText('live', { exact: true }).waitFor(); // the log WebSocket connected
+  // Every recommended package the server lacks is named, with its use.
+  const status = await page.evaluate(() => fetch('/api/local/status').then((r) => r.json()));
+  assert.ok(Array.isArray(status.data.missing), JSON.stringify(status.data));
+  for (const m of status.data.missing) {
+    await page.getByRole('status').filter({ hasText: `${m.package} — needed for ${m.needed_for}` }).waitFor();
+  }
   await page.screenshot({ path: join(shots, '1-overview.png'), fullPage: true });
 
   await page.getByRole('link', { name: 'Machines' }).click();
