@@ -508,9 +508,14 @@ func checkRPM(t *testing.T, path string) {
 			t.Fatalf("rpm scripts lack %q:\n%s", want, scripts)
 		}
 	}
-	// The package owns its directories.
+	// Units in %{_unitdir}, and the package owns its directories.
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
+		if files := q("-l"); !strings.Contains(files, "/usr/lib/systemd/system/"+u+"\n") {
+			t.Fatalf("the rpm has no /usr/lib/systemd/system/%s:\n%s", u, files)
+		}
+	}
 	dirs := q("--qf", "[%{FILEMODES:perms} %{FILENAMES}\n]")
-	for _, d := range []string{"/usr/lib/tunnelsvc", "/etc/tunnelsvc", "/etc/revtunnel", "/usr/share/doc/tunnelsvc", "/usr/lib/tunnelsvc/static"} {
+	for _, d := range []string{"/usr/lib/tunnelsvc", "/etc/tunnelsvc", "/etc/revtunnel", "/usr/share/doc/tunnelsvc", "/usr/lib/tunnelsvc/static", "/usr/lib/systemd/system/caddy.service.d"} {
 		if !regexp.MustCompile(`(?m)^d\S* ` + regexp.QuoteMeta(d) + `$`).MatchString(dirs) {
 			t.Fatalf("the rpm does not own %s:\n%s", d, dirs)
 		}
