@@ -425,6 +425,10 @@ func TestPackage(t *testing.T) {
 	})
 
 	step("purge", func(t *testing.T) {
+		// The ban tool's two files, where the daemon's set-up writes them
+		// (setting up fail2ban itself is not this test's subject).
+		h.WriteFile("/etc/fail2ban/jail.d/tunnelsvc.local", []byte("[tunnelsvc-auth]\nenabled = false\n"), 0o644)
+		h.WriteFile("/etc/fail2ban/filter.d/tunnelsvc-auth.conf", []byte("[Definition]\nfailregex =\n"), 0o644)
 		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "--purge", "tunnelsvc")
 		if err != nil {
 			t.Fatalf("purge: %v\n%s", err, out)
