@@ -6,7 +6,8 @@
 # "0.1.0+git<commits>.<hash>". dpkg and rpm compare the digit runs as
 # numbers, so the commit count orders two builds; the hash only names them.
 set -eu
-hash=$(git rev-parse --short=12 HEAD)
+# Not a git checkout (a source tarball): the base version.
+hash=$(git rev-parse --short=12 HEAD 2>/dev/null) || { echo 0.1.0; exit 0; }
 if tag=$(git describe --tags --exact-match 2>/dev/null); then
   echo "${tag#v}"
 elif tag=$(git describe --tags --abbrev=0 2>/dev/null); then
