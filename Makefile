@@ -3,16 +3,20 @@
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
-# Package versions must start with a digit: the tag without its "v", else
-# 0.1.0 plus the commit.
-PKG_VERSION ?= $(shell t=$$(git describe --tags --exact-match 2>/dev/null) && echo "$${t#v}" || echo "0.1.0+git$$(git rev-parse --short HEAD)")
+# -s -w: no symbol table or DWARF in what we build and ship (about a third
+# smaller); panics still print file:line stacks.
+LDFLAGS := -s -w -X main.version=$(VERSION)
+# Package versions must start with a digit and must always increase (dpkg and
+# rpm compare them): a tag without its "v"; after a tag, the tag plus
+# "+git<commits since the tag>.<hash>"; with no tag, 0.1.0+git<commit
+# count>.<hash>. The commit count, compared as a number, orders the builds.
+PKG_VERSION ?= $(shell scripts/pkg-version.sh)
 GOBIN := $(shell $(GO) env GOPATH)/bin
 # Flags for `make run`.
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp pebble static run test test-ui test-go test-fuzz test-system deps package bench docs clean
+.PHONY: all build daemon ui frp pebble static run test test-ui test-go test-fuzz test-system deps package pkg-version bench docs clean
 
 all: build
 
@@ -25,8 +29,9 @@ build: ui daemon frp static
 ## when that module changes; Go's build cache makes a rebuild cheap.
 FRP_DIR := tools/frp
 frp: bin/frps bin/frpc
-bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
-	cd $(FRP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
+## Static (no cgo, no libc needed) and stripped.
+bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum Makefile
+	cd $(FRP_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
 ## pebble: Let's Encrypt's ACME test server, only for the tests that prove
 ## the HTTPS path (never packaged), from the version pinned in
@@ -49,12 +54,12 @@ AGENT_SRC := $(shell find daemon/agent daemon/cmd/tunnel-agent -name '*.go' ! -n
 static: $(addsuffix .sha256,$(STATIC_BINS))
 AGENT_BINS := $(foreach a,$(AGENT_ARCHS),$(STATIC)/agents/tunnel-agent-linux-$(a))
 CLIENT_BINS := $(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-linux-$(a))
-$(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC)
+$(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC) Makefile
 	@mkdir -p $(@D)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/tunnel-agent
-$(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum
+$(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum Makefile
 	@mkdir -p $(@D)
-	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
+	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
 $(addsuffix .sha256,$(STATIC_BINS)): %.sha256: %
 	cd $(@D) && sha256sum $(<F) > $(@F)
 
@@ -109,13 +114,21 @@ test-fuzz:
 	done
 
 ## package: .deb and .rpm in dist/ (nfpm, pinned; newer nfpm releases need
-## modules the Go module proxy does not serve).
+## modules the Go module proxy does not serve). bin/copyright gathers the
+## licence of every module compiled into the shipped binaries.
 NFPM_VERSION := v2.44.0
-package: build
+package: build bin/copyright
 	@$(GOBIN)/nfpm --version 2>/dev/null | grep -q "$(NFPM_VERSION:v%=%)" || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 	@mkdir -p dist
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/
+
+## pkg-version: the version `make package` gives the packages.
+pkg-version:
+	@echo $(PKG_VERSION)
+
+bin/copyright: packaging/copyright scripts/copyright.sh bin/tunnelsvc bin/frps $(addsuffix .sha256,$(STATIC_BINS))
+	bash scripts/copyright.sh packaging/copyright bin/tunnelsvc bin/frps $(STATIC_BINS) >$@.tmp && mv $@.tmp $@
 
 ## bench: the performance table (BENCH.md) against the real daemon, frps,
 ## frpc and Caddy on loopback, median of BENCH_RUNS runs, then the Go

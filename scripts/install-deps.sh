@@ -27,6 +27,8 @@ declare -A need=(
   [chromium]=chromium
   [iperf3]=iperf3             # make bench and its smoke test: TCP through the tunnel
   [systemd-socket-activate]=systemd  # make bench: cold start through socket activation
+  [dropbear]=dropbear-bin      # a real sshd on the machine testbed (binaries only, no service)
+  [rpm]=rpm                    # the package test reads the .rpm's metadata with rpm -qp
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -55,6 +57,12 @@ GOBIN="$(go env GOPATH)/bin"
 if ! [ -x "$GOBIN/gotestsum" ]; then
   echo "install-deps: installing gotestsum"
   go install gotest.tools/gotestsum@v1.13.0
+fi
+
+# nfpm builds the .deb and .rpm (`make package` and the package test).
+if ! "$GOBIN/nfpm" --version 2>/dev/null | grep -q "2.44.0"; then
+  echo "install-deps: installing nfpm"
+  go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 fi
 
 # Again whenever the lock file changed since npm last installed (npm writes

@@ -12,6 +12,9 @@
 #   testbed.sh cp DIR SRC DST [MODE]  copy a file in (parents created)
 #   testbed.sh veth DIR1 ADDR1 DIR2 ADDR2   join two hosts: ADDRs are CIDRs
 #                                  on a private test subnet, e.g. 10.213.0.1/24
+#   testbed.sh reboot DIR [NAME]   power off, then boot again over the same
+#                                  upper dir (what the host wrote survives;
+#                                  /run, /tmp and its network do not)
 #   testbed.sh down DIR            power off, kill what is left, unmount, rm -rf
 #
 # Needs root, util-linux (unshare, nsenter), iproute2 and systemd installed on
@@ -149,10 +152,10 @@ veth() {
   enter "$d2" sh -c "ip link set $n2 name eth0 && ip addr add $a2 dev eth0 && ip link set eth0 up"
 }
 
-down() {
-  local dir=${1:?usage: testbed.sh down DIR}
-  [ -d "$dir" ] || return 0
-  dir=$(cd "$dir" && pwd)
+# halt powers a host off and removes its processes, mounts and cgroups, but
+# keeps its directory.
+halt() {
+  local dir=$1
   local pid="" upid="" i
   [ -s "$dir/pid" ] && pid=$(cat "$dir/pid")
   [ -s "$dir/unshare.pid" ] && upid=$(cat "$dir/unshare.pid")
@@ -187,7 +190,23 @@ down() {
       [ -d "$d" ] && echo "testbed: could not remove cgroup $d" >&2
     done
   fi
+  rm -f "$dir/pid" "$dir/unshare.pid"
+}
+
+down() {
+  local dir=${1:?usage: testbed.sh down DIR}
+  [ -d "$dir" ] || return 0
+  dir=$(cd "$dir" && pwd)
+  halt "$dir"
   rm -rf "$dir"
+}
+
+reboot() {
+  local dir=${1:?usage: testbed.sh reboot DIR [NAME]} name=${2:-testbed}
+  [ -d "$dir/upper" ] || die "$dir is not a testbed"
+  dir=$(cd "$dir" && pwd)
+  halt "$dir"
+  up "$dir" "$name"
 }
 
 cmd=${1:-}
@@ -198,7 +217,8 @@ case $cmd in
   cp) copy_in "$@" ;;
   veth) veth "$@" ;;
   down) down "$@" ;;
+  reboot) reboot "$@" ;;
   boot-inner) boot_inner "$@" ;;
   cgroup-dirs) cgroup_dirs "$@" ;;
-  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
 esac

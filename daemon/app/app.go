@@ -113,27 +113,72 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 	return a, nil
 }
 
-// Listeners returns the sockets systemd passed (socket activation), or else
-// one listener on cfg.Listen.
-func Listeners(cfg *config.Config) ([]net.Listener, error) {
-	ls, err := activation.Listeners()
+// Names of the sockets systemd passes (FileDescriptorName= in the socket
+// units): the dashboard's (tunnelsvc.socket) and frps's plugin callbacks'
+// (tunnelsvc-plugin.socket).
+const (
+	SocketDashboard = "dashboard"
+	SocketPlugin    = "frps-plugin"
+)
+
+// Listeners are the daemon's sockets.
+type Listeners struct {
+	// Dashboard serves the dashboard and the API (at least one).
+	Dashboard []net.Listener
+	// Plugin serves frps's plugin calls.
+	Plugin net.Listener
+}
+
+// TakeListeners returns the sockets systemd passed, picked by name, and
+// listens itself on cfg.Listen or cfg.PluginListen for any that systemd did
+// not pass (no socket activation at all, as in `make run`, or a plugin
+// socket the operator disabled). A passed socket of any other name is a
+// dashboard socket.
+func TakeListeners(cfg *config.Config) (*Listeners, error) {
+	named, err := activation.ListenersWithNames()
 	if err != nil {
 		return nil, fmt.Errorf("socket activation: %w", err)
 	}
-	var got []net.Listener
-	for _, l := range ls {
-		if l != nil {
-			got = append(got, l)
+	ls := &Listeners{}
+	for name, group := range named {
+		for _, l := range group {
+			switch {
+			case l == nil:
+			case name == SocketPlugin && ls.Plugin == nil:
+				ls.Plugin = l
+			case name == SocketPlugin:
+				l.Close()
+			default:
+				ls.Dashboard = append(ls.Dashboard, l)
+			}
 		}
 	}
-	if len(got) > 0 {
-		return got, nil
+	if len(ls.Dashboard) == 0 {
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			ls.close()
+			return nil, err
+		}
+		ls.Dashboard = []net.Listener{l}
 	}
-	l, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, err
+	if ls.Plugin == nil {
+		l, err := net.Listen("tcp", cfg.PluginListen)
+		if err != nil {
+			ls.close()
+			return nil, fmt.Errorf("frps plugin listener: %w", err)
+		}
+		ls.Plugin = l
 	}
-	return []net.Listener{l}, nil
+	return ls, nil
+}
+
+func (ls *Listeners) close() {
+	for _, l := range ls.Dashboard {
+		l.Close()
+	}
+	if ls.Plugin != nil {
+		ls.Plugin.Close()
+	}
 }
 
 // Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
@@ -151,10 +196,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if !sdbus.Booted() {
 		log.Info("systemd is not the init system: unit control is unavailable")
 	}
-	ls, err := Listeners(cfg)
+	lis, err := TakeListeners(cfg)
 	if err != nil {
 		return err
 	}
+	ls := lis.Dashboard
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
 	a.tunnelServices(a.SSHKeys, unitMgr)
@@ -195,13 +241,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	// frps's plugin calls arrive on their own loopback listener, never on
-	// the dashboard's.
-	pl, err := net.Listen("tcp", cfg.PluginListen)
-	if err != nil {
-		return fmt.Errorf("frps plugin listener: %w", err)
-	}
+	// the dashboard's; with systemd it is held by tunnelsvc-plugin.socket,
+	// so frps's first call after a boot starts the daemon.
 	plugin := a.pluginServer()
-	go plugin.Serve(pl)
+	go plugin.Serve(lis.Plugin)
+	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
 	defer plugin.Close()
 	// Bring server.toml up to date with this version and the settings; a
 	// failure is logged and the previous file stays.

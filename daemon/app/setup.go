@@ -30,17 +30,19 @@ func (a *App) setupServices(dashboard net.Addr) {
 	a.Hub = logstream.NewHub(time.Now)
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
-		Settings:     localsetup.Settings{Store: a.Store},
-		Proxy:        &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
-		Units:        a.Units,
-		Tunnels:      localsetup.StoreTunnels{Store: a.Store},
-		TunnelServer: reconciler{a.Revtunnel, a.Publish},
-		Hub:          a.Hub,
-		Dashboard:    func() string { return loopbackOf(dashboard) },
-		Run:          cmdrun.Exec{},
-		FRPS:         filepath.Join(cfg.BinDir, "frps"),
-		Log:          a.Log,
-		Now:          time.Now,
+		Settings: localsetup.Settings{Store: a.Store},
+		Proxy:    &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
+		// Imported by ours, so installing us drops none of the operator's sites.
+		OperatorCaddyfile: cfg.SystemPath("/etc/caddy/Caddyfile"),
+		Units:             a.Units,
+		Tunnels:           localsetup.StoreTunnels{Store: a.Store},
+		TunnelServer:      reconciler{a.Revtunnel, a.Publish},
+		Hub:               a.Hub,
+		Dashboard:         func() string { return loopbackOf(dashboard) },
+		Run:               cmdrun.Exec{},
+		FRPS:              filepath.Join(cfg.BinDir, "frps"),
+		Log:               a.Log,
+		Now:               time.Now,
 	}
 	// Background operations' outcomes are kept; every change to machines,
 	// tunnels, tokens, activity and the audit log is pushed to the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -71,6 +72,12 @@ type Service struct {
 		Reconcile(ctx context.Context) error
 	}
 	Hub *logstream.Hub
+	// ToolPath is where recommended packages' commands are looked for
+	// (PATH-like; empty: $PATH).
+	ToolPath string
+	// OperatorCaddyfile is the caddy package's own Caddyfile; when it
+	// exists, ours imports it so the operator's sites stay served.
+	OperatorCaddyfile string
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
 	Run       cmdrun.Runner
@@ -227,6 +234,11 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 		return in, false, err
 	}
 	in.ACMECA, in.ACMECARoot = acme.CA, acme.CARoot
+	if s.OperatorCaddyfile != "" {
+		if _, err := os.Stat(s.OperatorCaddyfile); err == nil {
+			in.Import = s.OperatorCaddyfile
+		}
+	}
 	if s.Tunnels != nil {
 		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {
 			return in, false, err

@@ -33,6 +33,8 @@ type Status struct {
 	ACMECARoot string             `json:"acme_ca_root"`
 	Operation  string             `json:"operation,omitempty"`
 	Outcomes   map[string]Outcome `json:"outcomes"`
+	// Missing lists the recommended packages that are not installed.
+	Missing []MissingPart `json:"missing"`
 }
 
 // Status gathers the settings, unit states and tool versions.
@@ -87,6 +89,7 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	}
 	st.Versions["caddy"] = s.version(ctx, "caddy", "version")
 	st.Versions["frps"] = s.version(ctx, s.FRPS, "--version")
+	st.Missing = s.MissingParts(ctx)
 	return st, nil
 }
 

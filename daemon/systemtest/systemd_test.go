@@ -47,7 +47,7 @@ func installVPS(t *testing.T) *vps {
 	h := testbed.Boot(t, "vps")
 	root := testbed.Root(t)
 	h.CopyIn(bin, "/usr/bin/tunnelsvc", 0o755)
-	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc.service", "revtunnel-server.service"} {
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service", "revtunnel-server.service"} {
 		h.CopyIn(filepath.Join(root, "systemd", u), "/etc/systemd/system/"+u, 0o644)
 	}
 	// A short watchdog, so a daemon that stopped pinging would be killed
@@ -62,7 +62,7 @@ func installVPS(t *testing.T) *vps {
 	h.WriteFile("/etc/revtunnel/server.crt", []byte("stand-in\n"), 0o644)
 	h.WriteFile("/etc/revtunnel/server.key", []byte("stand-in\n"), 0o600)
 	h.Must("systemctl", "daemon-reload")
-	h.Must("systemctl", "enable", "--now", "tunnelsvc.socket")
+	h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket")
 	jar, _ := cookiejar.New(nil)
 	return &vps{Host: h, t: t, client: &http.Client{
 		Jar:       jar,
@@ -192,6 +192,41 @@ func TestSystemd(t *testing.T) {
 		again := v.show("tunnelsvc.service", "InvocationID", "ActiveState")
 		if again["ActiveState"] != "active" || again["InvocationID"] == first {
 			t.Fatalf("not activated again: %v (first invocation %s)", again, first)
+		}
+	})
+
+	t.Run("no start limit closes the port", func(t *testing.T) {
+		// systemd's default start limit is 5 starts in 10 s; every start
+		// here is a connection to a stopped daemon.
+		for i := 0; i < 8; i++ {
+			v.Must("systemctl", "stop", "tunnelsvc.service")
+			if a := v.do("GET", "/healthz", ""); a.status != 200 {
+				t.Fatalf("activation %d: GET /healthz: %d %s", i+1, a.status, a.raw)
+			}
+		}
+		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket"} {
+			if st := v.show(u, "ActiveState", "Result"); st["ActiveState"] != "active" || st["Result"] != "success" {
+				t.Fatalf("%s after 8 activations: %v", u, st)
+			}
+		}
+		// Starts counted so far do not count against the next test's kill.
+		v.Must("systemctl", "reset-failed", "tunnelsvc.service")
+	})
+
+	t.Run("frps plugin call starts the daemon", func(t *testing.T) {
+		v.Must("systemctl", "stop", "tunnelsvc.service")
+		// What frps sends when a machine logs in; no dashboard request.
+		out := v.Must("curl", "-sS", "--max-time", "20", "-H", "Content-Type: application/json", "-d",
+			`{"version":"0.1.0","op":"Login","content":{"user":"m1","metas":{"token":"nope"}}}`,
+			"http://127.0.0.1:7381/frp/plugin?op=Login")
+		if !strings.Contains(out, `"reject":true`) {
+			t.Fatalf("plugin answer: %s", out)
+		}
+		if st := v.show("tunnelsvc.service", "ActiveState")["ActiveState"]; st != "active" {
+			t.Fatalf("tunnelsvc.service is %s after a plugin call", st)
+		}
+		if out, _ := v.Exec("journalctl", "--no-pager", "-u", "tunnelsvc.service", "-g", "serving frps plugin calls"); strings.Count(out, "addr=127.0.0.1:7381") == 0 {
+			t.Fatalf("no plugin listener in the journal:\n%s", out)
 		}
 	})
 

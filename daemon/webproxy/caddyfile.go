@@ -41,6 +41,11 @@ type Input struct {
 	// PlainHTTPPort, when non-zero, serves every site over plain HTTP on that
 	// port with automatic HTTPS off (a TLS terminator in front; tests).
 	PlainHTTPPort int
+	// Import, when set, is a Caddyfile imported whole (the caddy package's
+	// /etc/caddy/Caddyfile), so the operator's own sites stay served once
+	// caddy serves ours. Its sites must not repeat ours, and it must have no
+	// global options block of its own (caddy validate says so if it does).
+	Import string
 	// Admin is Caddy's admin endpoint; empty keeps Caddy's default
 	// (localhost:2019, which `caddy reload` uses), "off" disables it.
 	Admin string
@@ -64,6 +69,11 @@ var caddyTmpl = template.Must(template.New("Caddyfile").Parse(`# Managed by tunn
 	{{.}}
 {{- end}}
 }
+{{- end}}
+{{- if .Import}}
+
+# The caddy package's own configuration: the operator's sites.
+import {{.Import}}
 {{- end}}
 
 # The dashboard.

@@ -145,6 +145,7 @@ export interface LocalStatus {
   bind_ip?: string;
   operation?: string;
   outcomes?: { install?: Outcome; banner?: Outcome; firewall?: Outcome };
+  missing?: { package: string; needed_for: string }[];
 }
 export interface ChecklistItem { id: string; label: string; done: boolean; detail?: string }
 export interface Checklist { items: ChecklistItem[]; next?: string | null; next_step?: string; public_ip?: string; dns_ip?: string }

@@ -268,6 +268,12 @@ function journey(size, viewport, opts = {}) {
         await page.getByRole('button', { name: 'Set password' }).click();
         await focusedHeading('Overview');
         await page.getByText('live', { exact: true }).waitFor(); // the stream is connected
+        // Every recommended package the server lacks is named, with its use.
+        const status = await page.evaluate(() => fetch('/api/local/status').then((r) => r.json()));
+        assert.ok(Array.isArray(status.data.missing), JSON.stringify(status.data));
+        for (const m of status.data.missing) {
+          await page.getByRole('status').filter({ hasText: `${m.package} — needed for ${m.needed_for}` }).waitFor();
+        }
       });
 
       await step(t, '2. domain', async () => {

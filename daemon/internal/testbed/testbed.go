@@ -87,6 +87,29 @@ func Boot(t testing.TB, name string) *Host {
 	return h
 }
 
+// Reboot powers the host off and boots a new one over the same upper dir:
+// what the host wrote to disk survives, /run, /tmp, processes and its
+// network (the veth to another host) do not. Join the hosts again after it.
+func (h *Host) Reboot() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", script(h.t), "reboot", h.Dir, h.Name)
+	cmd.Env = append(os.Environ(), "TESTBED_BOOT_TIMEOUT=60")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("testbed: %s did not reboot: %v\n%s", h.Name, err, out)
+	}
+	pid, err := os.ReadFile(filepath.Join(h.Dir, "pid"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := fmt.Sscan(string(pid), &h.PID); err != nil {
+		h.t.Fatalf("testbed: pid file: %v", err)
+	}
+	h.t.Log(strings.TrimSpace(string(out)))
+}
+
 // Close powers the host off and removes everything it left: processes,
 // mounts, cgroups, the directory. Boot registers it with t.Cleanup; calling
 // it earlier is fine.

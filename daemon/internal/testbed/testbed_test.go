@@ -112,3 +112,37 @@ func TestTwoHostsAndTeardown(t *testing.T) {
 		}
 	}
 }
+
+// TestReboot: what the host wrote to disk survives a reboot, what lives in
+// /run and its processes do not, and systemd is a new PID 1.
+func TestReboot(t *testing.T) {
+	h := Boot(t, "rebooted")
+	h.WriteFile("/var/lib/probe/disk", []byte("kept\n"), 0o600)
+	h.WriteFile("/run/probe", []byte("lost\n"), 0o600)
+	h.Must("systemd-run", "--unit=probe-sleeper", "sleep", "infinity")
+	before := h.PID
+	inv1 := strings.TrimSpace(h.Must("systemctl", "show", "-p", "InvocationID", "--value", "systemd-journald.service"))
+
+	h.Reboot()
+	if h.PID == before {
+		t.Fatalf("PID 1 is still %d", before)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", before)); err == nil {
+		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", before)); strings.TrimSpace(string(comm)) == "systemd" {
+			t.Fatalf("the old PID 1 (%d) still runs", before)
+		}
+	}
+	if got := h.Must("cat", "/var/lib/probe/disk"); got != "kept\n" {
+		t.Fatalf("file on disk after reboot: %q", got)
+	}
+	if _, err := h.Exec("test", "-e", "/run/probe"); err == nil {
+		t.Fatal("/run survived the reboot")
+	}
+	if st, _ := h.Exec("systemctl", "is-active", "probe-sleeper"); strings.TrimSpace(st) == "active" {
+		t.Fatal("a transient unit survived the reboot")
+	}
+	// A new systemd started every unit anew.
+	if inv2 := strings.TrimSpace(h.Must("systemctl", "show", "-p", "InvocationID", "--value", "systemd-journald.service")); inv2 == inv1 {
+		t.Fatalf("journald kept invocation %s", inv1)
+	}
+}

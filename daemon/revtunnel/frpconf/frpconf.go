@@ -44,6 +44,14 @@ const (
 	HeartbeatTimeout  = 30
 )
 
+// Coming back after the VPS restarts: frpc notices a dead control
+// connection when a keepalive on it goes unanswered (TCPMuxKeepalive seconds,
+// plus yamux's 10 s write timeout; frp's default is 30), then logs in again
+// with a backoff that frp caps at 20 s. (A machine that starts while the VPS
+// is down has frpc exit; its unit restarts it every 5 s.) Together: a
+// machine is back within about 30 s of the VPS answering again.
+const TCPMuxKeepalive = 5
+
 // MetaToken is the frpc metadata key that carries the machine's secret.
 const MetaToken = "token"
 
@@ -257,9 +265,10 @@ type webServer struct {
 }
 
 type clientTransport struct {
-	HeartbeatInterval int       `toml:"heartbeatInterval"`
-	HeartbeatTimeout  int       `toml:"heartbeatTimeout"`
-	TLS               clientTLS `toml:"tls"`
+	TCPMuxKeepaliveInterval int       `toml:"tcpMuxKeepaliveInterval"`
+	HeartbeatInterval       int       `toml:"heartbeatInterval"`
+	HeartbeatTimeout        int       `toml:"heartbeatTimeout"`
+	TLS                     clientTLS `toml:"tls"`
 }
 
 type clientTLS struct {
@@ -339,7 +348,7 @@ func ClientConfig(p ClientParams) (string, error) {
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
 		Metadatas:  clientMetas{Token: p.Secret, CA: strings.TrimSpace(p.CA) + "\n"},
-		Transport: clientTransport{HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
+		Transport: clientTransport{TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
 			TLS: clientTLS{Enable: true, TrustedCaFile: path, ServerName: p.ServerName}},
 		WebServer: webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{

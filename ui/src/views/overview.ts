@@ -80,7 +80,12 @@ export const overviewView: View = (root, ctx) => {
       u.since ? time(u.since) : '—',
     ]);
     const versions = Object.entries(s.versions ?? {}).map(([k, v]) => `${k} ${v || '—'}`).join(' · ');
+    // Recommended packages the package manager did not install.
+    const missing = (s.missing ?? []).map((m) => h('li', null, h('code', null, m.package), ` — needed for ${m.needed_for}`));
     refill(statusBody,
+      missing.length ? h('div', { class: 'notice warn', role: 'status' },
+        h('p', null, 'Not installed on this server (install with apt-get install or dnf install):'),
+        h('ul', null, ...missing)) : null,
       h('dl', { class: 'kv' }, rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
       h('h3', null, 'Services'),
       shared ? h('p', { class: 'notice error' }, shared) : null,

@@ -1,0 +1,527 @@
+package systemtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testbed"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+)
+
+const (
+	pkgVPSIP     = "10.213.9.1"
+	pkgMachineIP = "10.213.9.2"
+	// What the operator's own caddy serves before tunnelsvc arrives.
+	operatorSite = "operator site"
+	// The frps version the upgrade's package carries, so the test can tell
+	// which binary a running frps is.
+	upgradedFRPS = "0.65.0-upgraded"
+)
+
+// nfpmBin is the pinned nfpm (scripts/install-deps.sh installs it).
+func nfpmBin(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(strings.TrimSpace(string(out)), "bin", "nfpm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("nfpm is missing (scripts/install-deps.sh installs it): %v", err)
+	}
+	return bin
+}
+
+// buildPackages builds two .debs (and the first one's .rpm) from this
+// tree with the Makefile's rules and nfpm.yaml: the install, and an
+// upgrade whose frps is a different build.
+func buildPackages(t *testing.T) (first, upgrade, rpm string) {
+	t.Helper()
+	root := testbed.Root(t)
+	nfpm := nfpmBin(t)
+	mk := exec.Command("make", "-s", "daemon", "frp", "static", "bin/copyright")
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make: %v\n%s", err, out)
+	}
+	dist := t.TempDir()
+	stage := func(name, version, frps string, packagers ...string) {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), name)
+		os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+		// Copies, not symlinks: nfpm would package a symlink as one.
+		cp := func(src, dst string) {
+			t.Helper()
+			if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
+				t.Fatalf("cp %s: %v\n%s", src, err, out)
+			}
+		}
+		for _, f := range []string{"nfpm.yaml", "packaging", "systemd"} {
+			cp(filepath.Join(root, f), filepath.Join(dir, f))
+		}
+		for _, f := range []string{"tunnelsvc", "static", "copyright"} {
+			cp(filepath.Join(root, "bin", f), filepath.Join(dir, "bin", f))
+		}
+		cp(frps, filepath.Join(dir, "bin", "frps"))
+		for _, p := range packagers {
+			cmd := exec.Command(nfpm, "package", "-f", "nfpm.yaml", "-p", p, "-t", filepath.Join(dist, name+"."+p))
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "VERSION="+version, "GOARCH=amd64")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("nfpm %s %s: %v\n%s", name, p, err, out)
+			}
+		}
+	}
+	newFRPS := filepath.Join(t.TempDir(), "frps")
+	b := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/fatedier/frp/pkg/util/version.version="+upgradedFRPS,
+		"-o", newFRPS, "github.com/fatedier/frp/cmd/frps")
+	b.Dir = filepath.Join(root, "tools", "frp")
+	b.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("build the upgrade's frps: %v\n%s", err, out)
+	}
+	stage("first", "0.1.0+git9.aaaaaaaaaaaa", filepath.Join(root, "bin", "frps"), "deb", "rpm")
+	stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "deb")
+	return filepath.Join(dist, "first.deb"), filepath.Join(dist, "upgrade.deb"), filepath.Join(dist, "first.rpm")
+}
+
+// TestPackage installs the built .deb on a testbed VPS beside a running
+// caddy that serves the operator's own site, joins a machine, reboots the
+// VPS without a request to the dashboard, upgrades, removes and purges.
+func TestPackage(t *testing.T) {
+	start := time.Now()
+	debA, debB, rpmA := buildPackages(t)
+	t.Logf("packages built in %s", time.Since(start).Round(time.Millisecond))
+
+	t.Run("rpm metadata", func(t *testing.T) { checkRPM(t, rpmA) })
+
+	// Each step starts from the state the previous one left: stop at the
+	// first that fails. The helpers report to the running step.
+	var v *vps
+	step := func(name string, f func(t *testing.T)) {
+		parent := v.t
+		ok := t.Run(name, func(t *testing.T) {
+			v.t = t
+			f(t)
+		})
+		v.t = parent
+		if !ok {
+			t.FailNow()
+		}
+	}
+
+	h := testbed.Boot(t, "vps")
+	m := testbed.Boot(t, "machine")
+	testbed.Join(t, h, pkgVPSIP+"/24", m, pkgMachineIP+"/24")
+	jar, _ := cookiejar.New(nil)
+	v = &vps{Host: h, t: t, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}}
+	journal := func() string {
+		out, _ := h.Exec("journalctl", "--no-pager", "-n", "40", "-u", "tunnelsvc.service", "-u", "revtunnel-server", "-u", "caddy", "-u", "tunnelsvc-firewall")
+		mo, _ := m.Exec("journalctl", "--no-pager", "-n", "20", "-u", "revtunnel-client")
+		return "vps:\n" + out + "\nmachine:\n" + mo
+	}
+	var tunnelPort int // the machine's ssh tunnel port on the VPS
+	ssh := func(t *testing.T) time.Duration { return sshThrough(t, h, tunnelPort, 30*time.Second, journal) }
+	// The outer machine may be a container image whose policy-rc.d forbids
+	// starting services (Docker's does); a VPS has none, and the package
+	// honours it (checked below), so the host gets none.
+	h.Must("rm", "-f", "/usr/sbin/policy-rc.d")
+	h.CopyIn(debA, "/root/tunnelsvc_first.deb", 0o644)
+	h.CopyIn(debB, "/root/tunnelsvc_upgrade.deb", 0o644)
+
+	// The operator's caddy, running its own site from the caddy package's
+	// Caddyfile.
+	h.WriteFile("/etc/caddy/Caddyfile", []byte("http://:8088 {\n\trespond \""+operatorSite+"\"\n}\n"), 0o644)
+	h.Must("systemctl", "start", "caddy")
+	operatorServed := func(when string) {
+		t.Helper()
+		testutil.Eventually(t, 15*time.Second, "the operator's site "+when, func() error {
+			out, err := h.Exec("curl", "-fsS", "--max-time", "3", "http://127.0.0.1:8088/")
+			if err != nil || out != operatorSite {
+				return fmt.Errorf("%q %v", out, err)
+			}
+			return nil
+		})
+	}
+	operatorServed("before the install")
+
+	step("install beside a running caddy", func(t *testing.T) {
+		caddyPID := v.show("caddy.service", "MainPID")["MainPID"]
+		// Offline: the testbed has no route to any mirror.
+		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc_first.deb")
+		if err != nil {
+			t.Fatalf("apt-get install: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "tunnelsvc: open the dashboard") {
+			t.Fatalf("no first-run hint:\n%s", out)
+		}
+		if st := v.show("caddy.service", "MainPID", "ActiveState"); st["MainPID"] != caddyPID || st["ActiveState"] != "active" {
+			t.Fatalf("caddy was disturbed by the install: %v (was pid %s)", st, caddyPID)
+		}
+		operatorServed("after the install")
+		// The drop-in is in effect, and a restart before our Caddyfile
+		// exists still serves the operator's site.
+		if d := v.show("caddy.service", "DropInPaths")["DropInPaths"]; !strings.Contains(d, "caddy.service.d/tunnelsvc.conf") {
+			t.Fatalf("caddy's drop-ins: %q", d)
+		}
+		h.Must("systemctl", "restart", "caddy")
+		operatorServed("after a caddy restart")
+		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket"} {
+			if st := v.show(u, "ActiveState", "UnitFileState"); st["ActiveState"] != "active" || st["UnitFileState"] != "enabled" {
+				t.Fatalf("%s: %v", u, st)
+			}
+		}
+		if st := v.show("tunnelsvc-firewall.service", "UnitFileState")["UnitFileState"]; st != "enabled" {
+			t.Fatalf("tunnelsvc-firewall.service is %s", st)
+		}
+		if st := v.show("tunnelsvc.service", "ActiveState")["ActiveState"]; st != "inactive" {
+			t.Fatalf("the daemon runs before any connection: %s", st)
+		}
+		h.Must("test", "-s", "/usr/share/doc/tunnelsvc/copyright")
+		if c := h.Must("cat", "/usr/share/doc/tunnelsvc/copyright"); !strings.Contains(c, "Go module github.com/fatedier/frp v0.65.0") || !strings.Contains(c, "Apache License") {
+			t.Fatal("the copyright file lacks frp's licence")
+		}
+	})
+
+	step("set up: proxy, firewall, a machine", func(t *testing.T) {
+		// The address machines dial, as an operator sets it in the config
+		// file (which the upgrade below must keep).
+		h.Must("sh", "-c", "echo TUNNELSVC_SERVER_HOST="+pkgVPSIP+" >>/etc/tunnelsvc/tunnelsvc.env")
+		v.data("POST", "/api/auth/setup", fmt.Sprintf(`{"password":%q}`, password), 200)
+		v.data("POST", "/api/local/install", `{"domain":"example.test","server_host":"`+pkgVPSIP+`"}`, 200)
+		testutil.Eventually(t, 60*time.Second, "install done", func() error {
+			st := v.data("GET", "/api/local/status", "", 200)
+			units, _ := st["units"].(map[string]any)
+			rs, _ := units["revtunnel-server"].(map[string]any)
+			if st["webproxy"] != "installed" || st["operation"] != nil || rs["active_state"] != "active" {
+				return fmt.Errorf("status %v", st)
+			}
+			return nil
+		})
+		// caddy now serves our file, which imports the operator's.
+		operatorServed("with our Caddyfile")
+		testutil.Eventually(t, 15*time.Second, "our site in caddy", func() error {
+			code, _ := h.Exec("curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: router.example.test", "http://127.0.0.1/")
+			if code != "308" {
+				return fmt.Errorf("router.example.test over http: %q\n%s", code, journal())
+			}
+			return nil
+		})
+
+		v.data("POST", "/api/local/firewall/configure", `{"mode":"svc"}`, 200)
+		testutil.Eventually(t, 30*time.Second, "table inet tunnelsvc", func() error {
+			_, err := h.Exec("nft", "list", "table", "inet", "tunnelsvc")
+			return err
+		})
+
+		tok := v.data("POST", "/api/bootstrap/tokens", `{}`, 200)
+		reg := v.data("POST", "/api/bootstrap", fmt.Sprintf(`{"token":%q,"name":"m1","username":"root"}`, tok["token"]), 200)
+		tunnelPort = int(reg["tunnel_port"].(float64))
+		conf, _ := reg["revtunnel_client_config"].(string)
+		if !strings.Contains(conf, "serverAddr = '"+pkgVPSIP+"'") {
+			t.Fatalf("client config:\n%s", conf)
+		}
+
+		// The machine: a real sshd on loopback:22 (dropbear) and frpc as
+		// bootstrap.sh installs it (restart always, 5 s).
+		if _, err := exec.LookPath("dropbear"); err != nil {
+			t.Fatal("dropbear is missing (scripts/install-deps.sh installs dropbear-bin)")
+		}
+		h.Must("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", "/root/.ssh/id_ed25519")
+		m.WriteFile("/root/.ssh/authorized_keys", []byte(h.Must("cat", "/root/.ssh/id_ed25519.pub")), 0o600)
+		m.Must("chmod", "700", "/root/.ssh")
+		m.Must("mkdir", "-p", "/etc/dropbear-test")
+		m.Must("dropbearkey", "-t", "ed25519", "-f", "/etc/dropbear-test/host_ed25519")
+		m.Must("systemd-run", "--unit=sshd-test", "/usr/sbin/dropbear", "-F", "-E", "-s", "-p", "127.0.0.1:22", "-r", "/etc/dropbear-test/host_ed25519")
+		m.CopyIn(filepath.Join(testbed.Root(t), "bin", "frpc"), "/usr/local/bin/revtunnel-client", 0o755)
+		m.WriteFile("/etc/revtunnel/client.toml", []byte(conf), 0o600)
+		m.Must("systemd-run", "--unit=revtunnel-client", "-p", "Restart=always", "-p", "RestartSec=5",
+			"/usr/local/bin/revtunnel-client", "-c", "/etc/revtunnel/client.toml")
+		ssh(t)
+	})
+	if tunnelPort == 0 {
+		t.Fatal("no machine joined")
+	}
+
+	step("reboot without touching the dashboard", func(t *testing.T) {
+		h.Reboot()
+		// Before any network: the table is back, loaded by its own unit,
+		// and the daemon has not run in this boot.
+		if _, err := h.Exec("nft", "list", "table", "inet", "tunnelsvc"); err != nil {
+			t.Fatalf("no table inet tunnelsvc after the reboot: %v\n%s", err, journal())
+		}
+		if st := v.show("tunnelsvc-firewall.service", "ActiveState", "Result"); st["ActiveState"] != "active" || st["Result"] != "success" {
+			t.Fatalf("tunnelsvc-firewall.service: %v", st)
+		}
+		if st := v.show("tunnelsvc.service", "ActiveState", "InvocationID"); st["ActiveState"] != "inactive" || st["InvocationID"] != "" {
+			t.Fatalf("the daemon ran before anything asked for it: %v", st)
+		}
+		if st := v.show("revtunnel-server.service", "ActiveState")["ActiveState"]; st != "active" {
+			t.Fatalf("revtunnel-server after the reboot: %s\n%s", st, journal())
+		}
+		// The machine's network comes back; its frpc logs in, frps asks
+		// the daemon through the plugin socket, which starts it.
+		// The old veth pair goes with the old host's network namespace;
+		// delete the machine's end in case the kernel has not yet.
+		m.Exec("ip", "link", "del", "eth0")
+		testbed.Join(t, h, pkgVPSIP+"/24", m, pkgMachineIP+"/24")
+		d := ssh(t)
+		t.Logf("ssh through the machine's tunnel %s after the network came back", d.Round(time.Millisecond))
+		if st := v.show("tunnelsvc.service", "ActiveState")["ActiveState"]; st != "active" {
+			t.Fatalf("the daemon is %s after the machine logged in", st)
+		}
+	})
+
+	step("upgrade", func(t *testing.T) {
+		h.Must("systemctl", "start", "caddy")
+		before := v.show("tunnelsvc.service", "InvocationID", "ActiveState")
+		frpsBefore := v.show("revtunnel-server.service", "MainPID")["MainPID"]
+		// Requests throughout the upgrade: none may fail.
+		var ok, failed atomic.Int64
+		var lastErr atomic.Value
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get(dashboard + "/healthz")
+				if err == nil && resp.StatusCode == 200 {
+					ok.Add(1)
+				} else {
+					failed.Add(1)
+					lastErr.Store(fmt.Sprint(err, resp))
+				}
+				if resp != nil {
+					resp.Body.Close()
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc_upgrade.deb")
+		time.Sleep(500 * time.Millisecond)
+		close(stop)
+		<-done
+		if err != nil {
+			t.Fatalf("upgrade: %v\n%s", err, out)
+		}
+		t.Logf("during the upgrade: %d requests answered, %d failed", ok.Load(), failed.Load())
+		if failed.Load() != 0 || ok.Load() == 0 {
+			t.Fatalf("%d requests failed during the upgrade (last: %v)", failed.Load(), lastErr.Load())
+		}
+		if got := strings.TrimSpace(h.Must("dpkg-query", "-W", "-f", "${Version}", "tunnelsvc")); got != "0.1.0+git10.bbbbbbbbbbbb" {
+			t.Fatalf("installed version %s", got)
+		}
+		after := v.show("tunnelsvc.service", "InvocationID", "ActiveState")
+		if after["ActiveState"] != "active" || after["InvocationID"] == before["InvocationID"] {
+			t.Fatalf("the daemon was not restarted: before %v, after %v", before, after)
+		}
+		var frps map[string]string
+		testutil.Eventually(t, 15*time.Second, "frps restarted", func() error {
+			frps = v.show("revtunnel-server.service", "MainPID", "ActiveState")
+			if frps["ActiveState"] != "active" || frps["MainPID"] == frpsBefore || frps["MainPID"] == "0" {
+				return fmt.Errorf("revtunnel-server: %v (was pid %s)", frps, frpsBefore)
+			}
+			return nil
+		})
+		// (Type=simple is "active" from the fork; the exec follows.)
+		testutil.Eventually(t, 10*time.Second, "the new frps runs", func() error {
+			pid := v.show("revtunnel-server.service", "MainPID")["MainPID"]
+			if ver, _ := h.Exec("/proc/"+pid+"/exe", "--version"); strings.TrimSpace(ver) != upgradedFRPS {
+				return fmt.Errorf("the running frps (pid %s) is version %q\n%s", pid, ver, journal())
+			}
+			return nil
+		})
+		// The data is kept: the session and the machine are still there.
+		if ms := v.machines(); len(ms) != 1 || ms[0]["name"] != "m1" {
+			t.Fatalf("machines after the upgrade: %v", ms)
+		}
+		if env := h.Must("cat", "/etc/tunnelsvc/tunnelsvc.env"); !strings.Contains(env, "TUNNELSVC_SERVER_HOST="+pkgVPSIP) {
+			t.Fatalf("the operator's setting is gone from tunnelsvc.env:\n%s", env)
+		}
+		ssh(t)
+	})
+
+	step("upgrade respects policy-rc.d and a disabled socket", func(t *testing.T) {
+		reinstall := func() {
+			t.Helper()
+			if out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "-i", "/root/tunnelsvc_upgrade.deb"); err != nil {
+				t.Fatalf("dpkg -i: %v\n%s", err, out)
+			}
+		}
+		h.WriteFile("/usr/sbin/policy-rc.d", []byte("#!/bin/sh\nexit 101\n"), 0o755)
+		h.Must("systemctl", "stop", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service")
+		reinstall()
+		h.Must("rm", "/usr/sbin/policy-rc.d")
+		if st := v.show("tunnelsvc.socket", "ActiveState")["ActiveState"]; st != "inactive" {
+			t.Fatalf("policy-rc.d said no, yet tunnelsvc.socket is %s", st)
+		}
+		h.Must("systemctl", "disable", "tunnelsvc.socket")
+		reinstall()
+		if st := v.show("tunnelsvc.socket", "ActiveState", "UnitFileState"); st["ActiveState"] != "inactive" || st["UnitFileState"] != "disabled" {
+			t.Fatalf("the admin's disabled socket after an upgrade: %v", st)
+		}
+		h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket")
+		if a := v.do("GET", "/healthz", ""); a.status != 200 {
+			t.Fatalf("GET /healthz: %d %s", a.status, a.raw)
+		}
+	})
+
+	step("remove", func(t *testing.T) {
+		if st := v.show("caddy.service", "ActiveState")["ActiveState"]; st != "active" {
+			t.Fatalf("caddy is %s before the removal", st)
+		}
+		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "remove", "-y", "tunnelsvc")
+		if err != nil {
+			t.Fatalf("remove: %v\n%s", err, out)
+		}
+		// frps stays down: it neither runs from its deleted binary nor loops
+		// on a missing one (its RestartSec is 2 s).
+		time.Sleep(3 * time.Second)
+		if out, err := h.Exec("pgrep", "-a", "frps"); err == nil {
+			t.Fatalf("frps still runs:\n%s", out)
+		}
+		for _, u := range []string{"revtunnel-server.service", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-firewall.service"} {
+			if st := v.show(u, "ActiveState", "LoadState"); st["ActiveState"] != "inactive" || st["LoadState"] != "not-found" {
+				t.Fatalf("%s after remove: %v", u, st)
+			}
+		}
+		if ss := h.Must("ss", "-Hltn"); strings.Contains(ss, ":7380 ") || strings.Contains(ss, ":7381 ") {
+			t.Fatalf("our ports are still open:\n%s", ss)
+		}
+		if _, err := h.Exec("nft", "list", "table", "inet", "tunnelsvc"); err == nil {
+			t.Fatal("table inet tunnelsvc is still loaded")
+		}
+		if left := h.Must("sh", "-c", "find /etc/systemd /lib/systemd/system \\( -name '*tunnelsvc*' -o -name 'revtunnel*' \\) -print"); strings.TrimSpace(left) != "" {
+			t.Fatalf("unit files or enable links left:\n%s", left)
+		}
+		// caddy serves its own configuration again, without a manual
+		// daemon-reload.
+		if st := v.show("caddy.service", "ActiveState", "DropInPaths"); st["ActiveState"] != "active" || strings.Contains(st["DropInPaths"], "tunnelsvc") {
+			t.Fatalf("caddy after remove: %v", st)
+		}
+		operatorServed("after the removal")
+		if cfg := h.Must("curl", "-fsS", "http://localhost:2019/config/"); strings.Contains(cfg, "example.test") {
+			t.Fatalf("caddy still serves our sites: %s", cfg)
+		}
+		// Removal keeps the data.
+		h.Must("test", "-s", "/var/lib/tunnelsvc/tunnelsvc.db")
+	})
+
+	step("purge", func(t *testing.T) {
+		// The ban tool's two files, where the daemon's set-up writes them
+		// (setting up fail2ban itself is not this test's subject).
+		h.WriteFile("/etc/fail2ban/jail.d/tunnelsvc.local", []byte("[tunnelsvc-auth]\nenabled = false\n"), 0o644)
+		h.WriteFile("/etc/fail2ban/filter.d/tunnelsvc-auth.conf", []byte("[Definition]\nfailregex =\n"), 0o644)
+		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "dpkg", "--purge", "tunnelsvc")
+		if err != nil {
+			t.Fatalf("purge: %v\n%s", err, out)
+		}
+		if n := len(regexp.MustCompile(`(?m)^tunnelsvc: deleting the database and secret key`).FindAllString(out, -1)); n != 1 {
+			t.Fatalf("want one line about deleting the database and key, got %d:\n%s", n, out)
+		}
+		if st, _ := h.Exec("dpkg-query", "-W", "-f", "${db:Status-Status}", "tunnelsvc"); strings.TrimSpace(st) != "not-installed" && !strings.Contains(st, "no packages found") {
+			t.Fatalf("dpkg still knows tunnelsvc: %q", st)
+		}
+		// The test's own copies of the packages are not the package's.
+		h.Must("rm", "/root/tunnelsvc_first.deb", "/root/tunnelsvc_upgrade.deb")
+		// Nothing of ours on the host's disk: every file the host wrote is
+		// in its upper dir (whiteouts, char devices 0/0, mark deletions).
+		var left []string
+		upper := filepath.Join(h.Dir, "upper")
+		filepath.Walk(upper, func(p string, fi os.FileInfo, err error) error {
+			if err != nil || fi.Mode()&os.ModeCharDevice != 0 {
+				return nil
+			}
+			rel := strings.TrimPrefix(p, upper)
+			name := strings.ToLower(filepath.Base(p))
+			if strings.Contains(name, "tunnelsvc") || strings.Contains(name, "revtunnel") || strings.HasPrefix(rel, "/etc/tunnelsvc") || strings.HasPrefix(rel, "/var/lib/tunnelsvc") {
+				left = append(left, rel)
+			}
+			return nil
+		})
+		if len(left) != 0 {
+			t.Fatalf("left after purge:\n%s", strings.Join(left, "\n"))
+		}
+	})
+	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
+}
+
+// sshThrough waits (at most d) until ssh reaches the machine through its
+// tunnel port on the VPS (a real ssh client and sshd, through frps and frpc), and returns how long that took.
+func sshThrough(t *testing.T, h *testbed.Host, port int, d time.Duration, journal func() string) time.Duration {
+	t.Helper()
+	var last string
+	start := time.Now()
+	for time.Since(start) < d {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		out, err := exec.CommandContext(ctx, "bash", filepath.Join(testbed.Root(t), "scripts", "testbed.sh"), "exec", h.Dir,
+			"ssh", "-i", "/root/.ssh/id_ed25519", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+			"-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR",
+			"-p", fmt.Sprint(port), "root@127.0.0.1", "hostname").CombinedOutput()
+		cancel()
+		if err == nil && strings.TrimSpace(string(out)) == "machine" {
+			return time.Since(start)
+		}
+		last = fmt.Sprintf("%v: %s", err, out)
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("no ssh through the tunnel within %s (last: %s)\n%s", d, last, journal())
+	return 0
+}
+
+// checkRPM reads the .rpm's metadata and scripts with rpm -qp.
+func checkRPM(t *testing.T, path string) {
+	if _, err := exec.LookPath("rpm"); err != nil {
+		t.Fatal("rpm is missing (scripts/install-deps.sh installs it)")
+	}
+	q := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("rpm", append([]string{"-qp"}, append(args, path)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rpm -qp %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if req := q("--requires"); !strings.Contains(req, "glibc >= 2.34") || !strings.Contains(req, "systemd") {
+		t.Fatalf("Requires:\n%s", req)
+	}
+	if rec := q("--recommends"); !strings.Contains(rec, "caddy") || !strings.Contains(rec, "nftables") || !strings.Contains(rec, "fail2ban") {
+		t.Fatalf("Recommends:\n%s", rec)
+	}
+	scripts := q("--scripts")
+	for _, want := range []string{"postinstall scriptlet", "preuninstall scriptlet", "postuninstall scriptlet",
+		"systemctl --no-reload preset", "systemctl --no-reload disable --now", "nft delete table inet tunnelsvc", "try-restart caddy.service"} {
+		if !strings.Contains(scripts, want) {
+			t.Fatalf("rpm scripts lack %q:\n%s", want, scripts)
+		}
+	}
+	// Units in %{_unitdir}, and the package owns its directories.
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
+		if files := q("-l"); !strings.Contains(files, "/usr/lib/systemd/system/"+u+"\n") {
+			t.Fatalf("the rpm has no /usr/lib/systemd/system/%s:\n%s", u, files)
+		}
+	}
+	dirs := q("--qf", "[%{FILEMODES:perms} %{FILENAMES}\n]")
+	for _, d := range []string{"/usr/lib/tunnelsvc", "/etc/tunnelsvc", "/etc/revtunnel", "/usr/share/doc/tunnelsvc", "/usr/lib/tunnelsvc/static", "/usr/lib/systemd/system/caddy.service.d"} {
+		if !regexp.MustCompile(`(?m)^d\S* ` + regexp.QuoteMeta(d) + `$`).MatchString(dirs) {
+			t.Fatalf("the rpm does not own %s:\n%s", d, dirs)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package tunnelsvc
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMaintainerScriptsShellcheck: the package's maintainer scripts and
+// caddy's start wrapper pass shellcheck.
+func TestMaintainerScriptsShellcheck(t *testing.T) {
+	if _, err := exec.LookPath("shellcheck"); err != nil {
+		t.Fatal("shellcheck is missing: run scripts/install-deps.sh (apt-get install shellcheck)")
+	}
+	scripts, _ := filepath.Glob("packaging/*/*")
+	scripts = append(scripts, "packaging/caddy-run", "scripts/pkg-version.sh", "scripts/copyright.sh")
+	if len(scripts) < 7 {
+		t.Fatalf("maintainer scripts not found: %v", scripts)
+	}
+	for _, s := range scripts {
+		out, err := exec.Command("shellcheck", "--severity=style", s).CombinedOutput()
+		if err != nil {
+			t.Errorf("shellcheck %s: %v\n%s", s, err, out)
+		}
+	}
+}
+
+// TestPackageVersionsIncrease: every commit's package version is greater
+// than the previous commit's, for dpkg and for rpm, tagged or not (an
+// abbreviated hash alone orders builds at random).
+func TestPackageVersionsIncrease(t *testing.T) {
+	for _, tool := range []string{"git", "dpkg", "rpm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is missing (scripts/install-deps.sh installs it)", tool)
+		}
+	}
+	script, err := filepath.Abs("scripts/pkg-version.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	version := func() string {
+		t.Helper()
+		cmd := exec.Command("sh", script)
+		cmd.Dir = repo
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("pkg-version.sh: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	greater := func(a, b string) {
+		t.Helper()
+		if err := exec.Command("dpkg", "--compare-versions", a, "gt", b).Run(); err != nil {
+			t.Errorf("dpkg: %s is not greater than %s", a, b)
+		}
+		out, err := exec.Command("rpm", "--eval", `%{lua: print(rpm.vercmp("`+a+`", "`+b+`"))}`).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "1" {
+			t.Errorf("rpm: vercmp(%s, %s) = %q %v, want 1", a, b, out, err)
+		}
+	}
+	git("init", "-q")
+	var prev string
+	commit := func(i int) string {
+		t.Helper()
+		os.WriteFile(filepath.Join(repo, "f"), []byte{byte(i)}, 0o644)
+		git("add", "f")
+		git("commit", "-q", "-m", "c")
+		v := version()
+		if prev != "" {
+			greater(v, prev)
+		}
+		prev = v
+		return v
+	}
+	// Enough commits that the hashes alone would be out of order.
+	for i := 1; i <= 12; i++ {
+		if v := commit(i); !strings.HasPrefix(v, "0.1.0+git") {
+			t.Fatalf("untagged version %q", v)
+		}
+	}
+	git("tag", "v1.2.0")
+	if v := version(); v != "1.2.0" {
+		t.Fatalf("tagged version %q, want 1.2.0", v)
+	}
+	greater("1.2.0", prev)
+	prev = "1.2.0"
+	for i := 13; i <= 16; i++ {
+		if v := commit(i); !strings.HasPrefix(v, "1.2.0+git") {
+			t.Fatalf("version after the tag %q", v)
+		}
+	}
+}
