@@ -47,6 +47,9 @@ type Config struct {
 	BinDir string
 	// StaticDir holds the binaries machines download (agents/, revtunnel/).
 	StaticDir string
+	// GateListen is the loopback address where the web proxy asks the
+	// access gate of HTTP tunnels (forward_auth).
+	GateListen string
 
 	frpsPort, tunnelPorts string
 }
@@ -63,6 +66,7 @@ func Default() Config {
 		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
 		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
+		GateListen: "127.0.0.1:7382",
 	}
 }
 
@@ -87,6 +91,7 @@ var Flags = []Flag{
 	{"tunnel-ports", "TUNNELSVC_TUNNEL_PORTS", "range LO-HI of ports given to machines and tunnels"},
 	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
 	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
+	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -130,7 +135,18 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.tunnelPorts, "tunnel-ports", env("TUNNELSVC_TUNNEL_PORTS", c.tunnelPorts), Flags[11].Help+" [$TUNNELSVC_TUNNEL_PORTS]")
 	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
 	fs.StringVar(&c.StaticDir, "static-dir", env("TUNNELSVC_STATIC_DIR", c.StaticDir), Flags[13].Help+" [$TUNNELSVC_STATIC_DIR]")
+	gate := flagByName("gate-listen")
+	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
 	return localNets
+}
+
+func flagByName(name string) Flag {
+	for _, f := range Flags {
+		if f.Name == name {
+			return f
+		}
+	}
+	panic("config: no flag " + name)
 }
 
 func splitList(v string) []string {
@@ -213,6 +229,9 @@ func (c *Config) finishTunnels() error {
 	ap, err := netip.ParseAddrPort(c.PluginListen)
 	if err != nil || !ap.Addr().IsLoopback() {
 		return fmt.Errorf("--frps-plugin-listen: %q must be a loopback address:port", c.PluginListen)
+	}
+	if gp, err := netip.ParseAddrPort(c.GateListen); err != nil || !gp.Addr().IsLoopback() {
+		return fmt.Errorf("--gate-listen: %q must be a loopback address:port", c.GateListen)
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return err
