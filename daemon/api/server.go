@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -63,6 +64,9 @@ type Options struct {
 	// Agents reaches machines' agents through their agent tunnels; nil
 	// answers 503 on the agent routes.
 	Agents Agents
+	// Gate issues the one-time codes of operator access to HTTP tunnels;
+	// nil answers 404 on its route.
+	Gate *gate.Gate
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -93,6 +97,7 @@ type Server struct {
 	progress  func(operation string) Progress
 	scripts   Scripts
 	agents    Agents
+	gate      *gate.Gate
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 }
 
@@ -101,7 +106,7 @@ func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
-		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents}
+		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, gate: o.Gate}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

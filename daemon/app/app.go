@@ -23,6 +23,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -73,6 +74,8 @@ type App struct {
 	Firewall *firewall.Service
 	// Agents reaches machines' tunnel-agents.
 	Agents *agentclient.Client
+	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
+	Gate *gate.Gate
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -151,6 +154,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	a.setupServices(ls[0].Addr())
 	a.agentServices()
 	a.guardServices(ls[0].Addr())
+	if err := a.gateServices(ctx); err != nil {
+		return err
+	}
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -171,6 +177,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		UI:      webui.Handler(tunnelsvc.UI()),
 		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
 		Agents:  a.Agents,
+		Gate:    a.Gate,
 	})
 	a.HTTP = &http.Server{
 		Handler:           handler,
@@ -188,6 +195,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	plugin := a.pluginServer()
 	go plugin.Serve(pl)
 	defer plugin.Close()
+	gateSrv, err := a.serveGate()
+	if err != nil {
+		return err
+	}
+	defer gateSrv.Close()
 	// Bring server.toml up to date with this version and the settings; a
 	// failure is logged and the previous file stays.
 	go func() {

@@ -91,7 +91,7 @@ type session struct {
 	expires  time.Time
 }
 
-type code struct {
+type pending struct {
 	tunnelID int64
 	expires  time.Time
 }
@@ -103,7 +103,7 @@ type Gate struct {
 
 	mu       sync.RWMutex
 	sessions map[[32]byte]session
-	codes    map[[32]byte]code
+	codes    map[[32]byte]pending
 }
 
 // New returns a Gate with an empty table; call Reload before serving.
@@ -117,7 +117,7 @@ func New(o Options) *Gate {
 	if o.Limiter == nil {
 		o.Limiter = auth.NewLimiter(o.Now)
 	}
-	g := &Gate{o: o, sessions: map[[32]byte]session{}, codes: map[[32]byte]code{}}
+	g := &Gate{o: o, sessions: map[[32]byte]session{}, codes: map[[32]byte]pending{}}
 	g.tbl.Store(&table{sites: map[string]*site{}})
 	return g
 }
@@ -282,16 +282,17 @@ func (g *Gate) endSessions(cookies []string) {
 var ErrNotOperatorSite = fmt.Errorf("not a tunnel with operator access")
 
 // IssueCode returns a one-time code that signs a browser in to host (a
-// tunnel in operator mode) at Prefix+"callback". The dashboard calls it
-// for a request that carries a live dashboard session.
-func (g *Gate) IssueCode(host string) (string, error) {
+// tunnel in operator mode) at Prefix+"callback", and the site's own host
+// name to send it to. The dashboard calls it for a request that carries a
+// live dashboard session.
+func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) {
 	s := g.tbl.Load().lookup(host)
 	if s == nil || s.access != Operator {
-		return "", ErrNotOperatorSite
+		return "", "", ErrNotOperatorSite
 	}
 	c, err := auth.NewToken()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	now := g.o.Now()
 	g.mu.Lock()
@@ -309,8 +310,8 @@ func (g *Gate) IssueCode(host string) (string, error) {
 			delete(g.codes, k)
 		}
 	}
-	g.codes[tokenKey(c)] = code{tunnelID: s.id, expires: now.Add(CodeTTL)}
-	return c, nil
+	g.codes[tokenKey(c)] = pending{tunnelID: s.id, expires: now.Add(CodeTTL)}
+	return c, s.host, nil
 }
 
 // redeem consumes a code for site s.
