@@ -148,6 +148,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The gate's listener first: the Caddyfile names its real address
+	// (--gate-listen 127.0.0.1:0 picks a free port).
+	gl, err := net.Listen("tcp", cfg.GateListen)
+	if err != nil {
+		return fmt.Errorf("access gate listener: %w", err)
+	}
+	cfg.GateListen = gl.Addr().String()
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
 	a.tunnelServices(a.SSHKeys, unitMgr)
@@ -195,10 +202,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	plugin := a.pluginServer()
 	go plugin.Serve(pl)
 	defer plugin.Close()
-	gateSrv, err := a.serveGate()
-	if err != nil {
-		return err
-	}
+	gateSrv := a.serveGate(gl)
 	defer gateSrv.Close()
 	// Bring server.toml up to date with this version and the settings; a
 	// failure is logged and the previous file stays.

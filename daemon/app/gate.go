@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -56,13 +55,10 @@ func (a *App) gateServices(ctx context.Context) error {
 const gateReloadEvery = 30 * time.Second
 
 // serveGate answers the web proxy's forward_auth checks and the gate's
-// pages on the loopback gate listener.
-func (a *App) serveGate() (*http.Server, error) {
-	l, err := net.Listen("tcp", a.Config.GateListen)
-	if err != nil {
-		return nil, fmt.Errorf("access gate listener: %w", err)
-	}
+// pages on the loopback gate listener l.
+func (a *App) serveGate(l net.Listener) *http.Server {
 	srv := &http.Server{Handler: a.Gate.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go srv.Serve(l)
-	return srv, nil
+	a.Log.Info("serving the access gate", "addr", l.Addr().String())
+	return srv
 }

@@ -144,6 +144,7 @@ export interface Machine {
 export interface Tunnel {
   id: number; machine_id: number; name: string; kind: 'http' | 'tcp'; local_port: number;
   subdomain?: string; public: boolean; remote_port?: number; status?: string; created_at?: string;
+  access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
 }
 export interface TwoFADevice { id: string; name: string; created_at?: string; last_used_at?: string | null }
 export interface TwoFAStatus { enabled: boolean; devices: TwoFADevice[]; backup_codes_remaining: number }

@@ -66,6 +66,7 @@ before(async () => {
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(tmp, 'data'),
     '--system-root', join(tmp, 'root'), '--bin-dir', join(repo, 'bin'),
     '--frps-plugin-listen', `127.0.0.1:${pluginPort}`, '--frps-port', String(frpsPort),
+    '--gate-listen', '127.0.0.1:0',
     '--ip-echo-urls', `http://127.0.0.1:${port}/nothing`,
     // 127.0.0.1 is not "local" here, so setup needs the one-time code,
     // as it would from a remote browser.

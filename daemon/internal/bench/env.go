@@ -208,7 +208,7 @@ func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 	d.Base = "http://" + d.Listen
 	var err error
 	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",
-		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr,
+		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr, "--gate-listen", "127.0.0.1:0",
 		"--data-dir", filepath.Join(dir, "data"), "--system-root", filepath.Join(dir, "root"),
 		"--bin-dir", filepath.Dir(bins.FRPS), "--server-host", "127.0.0.1",
 		"--frps-port", strconv.Itoa(d.FRPSPort),

@@ -455,7 +455,7 @@ func ColdStart(o Options, runs int) Row {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p, err := StartProc("socket-activate", activate, "-l", addr, "--",
 			o.Bins.Tunnelsvc, "serve", "--data-dir", dataDir, "--system-root", filepath.Join(o.Dir, "cold-root"),
-			"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", plugin), "--bin-dir", filepath.Dir(o.Bins.FRPS), "--log-level", "warn")
+			"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", plugin), "--gate-listen", "127.0.0.1:0", "--bin-dir", filepath.Dir(o.Bins.FRPS), "--log-level", "warn")
 		if err != nil {
 			row.Measured = "error: " + err.Error()
 			return row

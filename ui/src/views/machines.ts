@@ -3,6 +3,7 @@
 import type { BootstrapToken, Machine, Message, Tunnel } from '../api';
 import type { View } from '../ctx';
 import { busy, card, checkbox, clear, copyText, field, fmtTime, form, h, notice, select, table } from '../dom';
+import { accessControl, accessLabel } from './tunnelAccess';
 
 export const machinesView: View = (root, ctx) => {
   const api = ctx.api;
@@ -85,7 +86,7 @@ export const machinesView: View = (root, ctx) => {
           await loadTunnels();
         });
       });
-      const exposed = t.kind === 'http' ? (t.subdomain ?? '—') : `port ${t.remote_port ?? '?'}${t.public ? ' (public)' : ''}`;
+      const exposed = t.kind === 'http' ? h('span', null, t.subdomain ?? '—', accessLabel(t)) : `port ${t.remote_port ?? '?'}${t.public ? ' (public)' : ''}`;
       return [t.name, nameOf(t.machine_id), t.kind, t.local_port, exposed, t.status ?? '—', del];
     }), 'No tunnels yet.'));
   });
@@ -104,21 +105,23 @@ export const machinesView: View = (root, ctx) => {
   const port = field('Local port', { type: 'number', min: 1, max: 65535, required: true });
   const sub = field('Subdomain', { type: 'text', autocomplete: 'off' }, 'HTTP only: the name under your domain.');
   const pub = checkbox('Public (TCP only: listen on all addresses)');
+  const access = accessControl();
   const syncKind = () => {
     const http = kind.input.value === 'http';
     sub.row.hidden = !http;
     pub.row.hidden = http;
+    access.sync(http);
   };
   kind.input.addEventListener('change', syncKind);
   syncKind();
   const tunnelForm = form({ label: 'Create a tunnel', submit: 'Create tunnel' },
-    [machineSel.row, tName.row, kind.row, port.row, sub.row, pub.row], async (n) => {
+    [machineSel.row, tName.row, kind.row, port.row, sub.row, pub.row, ...access.rows], async (n) => {
       const http = kind.input.value === 'http';
       const body: Record<string, unknown> = {
         machine_id: Number(machineSel.input.value), name: tName.input.value.trim(), kind: kind.input.value,
         local_port: Number(port.input.value), public: !http && pub.input.checked,
       };
-      if (http) body.subdomain = sub.input.value.trim();
+      if (http) Object.assign(body, { subdomain: sub.input.value.trim() }, access.body());
       const t = await api.post<Tunnel>('/api/tunnels', body);
       n.ok(`Tunnel ${t.name} created.`);
       await loadTunnels();
