@@ -5,7 +5,8 @@ package webproxy
 // in this order: a client's X-Forwarded-User is dropped, the gate answers
 // (a refusal or a login redirect goes back to the browser as it is), its
 // Cookie header (the request's, without the gate's cookie) replaces the
-// request's, and in operator mode its X-Forwarded-User is added.
+// request's (and is dropped when nothing is left), and in operator mode its
+// X-Forwarded-User is added.
 const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 		reverse_proxy {{.V.Gate}}
 	}
@@ -16,6 +17,8 @@ const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 				uri /check
 				copy_headers Cookie{{if eq (index .V.Gates .T.Subdomain) "operator"}} X-Forwarded-User{{end}}
 			}
+			@nocookie header_regexp Cookie ^$
+			request_header @nocookie -Cookie
 			reverse_proxy 127.0.0.1:{{.T.Port}}
 		}
 	}{{end}}`
