@@ -51,8 +51,9 @@ func (a *App) gateServices(ctx context.Context) error {
 	return a.Gate.Reload(ctx)
 }
 
-// gateReloadEvery bounds how long a new domain takes to reach the gate.
-const gateReloadEvery = 30 * time.Second
+// gateReloadEvery bounds how long a new domain takes to reach the gate
+// (one small query each time).
+const gateReloadEvery = 5 * time.Second
 
 // serveGate answers the web proxy's forward_auth checks and the gate's
 // pages on the loopback gate listener l.

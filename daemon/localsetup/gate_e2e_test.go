@@ -434,6 +434,32 @@ func TestGateThroughRealProxy(t *testing.T) {
 		}
 	})
 
+	// Every tunnel's site asks the gate, public ones too: a change of access
+	// holds at once, with no Caddy reload (this Caddy never reloads).
+	t.Run("no reload needed", func(t *testing.T) {
+		ctx := context.Background()
+		pw, access := "open sesame for the open site", "password"
+		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{Access: &access, Password: &pw}); err != nil {
+			t.Fatal(err)
+		}
+		if a := b.do("", "GET", "open.example.test", "/", nil, nil); a.status != http.StatusFound || a.reachedApp() {
+			t.Fatalf("public → password: %d %q", a.status, a.body)
+		}
+		ips := []string{"192.0.2.0/24"}
+		access = "public"
+		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{Access: &access, AllowIPs: &ips}); err != nil {
+			t.Fatal(err)
+		}
+		if a := b.do("", "GET", "open.example.test", "/", nil, nil); a.status != http.StatusForbidden || a.reachedApp() {
+			t.Fatalf("public with an address list: %d %q", a.status, a.body)
+		}
+		ips = nil
+		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{AllowIPs: &ips}); err != nil {
+			t.Fatal(err)
+		}
+		b.do("", "GET", "open.example.test", "/", nil, nil).app(t)
+	})
+
 	t.Run("rate limit", func(t *testing.T) {
 		var last answer
 		for i := 0; i <= auth.MaxFailures; i++ {

@@ -54,7 +54,7 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	return out, nil
 }
 
-// HTTPGates implements GateSource: the gated http tunnels by subdomain.
+// HTTPGates implements GateSource: the tunnels in operator mode.
 func (t StoreTunnels) HTTPGates(ctx context.Context) (map[string]webproxy.GateMode, error) {
 	list, err := t.Store.HTTPTunnelAccess(ctx)
 	if err != nil {
@@ -62,17 +62,14 @@ func (t StoreTunnels) HTTPGates(ctx context.Context) (map[string]webproxy.GateMo
 	}
 	out := map[string]webproxy.GateMode{}
 	for _, a := range list {
-		switch {
-		case a.Access == "operator":
+		if a.Access == "operator" {
 			out[a.Subdomain] = webproxy.GateOperator
-		case a.Gated():
-			out[a.Subdomain] = webproxy.GateCheck
 		}
 	}
 	return out, nil
 }
 
-// GateSource names the http tunnels the proxy must check with the gate.
+// GateSource gives the gate modes of http tunnels by subdomain.
 type GateSource interface {
 	HTTPGates(ctx context.Context) (map[string]webproxy.GateMode, error)
 }

@@ -19,9 +19,6 @@ type TunnelAccess struct {
 	AllowIPs     []string
 }
 
-// Gated reports whether the proxy must ask the gate for this tunnel.
-func (a TunnelAccess) Gated() bool { return a.Access != "public" || len(a.AllowIPs) > 0 }
-
 const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips FROM tunnels"
 
 func scanAccess(r rowScanner) (TunnelAccess, error) {

@@ -51,10 +51,12 @@ type Input struct {
 	// HTTPPort and HTTPSPort, when non-zero, replace 80 and 443 with
 	// automatic HTTPS still on (tests run a real ACME exchange on loopback).
 	HTTPPort, HTTPSPort int
-	// Gate is the daemon's loopback access-gate listener (host:port) that
-	// gated tunnels ask on every request; required when Gates is not empty.
+	// Gate, when set, is the daemon's loopback access-gate listener
+	// (host:port) that every tunnel's site asks before each request, public
+	// ones included, so that a change of access needs no Caddy reload.
+	// Required when Gates is not empty.
 	Gate string
-	// Gates names the gated tunnels by subdomain (see GateMode).
+	// Gates gives the gate mode of tunnels by subdomain (see GateMode).
 	Gates map[string]GateMode
 }
 

@@ -28,8 +28,9 @@ type gateView struct {
 	T HTTPTunnel
 }
 
-// GateMode is how a gated tunnel is checked: GateCheck passes only the
-// Cookie header on, GateOperator also the gate's X-Forwarded-User.
+// GateMode is how a tunnel's site takes the gate's answer: GateCheck (the
+// default) passes only the Cookie header on, GateOperator also the gate's
+// X-Forwarded-User.
 type GateMode string
 
 const (
@@ -37,5 +38,6 @@ const (
 	GateOperator GateMode = "operator"
 )
 
-// Gated reports whether the tunnel at sub goes through the gate.
-func (v view) Gated(sub string) bool { return v.Gates[sub] != "" }
+// Gated reports whether the tunnel at sub goes through the gate: all do
+// when there is one.
+func (v view) Gated(sub string) bool { return v.Gate != "" }

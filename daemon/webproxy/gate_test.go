@@ -14,7 +14,7 @@ func TestGoldenGates(t *testing.T) {
 	needCaddy(t)
 	in := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382",
 		Tunnels: []HTTPTunnel{{"wiki", 20011}, {"grafana", 20007}, {"nas-ui", 20003}},
-		Gates:   map[string]GateMode{"wiki": GateCheck, "grafana": GateOperator}}
+		Gates:   map[string]GateMode{"grafana": GateOperator}}
 	got, err := Render(in)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestGoldenGates(t *testing.T) {
 }
 
 func TestGatesNeedGateAddress(t *testing.T) {
-	_, err := Render(Input{Domain: "example.com", Tunnels: []HTTPTunnel{{"wiki", 20011}}, Gates: map[string]GateMode{"wiki": GateCheck}})
+	_, err := Render(Input{Domain: "example.com", Tunnels: []HTTPTunnel{{"wiki", 20011}}, Gates: map[string]GateMode{"wiki": GateOperator}})
 	if err == nil {
 		t.Fatal("a gated tunnel rendered without a gate address")
 	}
