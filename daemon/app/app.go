@@ -214,6 +214,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 	}()
 	go a.renewCertificates(ctx)
+	// The Caddyfile names the gate's address and this version's site
+	// blocks: bring a deployed one up to date (nothing happens when it is).
+	go func() {
+		if err := a.Setup.DeployProxy(ctx, false); err != nil {
+			log.Warn("web proxy update at start failed; the previous Caddyfile stays", "err", err)
+		}
+	}()
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
