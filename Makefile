@@ -96,7 +96,7 @@ test-system:
 
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
 FUZZ_TIME ?= 5s
-FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies ./daemon/api:FuzzTwoFABodies ./daemon/api:FuzzSSHKeyBodies ./daemon/gate:FuzzCheck ./daemon/gate:FuzzCallback
+FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies ./daemon/api:FuzzTwoFABodies ./daemon/api:FuzzSSHKeyBodies ./daemon/gate:FuzzCheck ./daemon/gate:FuzzCallback ./daemon/gate:FuzzLogin
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

@@ -80,3 +80,30 @@ func FuzzCallback(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLogin posts arbitrary forms to the password page: only the right
+// password sets a cookie, and the redirect after it stays on the host.
+func FuzzLogin(f *testing.F) {
+	e := newEnv(f, 0, map[string]string{"pw": gate.Password, "op": gate.Operator})
+	f.Add("pw.example.com", "password=correct+horse+battery+staple&next=%2Fa")
+	f.Add("pw.example.com", "password=x&next=//evil.test")
+	f.Add("op.example.com", "password=correct+horse+battery+staple")
+	f.Add("pw.example.com", "password=%ff%fe&password=correct+horse+battery+staple")
+	f.Fuzz(func(t *testing.T, host, form string) {
+		r := httptest.NewRequest("POST", gate.Prefix+"login", strings.NewReader(form))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Host = host
+		r.RemoteAddr = "127.0.0.1:1"
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		set := len(w.Result().Cookies()) > 0
+		vals, _ := url.ParseQuery(form)
+		right := vals.Get("password") == "correct horse battery staple"
+		if set != (w.Code == http.StatusSeeOther) || (set && !right) {
+			t.Fatalf("%q %q: %d cookie=%v", host, form, w.Code, set)
+		}
+		if loc := w.Header().Get("Location"); set && gate.SafeNext(loc) != loc {
+			t.Fatalf("redirect to %q", loc)
+		}
+	})
+}
