@@ -177,6 +177,8 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		Domain: domain, Dashboard: d.Listen,
 		Tunnels:       []webproxy.HTTPTunnel{{Subdomain: "app", Port: w.HTTPTunnel.RemotePort}},
 		PlainHTTPPort: w.CaddyPort, Admin: "off",
+		// As in production, the tunnel's site asks the access gate first.
+		Gate:   d.GateAddr,
 		Custom: fmt.Sprintf("http://%s:%d {\n\treverse_proxy 127.0.0.1:%d\n}", directHost, w.CaddyPort, w.OriginPort),
 	})
 	if err != nil {
