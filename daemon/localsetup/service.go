@@ -94,8 +94,8 @@ type Service struct {
 	Hub *logstream.Hub
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
-	// Gate is the access gate's loopback address (host:port); gated tunnels
-	// (Tunnels implementing GateSource) are checked there.
+	// Gate is the access gate's loopback address (host:port); when Tunnels
+	// implements GateSource, every http tunnel's site is checked there.
 	Gate string
 	Run  cmdrun.Runner
 	// FRPS is the frps binary, for its version in the status.
