@@ -105,7 +105,8 @@ FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies ./daemon/api:FuzzTwoFABodies ./daemo
 # Generated files: every accepted value renders a file the real tool accepts.
 FUZZ_TARGETS += ./daemon/validate:FuzzValidators ./daemon/webproxy:FuzzCaddyfile \
 	./daemon/firewall:FuzzFirewallRuleset ./daemon/banner:FuzzJailFile \
-	./daemon/revtunnel:FuzzFrpsConfig ./daemon/revtunnel:FuzzFrpcConfig ./daemon/api:FuzzJoinCommand
+	./daemon/revtunnel:FuzzFrpsConfig ./daemon/revtunnel:FuzzFrpcConfig ./daemon/api:FuzzJoinCommand \
+	./daemon/gate:FuzzCheck ./daemon/gate:FuzzCallback ./daemon/gate:FuzzLogin
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; name=$${t##*:}; \

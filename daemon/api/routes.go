@@ -124,6 +124,9 @@ func (s *Server) routes() http.Handler {
 	// background).
 	api("POST", "/api/tunnels/{tunnel_id}/probe", private, s.probeTunnel)
 	api("DELETE", "/api/tunnels/{tunnel_id}", private, s.deleteTunnel)
+	// Operator access to a gated tunnel: public, since a browser without a
+	// dashboard session is told to sign in first rather than sent a 401.
+	api("GET", "/api/gate/authorize", public, s.gateAuthorize)
 
 	// Local operations and activity (spec §4.2).
 	api("POST", "/api/local/reconcile", private, s.reconcile)

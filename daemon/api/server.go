@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -66,6 +67,9 @@ type Options struct {
 	// Prober checks http tunnels through the web proxy; nil answers 503
 	// on the probe route.
 	Prober Prober
+	// Gate issues the one-time codes of operator access to HTTP tunnels;
+	// nil answers 404 on its route.
+	Gate *gate.Gate
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -97,6 +101,7 @@ type Server struct {
 	scripts   Scripts
 	agents    Agents
 	prober    Prober
+	gate      *gate.Gate
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 	detect    detectCache
 }
@@ -106,7 +111,8 @@ func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
-		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober}
+		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober,
+		gate: o.Gate}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

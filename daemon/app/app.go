@@ -23,6 +23,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -79,6 +80,8 @@ type App struct {
 	Agents *agentclient.Client
 	// Prober checks http tunnels through the web proxy.
 	Prober *probe.Prober
+	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
+	Gate *gate.Gate
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -200,6 +203,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The gate's listener first: the Caddyfile names its real address
+	// (--gate-listen 127.0.0.1:0 picks a free port).
+	gl, err := net.Listen("tcp", cfg.GateListen)
+	if err != nil {
+		return fmt.Errorf("access gate listener: %w", err)
+	}
+	cfg.GateListen = gl.Addr().String()
 	ls := lis.Dashboard
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
@@ -208,6 +218,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	a.agentServices()
 	a.guardServices(ls[0].Addr())
 	a.probeServices(ctx)
+	if err := a.gateServices(ctx); err != nil {
+		return err
+	}
 
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -229,6 +242,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
 		Agents:  a.Agents,
 		Prober:  a.Prober,
+		Gate:    a.Gate,
 	})
 	a.HTTP = &http.Server{
 		Handler: handler,
@@ -247,6 +261,8 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	go plugin.Serve(lis.Plugin)
 	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
 	defer plugin.Close()
+	gateSrv := a.serveGate(gl)
+	defer gateSrv.Close()
 	// Bring server.toml up to date with this version and the settings; a
 	// failure is logged and the previous file stays.
 	go func() {
@@ -257,6 +273,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		}
 	}()
 	go a.renewCertificates(ctx)
+	// The Caddyfile names the gate's address and this version's site
+	// blocks: bring a deployed one up to date (nothing happens when it is).
+	go func() {
+		if err := a.Setup.DeployProxy(ctx, false); err != nil {
+			log.Warn("web proxy update at start failed; the previous Caddyfile stays", "err", err)
+		}
+	}()
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)

@@ -39,6 +39,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		TunnelServer:      reconciler{a.Revtunnel, a.Publish},
 		Hub:               a.Hub,
 		Dashboard:         func() string { return loopbackOf(dashboard) },
+		Gate:              cfg.GateListen,
 		Run:               cmdrun.Exec{},
 		FRPS:              filepath.Join(cfg.BinDir, "frps"),
 		Log:               a.Log,

@@ -74,3 +74,22 @@ func verifyPassword(ctx context.Context, g *Gate, t Ticket, encoded, pw string) 
 	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
+
+// HashPassword hashes a password that is not the operator's (an access
+// gate's shared password, set by the operator) through the daemon's one
+// argon2id bound.
+func HashPassword(ctx context.Context, pw string) (string, error) {
+	return hashPassword(ctx, defaultGate, Ticket{Priority: true}, pw)
+}
+
+// VerifyClientPassword checks a password that is not the operator's (an
+// access gate's) for client c through the same bound as the dashboard's
+// login: one hash in flight per client, a bounded queue, and a
+// *RateLimitedError when the bound is full.
+func VerifyClientPassword(ctx context.Context, c Client, encoded, pw string) (bool, error) {
+	t := Ticket{Priority: true}
+	if c.Addr.IsValid() {
+		t = Ticket{Key: LimitKey(c.Addr), Keyed: true}
+	}
+	return verifyPassword(ctx, defaultGate, t, encoded, pw)
+}

@@ -52,6 +52,9 @@ type Config struct {
 	// RetentionDays is how long audit, activity and stale-token rows are
 	// kept (each table also keeps at most 100,000 rows).
 	RetentionDays int
+	// GateListen is the loopback address where the web proxy asks the
+	// access gate of HTTP tunnels (forward_auth).
+	GateListen string
 
 	frpsPort, tunnelPorts, retentionDays string
 }
@@ -69,6 +72,7 @@ func Default() Config {
 		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
 		RetentionDays: 90, retentionDays: "90",
+		GateListen: "127.0.0.1:7382",
 	}
 }
 
@@ -94,6 +98,7 @@ var Flags = []Flag{
 	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
 	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
 	{"retention-days", "TUNNELSVC_RETENTION_DAYS", "days the audit log, activity feed and stale-token attempts are kept"},
+	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -138,7 +143,18 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
 	fs.StringVar(&c.StaticDir, "static-dir", env("TUNNELSVC_STATIC_DIR", c.StaticDir), Flags[13].Help+" [$TUNNELSVC_STATIC_DIR]")
 	fs.StringVar(&c.retentionDays, "retention-days", env("TUNNELSVC_RETENTION_DAYS", c.retentionDays), Flags[14].Help+" [$TUNNELSVC_RETENTION_DAYS]")
+	gate := flagByName("gate-listen")
+	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
 	return localNets
+}
+
+func flagByName(name string) Flag {
+	for _, f := range Flags {
+		if f.Name == name {
+			return f
+		}
+	}
+	panic("config: no flag " + name)
 }
 
 func splitList(v string) []string {
@@ -240,6 +256,9 @@ func (c *Config) finishTunnels() error {
 	ap, err := netip.ParseAddrPort(c.PluginListen)
 	if err != nil || !ap.Addr().IsLoopback() {
 		return fmt.Errorf("--frps-plugin-listen: %q must be a loopback address:port", c.PluginListen)
+	}
+	if gp, err := netip.ParseAddrPort(c.GateListen); err != nil || !gp.Addr().IsLoopback() {
+		return fmt.Errorf("--gate-listen: %q must be a loopback address:port", c.GateListen)
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return err

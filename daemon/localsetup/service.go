@@ -54,6 +54,26 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	return out, nil
 }
 
+// HTTPGates implements GateSource: the tunnels in operator mode.
+func (t StoreTunnels) HTTPGates(ctx context.Context) (map[string]webproxy.GateMode, error) {
+	list, err := t.Store.HTTPTunnelAccess(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]webproxy.GateMode{}
+	for _, a := range list {
+		if a.Access == "operator" {
+			out[a.Subdomain] = webproxy.GateOperator
+		}
+	}
+	return out, nil
+}
+
+// GateSource gives the gate modes of http tunnels by subdomain.
+type GateSource interface {
+	HTTPGates(ctx context.Context) (map[string]webproxy.GateMode, error)
+}
+
 // TunnelServer rebuilds and applies the tunnel server's configuration.
 type TunnelServer interface {
 	Reconcile(ctx context.Context) error
@@ -80,7 +100,10 @@ type Service struct {
 	OperatorCaddyfile string
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
-	Run       cmdrun.Runner
+	// Gate is the access gate's loopback address (host:port); when Tunnels
+	// implements GateSource, every http tunnel's site is checked there.
+	Gate string
+	Run  cmdrun.Runner
 	// FRPS is the frps binary, for its version in the status.
 	FRPS string
 	Log  *slog.Logger
@@ -242,6 +265,12 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 	if s.Tunnels != nil {
 		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {
 			return in, false, err
+		}
+		if gs, ok := s.Tunnels.(GateSource); ok {
+			in.Gate = s.Gate
+			if in.Gates, err = gs.HTTPGates(ctx); err != nil {
+				return in, false, err
+			}
 		}
 	}
 	return in, true, nil

@@ -212,6 +212,10 @@ type Tunnel struct {
 	URL          *string       `json:"url,omitempty"`
 	Address      *string       `json:"address,omitempty"`
 	Reachability *Reachability `json:"reachability,omitempty"`
+	// Access, AllowIPs and HasPassword: the access gate (http tunnels only).
+	Access      string   `json:"access,omitempty"`
+	AllowIPs    []string `json:"allow_ips,omitempty"`
+	HasPassword bool     `json:"has_password,omitempty"`
 }
 
 // Reachability is an http tunnel's last probe through the web proxy.
@@ -302,6 +306,10 @@ type TunnelInput struct {
 	LocalPort *int    `json:"local_port"`
 	Subdomain *string `json:"subdomain"`
 	Public    *bool   `json:"public"`
+	// The access gate of an http tunnel (see access.go).
+	Access   *string   `json:"access"`
+	Password *string   `json:"password"`
+	AllowIPs *[]string `json:"allow_ips"`
 }
 
 // Tunnels lists tunnels, of one machine when machineID is not 0.
@@ -318,7 +326,7 @@ func (s *Service) Tunnels(ctx context.Context, machineID int64) ([]Tunnel, error
 	for _, t := range ts {
 		out = append(out, c.view(t))
 	}
-	return out, nil
+	return out, s.showAccess(ctx, out)
 }
 
 // Tunnel returns one tunnel.
@@ -331,7 +339,15 @@ func (s *Service) Tunnel(ctx context.Context, id int64) (Tunnel, error) {
 	if err != nil {
 		return Tunnel{}, err
 	}
-	return c.view(t), nil
+	out := c.view(t)
+	if t.Kind == "http" {
+		a, err := s.Store.TunnelAccessOf(ctx, id)
+		if err != nil {
+			return Tunnel{}, err
+		}
+		out.setAccess(a)
+	}
+	return out, nil
 }
 
 // validateTunnel checks every field of t, the merged state after a create
@@ -410,12 +426,27 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
+	access, err := planAccess(t, store.TunnelAccess{Access: "public"}, in)
+	if err != nil {
+		return Tunnel{}, err
+	}
+	if err := access.hash(ctx); err != nil {
+		return Tunnel{}, err
+	}
 	created, err := s.Store.InsertTunnel(ctx, t, s.Ports, s.now())
 	if errors.Is(err, store.ErrNotFound) {
 		return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
 	}
 	if err != nil {
 		return Tunnel{}, conflict(err)
+	}
+	if access.changed {
+		access.next.TunnelID = created.ID
+		if err := s.Store.SetTunnelAccess(ctx, access.next); err != nil {
+			// Never leave a tunnel public that was asked for with a gate.
+			s.Store.DeleteTunnel(ctx, created.ID)
+			return Tunnel{}, err
+		}
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: created.MachineID, TunnelID: created.ID,
 		Message: fmt.Sprintf("%s tunnel %q created: local port %d, remote port %d", created.Kind, created.Name, created.LocalPort, created.RemotePort)})
@@ -451,8 +482,24 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
+	cur, err := s.currentAccess(ctx, t.ID)
+	if err != nil {
+		return Tunnel{}, err
+	}
+	access, err := planAccess(t, cur, in)
+	if err != nil {
+		return Tunnel{}, err
+	}
+	if err := access.hash(ctx); err != nil {
+		return Tunnel{}, err
+	}
 	if err := s.Store.UpdateTunnel(ctx, t); err != nil {
 		return Tunnel{}, conflict(err)
+	}
+	if access.changed {
+		if err := s.Store.SetTunnelAccess(ctx, access.next); err != nil {
+			return Tunnel{}, err
+		}
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
 		Message: fmt.Sprintf("tunnel %q updated", t.Name)})

@@ -58,9 +58,18 @@ type Input struct {
 	// HTTPPort and HTTPSPort, when non-zero, replace 80 and 443 with
 	// automatic HTTPS still on (tests run a real ACME exchange on loopback).
 	HTTPPort, HTTPSPort int
+	// Gate, when set, is the daemon's loopback access-gate listener
+	// (host:port) that every tunnel's site asks before each request, public
+	// ones included, so that a change of access needs no Caddy reload.
+	// Required when Gates is not empty.
+	Gate string
+	// Gates gives the gate mode of tunnels by subdomain (see GateMode).
+	Gates map[string]GateMode
 }
 
-var caddyTmpl = template.Must(template.New("Caddyfile").Parse(`# Managed by tunnelsvc: this file is regenerated from the dashboard's
+var caddyTmpl = template.Must(template.Must(template.New("Caddyfile").Funcs(template.FuncMap{
+	"dict": func(v view, t HTTPTunnel) gateView { return gateView{v, t} },
+}).Parse(gateTmpl)).Parse(`# Managed by tunnelsvc: this file is regenerated from the dashboard's
 # settings and tunnels. Edit only between the custom-configuration markers
 # at the end; everything else is overwritten.
 {{- if .Global}}
@@ -83,7 +92,12 @@ import {{.Import}}
 {{- range .Tunnels}}
 
 {{$.Addr .Subdomain}} {
+{{- if $.Gated .Subdomain}}
+	{{template "gate" dict $ .}}
+{{- else}}
+	request_header -X-Forwarded-User
 	reverse_proxy 127.0.0.1:{{.Port}}
+{{- end}}
 }
 {{- end}}
 
@@ -154,6 +168,9 @@ func Render(in Input) ([]byte, error) {
 	v := view{Input: in}
 	v.Tunnels = append([]HTTPTunnel(nil), in.Tunnels...)
 	sort.Slice(v.Tunnels, func(i, j int) bool { return v.Tunnels[i].Subdomain < v.Tunnels[j].Subdomain })
+	if len(in.Gates) > 0 && in.Gate == "" {
+		return nil, fmt.Errorf("tunnels are gated but no gate address is set")
+	}
 	if in.Admin != "" {
 		v.Global = append(v.Global, "admin "+in.Admin)
 	}

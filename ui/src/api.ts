@@ -170,6 +170,7 @@ export interface Tunnel {
   id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
   subdomain?: string | null; public: boolean; remote_port?: number; status?: string; created_at?: string;
   url?: string; address?: string; reachability?: Reachability;
+  access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
 }
 export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
 export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }

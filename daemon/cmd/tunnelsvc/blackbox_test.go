@@ -76,7 +76,7 @@ func (d *daemonProc) logText() string {
 func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{dataDir: t.TempDir()}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir()}, extra...)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir(), "--gate-listen", "127.0.0.1:0"}, extra...)
 	d.cmd = exec.Command(binary(t), args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
 	stderr, err := d.cmd.StderrPipe()

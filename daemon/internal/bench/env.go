@@ -180,6 +180,7 @@ type Daemon struct {
 	Base       string
 	Listen     string
 	PluginAddr string
+	GateAddr   string // the access gate's listener (--gate-listen)
 	FRPSPort   int
 	PortLo     int
 	PortHi     int
@@ -191,7 +192,7 @@ type Daemon struct {
 // in dir. It does not set the password.
 func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
-	ports := make([]int, 3)
+	ports := make([]int, 4)
 	for i := range ports {
 		p, err := FreePort()
 		if err != nil {
@@ -202,13 +203,14 @@ func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 	d.Listen = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	d.PluginAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	d.FRPSPort = ports[2]
+	d.GateAddr = fmt.Sprintf("127.0.0.1:%d", ports[3])
 	// A tunnel port range of our own, away from the ephemeral range.
 	d.PortLo = 21000 + int(time.Now().UnixNano()%80)*100
 	d.PortHi = d.PortLo + 99
 	d.Base = "http://" + d.Listen
 	var err error
 	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",
-		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr,
+		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr, "--gate-listen", d.GateAddr,
 		"--data-dir", filepath.Join(dir, "data"), "--system-root", filepath.Join(dir, "root"),
 		"--bin-dir", filepath.Dir(bins.FRPS), "--server-host", "127.0.0.1",
 		"--frps-port", strconv.Itoa(d.FRPSPort),

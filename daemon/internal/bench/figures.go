@@ -177,6 +177,8 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		Domain: domain, Dashboard: d.Listen,
 		Tunnels:       []webproxy.HTTPTunnel{{Subdomain: "app", Port: w.HTTPTunnel.RemotePort}},
 		PlainHTTPPort: w.CaddyPort, Admin: "off",
+		// As in production, the tunnel's site asks the access gate first.
+		Gate:   d.GateAddr,
 		Custom: fmt.Sprintf("http://%s:%d {\n\treverse_proxy 127.0.0.1:%d\n}", directHost, w.CaddyPort, w.OriginPort),
 	})
 	if err != nil {
@@ -455,7 +457,7 @@ func ColdStart(o Options, runs int) Row {
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		p, err := StartProc("socket-activate", activate, "-l", addr, "--",
 			o.Bins.Tunnelsvc, "serve", "--data-dir", dataDir, "--system-root", filepath.Join(o.Dir, "cold-root"),
-			"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", plugin), "--bin-dir", filepath.Dir(o.Bins.FRPS), "--log-level", "warn")
+			"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", plugin), "--gate-listen", "127.0.0.1:0", "--bin-dir", filepath.Dir(o.Bins.FRPS), "--log-level", "warn")
 		if err != nil {
 			row.Measured = "error: " + err.Error()
 			return row

@@ -24,6 +24,7 @@ var Figures = []Figure{
 	{"tcp", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPThroughput() }},
 	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
 	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPOpenLoop() }},
+	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return w.GateCheck() }},
 	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
 	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
 	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},

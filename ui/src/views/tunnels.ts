@@ -1,6 +1,7 @@
 // Tunnels: every HTTP tunnel as its full URL with what the daemon's probe
 // through the web proxy found (up or down, the certificate's issuer and
 // expiry); every TCP tunnel as host:port. Edited with PATCH in a dialog.
+import { accessControl, accessLabel } from './tunnelAccess';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
@@ -49,6 +50,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
   const sub = field('Subdomain', { type: 'text', name: 'subdomain', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.subdomain ?? undefined },
     { hint: 'The name under your domain.', invalid: LABEL_MSG });
   const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
+  const access = accessControl(t);
   for (const i of [name.input, sub.input]) {
     i.addEventListener('input', () => {
       const low = i.value.toLowerCase();
@@ -62,18 +64,19 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     const http = kind.input.value === 'http';
     sub.row.hidden = !http;
     pub.row.hidden = http;
+    access.sync(http);
   };
   kind.input.addEventListener('change', sync);
   sync();
   const body = () => {
     const http = kind.input.value === 'http';
     const b: Record<string, unknown> = { name: name.input.value.trim(), local_port: Number(port.input.value) };
-    if (http) b.subdomain = sub.input.value.trim();
+    if (http) Object.assign(b, { subdomain: sub.input.value.trim() }, access.body());
     else b.public = pub.input.checked;
     if (!kindFixed) b.kind = kind.input.value;
     return b;
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, pub.row], body, name };
+  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel): void {
@@ -110,7 +113,7 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
         emit('tunnels');
       },
     }), 'danger small');
-    return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase())),
+    return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase()), accessLabel(t)),
       ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
       reachedAt(t), t.local_port, reachability(t), h('div', { class: 'row-actions' }, edit, probe, del)];
   }), 'No tunnels yet.', 'Tunnels');

@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+)
+
+// gateServices builds the access gate of HTTP tunnels and makes every
+// tunnel change reach it at once (before the API answers), so a new
+// password or access mode ends the old sessions immediately. Call it after
+// the other services have set Machines.OnChange.
+func (a *App) gateServices(ctx context.Context) error {
+	a.Gate = gate.New(gate.Options{
+		Store:   a.Store,
+		Domain:  localsetup.Settings{Store: a.Store}.Domain,
+		Limiter: a.Auth.Limiter,
+		Audit:   a.Audit,
+		Log:     a.Log,
+		Now:     time.Now,
+	})
+	prev := a.Machines.OnChange
+	a.Machines.OnChange = func(id int64) {
+		if err := a.Gate.Reload(context.Background()); err != nil {
+			a.Log.Error("the access gate could not reload the tunnels", "err", err)
+		}
+		if prev != nil {
+			prev(id)
+		}
+	}
+	// The domain is set at install, outside the tunnels' changes: a
+	// periodic reload picks it up.
+	go func() {
+		t := time.NewTicker(gateReloadEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := a.Gate.Reload(ctx); err != nil {
+				a.Log.Error("the access gate could not reload the tunnels", "err", err)
+			}
+		}
+	}()
+	return a.Gate.Reload(ctx)
+}
+
+// gateReloadEvery bounds how long a new domain takes to reach the gate
+// (one small query each time).
+const gateReloadEvery = 5 * time.Second
+
+// serveGate answers the web proxy's forward_auth checks and the gate's
+// pages on the loopback gate listener l.
+func (a *App) serveGate(l net.Listener) *http.Server {
+	srv := &http.Server{Handler: a.Gate.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go srv.Serve(l)
+	a.Log.Info("serving the access gate", "addr", l.Addr().String())
+	return srv
+}

@@ -1,0 +1,392 @@
+// Package gate decides who may reach an HTTP tunnel. The web proxy asks it
+// on every request (Caddy's forward_auth, on a loopback-only listener) and
+// it answers from memory: the tunnels' access settings are loaded from the
+// store when they change, and gate sessions and one-time codes live only in
+// this process. It also serves the gate's own pages under the tunnel's host
+// (Prefix): the password form, the operator sign-in callback and logout.
+package gate
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+const (
+	// CookieName is the gate's session cookie, set host-only on the
+	// tunnel's host. The proxy never passes it on to the machine's app.
+	CookieName = "tunnelsvc_gate"
+	// Prefix is the reserved path under every gated tunnel's host that the
+	// proxy sends to the gate instead of the app.
+	Prefix = "/.tunnelsvc/"
+	// CheckPath is what the proxy's forward_auth asks. It is outside Prefix,
+	// so a browser cannot reach it through a tunnel's host.
+	CheckPath = "/check"
+	// SessionTTL is a gate session's lifetime.
+	SessionTTL = 24 * time.Hour
+	// CodeTTL is how long an operator sign-in code may wait to be used.
+	CodeTTL = time.Minute
+	// UserHeader is what the app receives in operator mode.
+	UserHeader = "X-Forwarded-User"
+
+	maxSessions = 100000
+	maxCodes    = 10000
+	maxNext     = 2048
+)
+
+// Audit kinds of gate logins. Failures also write the ban tool's line.
+const (
+	KindLoginFailed = "GATE_LOGIN_FAILED"
+	KindLogin       = "GATE_LOGIN"
+)
+
+func init() { audit.RegisterFailureKind(KindLoginFailed) }
+
+// Access modes of an HTTP tunnel.
+const (
+	Public   = "public"
+	Operator = "operator"
+	Password = "password"
+)
+
+// Options are the Gate's dependencies. Log and Now default when nil.
+type Options struct {
+	Store *store.Store
+	// Domain returns the domain tunnels are published under.
+	Domain func(ctx context.Context) (string, error)
+	// Limiter is the dashboard login's rate limit, shared so that guessing
+	// at gates and at the dashboard draws on one budget per address.
+	Limiter *auth.Limiter
+	Audit   *audit.Recorder
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// site is one gated host as the checks see it.
+type site struct {
+	id     int64
+	host   string
+	access string
+	hash   string
+	allow  []netip.Prefix
+}
+
+type table struct {
+	domain string
+	sites  map[string]*site
+}
+
+type session struct {
+	tunnelID int64
+	expires  time.Time
+}
+
+type pending struct {
+	tunnelID int64
+	expires  time.Time
+}
+
+// Gate holds the access table, the sessions and the pending codes.
+type Gate struct {
+	o   Options
+	tbl atomic.Pointer[table]
+
+	mu       sync.RWMutex
+	sessions map[[32]byte]session
+	codes    map[[32]byte]pending
+}
+
+// New returns a Gate with an empty table; call Reload before serving.
+func New(o Options) *Gate {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Limiter == nil {
+		o.Limiter = auth.NewLimiter(o.Now)
+	}
+	g := &Gate{o: o, sessions: map[[32]byte]session{}, codes: map[[32]byte]pending{}}
+	g.tbl.Store(&table{sites: map[string]*site{}})
+	return g
+}
+
+// Reload reads every http tunnel's access settings. A tunnel whose access
+// mode or password changed, or that is gone, loses its sessions and codes
+// at once.
+func (g *Gate) Reload(ctx context.Context) error {
+	domain, err := g.o.Domain(ctx)
+	if err != nil {
+		return fmt.Errorf("gate: reading the domain: %w", err)
+	}
+	list, err := g.o.Store.HTTPTunnelAccess(ctx)
+	if err != nil {
+		return fmt.Errorf("gate: reading tunnel access: %w", err)
+	}
+	next := &table{domain: strings.ToLower(domain), sites: make(map[string]*site, len(list))}
+	byID := make(map[int64]*site, len(list))
+	for _, a := range list {
+		s := &site{id: a.TunnelID, host: a.Subdomain + "." + next.domain, access: a.Access, hash: a.PasswordHash}
+		for _, p := range a.AllowIPs {
+			pr, err := ParseAllow(p)
+			if err != nil {
+				return fmt.Errorf("gate: tunnel %d: %w", a.TunnelID, err)
+			}
+			s.allow = append(s.allow, pr)
+		}
+		byID[s.id] = s
+		if next.domain != "" {
+			next.sites[s.host] = s
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.tbl.Swap(next)
+	ended := map[int64]bool{}
+	for _, old := range prev.sites {
+		now, ok := byID[old.id]
+		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host {
+			ended[old.id] = true
+		}
+	}
+	if len(ended) > 0 {
+		for k, s := range g.sessions {
+			if ended[s.tunnelID] {
+				delete(g.sessions, k)
+			}
+		}
+		for k, c := range g.codes {
+			if ended[c.tunnelID] {
+				delete(g.codes, k)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseAllow parses one allow_ips entry: an address or a CIDR, returned
+// masked (an address becomes a single-address prefix).
+func ParseAllow(v string) (netip.Prefix, error) {
+	v = strings.TrimSpace(v)
+	if strings.Contains(v, "/") {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", v)
+		}
+		if p.Addr().Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", v)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(0, p.Bits()-96))
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(v)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not an address or CIDR", v)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// lookup finds the site of a Host header value, port and case aside.
+func (t *table) lookup(hostport string) *site {
+	h := hostport
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		h = h[:i]
+	}
+	h = strings.TrimSuffix(h, ".")
+	if s, ok := t.sites[h]; ok {
+		return s
+	}
+	return t.sites[strings.ToLower(h)]
+}
+
+func (s *site) allows(a netip.Addr) bool {
+	if len(s.allow) == 0 {
+		return true
+	}
+	a = a.Unmap()
+	for _, p := range s.allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func tokenKey(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// validSession reports whether any gate cookie value in the request's
+// Cookie headers names a live session of s.
+func (g *Gate) validSession(cookies []string, s *site, now time.Time) bool {
+	found := false
+	eachGateCookie(cookies, func(v string) {
+		if found || v == "" {
+			return
+		}
+		k := tokenKey(v)
+		g.mu.RLock()
+		sess, ok := g.sessions[k]
+		g.mu.RUnlock()
+		found = ok && sess.tunnelID == s.id && now.Before(sess.expires)
+	})
+	return found
+}
+
+// newSession starts a gate session for site s and returns its token.
+func (g *Gate) newSession(s *site) (string, error) {
+	token, err := auth.NewToken()
+	if err != nil {
+		return "", err
+	}
+	now := g.o.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.sessions) >= maxSessions {
+		for k, v := range g.sessions {
+			if !now.Before(v.expires) {
+				delete(g.sessions, k)
+			}
+		}
+		for k := range g.sessions {
+			if len(g.sessions) < maxSessions {
+				break
+			}
+			delete(g.sessions, k)
+		}
+	}
+	g.sessions[tokenKey(token)] = session{tunnelID: s.id, expires: now.Add(SessionTTL)}
+	return token, nil
+}
+
+// endSessions ends the sessions named by the request's gate cookies.
+func (g *Gate) endSessions(cookies []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	eachGateCookie(cookies, func(v string) { delete(g.sessions, tokenKey(v)) })
+}
+
+// ErrNotOperatorSite: the host named is not an HTTP tunnel in operator mode.
+var ErrNotOperatorSite = fmt.Errorf("not a tunnel with operator access")
+
+// IssueCode returns a one-time code that signs a browser in to host (a
+// tunnel in operator mode) at Prefix+"callback", and the site's own host
+// name to send it to. The dashboard calls it for a request that carries a
+// live dashboard session.
+func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) {
+	s := g.tbl.Load().lookup(host)
+	if s == nil || s.access != Operator {
+		return "", "", ErrNotOperatorSite
+	}
+	c, err := auth.NewToken()
+	if err != nil {
+		return "", "", err
+	}
+	now := g.o.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.codes) >= maxCodes {
+		for k, v := range g.codes {
+			if !now.Before(v.expires) {
+				delete(g.codes, k)
+			}
+		}
+		for k := range g.codes {
+			if len(g.codes) < maxCodes {
+				break
+			}
+			delete(g.codes, k)
+		}
+	}
+	g.codes[tokenKey(c)] = pending{tunnelID: s.id, expires: now.Add(CodeTTL)}
+	return c, s.host, nil
+}
+
+// redeem consumes a code for site s.
+func (g *Gate) redeem(c string, s *site) bool {
+	if c == "" {
+		return false
+	}
+	k := tokenKey(c)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	got, ok := g.codes[k]
+	if !ok {
+		return false
+	}
+	delete(g.codes, k)
+	return got.tunnelID == s.id && g.o.Now().Before(got.expires)
+}
+
+// Domain is the domain of the loaded table ("" before a domain is set).
+func (g *Gate) Domain() string { return g.tbl.Load().domain }
+
+// eachGateCookie calls fn with the value of every gate cookie in the
+// Cookie header values (browsers may send several, or split them over
+// several headers).
+func eachGateCookie(headers []string, fn func(string)) {
+	for _, h := range headers {
+		for len(h) > 0 {
+			var part string
+			part, h, _ = strings.Cut(h, ";")
+			name, val, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if strings.TrimSpace(name) == CookieName {
+				fn(strings.TrimSpace(val))
+			}
+		}
+	}
+}
+
+// StripCookie returns the Cookie header values joined into one, without
+// any gate cookie: what the app receives.
+func StripCookie(headers []string) string {
+	var b strings.Builder
+	for _, h := range headers {
+		for len(h) > 0 {
+			var part string
+			part, h, _ = strings.Cut(h, ";")
+			part = strings.TrimSpace(part)
+			if part == "" {
+				continue
+			}
+			name, _, _ := strings.Cut(part, "=")
+			if strings.TrimSpace(name) == CookieName {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(part)
+		}
+	}
+	return b.String()
+}
+
+// SafeNext returns next when it is a path on the same host that is not
+// one of the gate's own pages, else "/".
+func SafeNext(next string) string {
+	if next == "" || len(next) > maxNext || next[0] != '/' || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	for i := 0; i < len(next); i++ {
+		if c := next[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	if strings.HasPrefix(next, Prefix) || next == strings.TrimSuffix(Prefix, "/") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,282 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+)
+
+// MaxFormBytes caps a gate form's body.
+const MaxFormBytes = 8 << 10
+
+// AuthorizePath is the dashboard's endpoint (under router.<domain>) that
+// issues an operator sign-in code for a tunnel host.
+const AuthorizePath = "/api/gate/authorize"
+
+// Handler serves the gate listener: CheckPath for the proxy, and the pages
+// under Prefix that the proxy sends from a tunnel's host.
+func (g *Gate) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+CheckPath, g.check)
+	mux.HandleFunc("HEAD "+CheckPath, g.check)
+	pages := http.NewServeMux()
+	pages.HandleFunc("GET "+Prefix+"login", g.loginPage)
+	pages.HandleFunc("POST "+Prefix+"login", g.loginSubmit)
+	pages.HandleFunc("GET "+Prefix+"callback", g.callback)
+	pages.HandleFunc("GET "+Prefix+"logout", g.logout)
+	pages.HandleFunc("POST "+Prefix+"logout", g.logout)
+	pages.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+		g.page(w, http.StatusNotFound, pageData{Title: "Not found", Message: "There is no such page."})
+	})
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.page(w, http.StatusForbidden, pageData{Title: "Refused", Message: "Cross-origin request refused."})
+	}))
+	mux.Handle(Prefix, cop.Handler(pages))
+	return mux
+}
+
+// clientAddr is the browser's address: the proxy in front (always on
+// loopback: the listener is loopback-only) appends it to X-Forwarded-For.
+func clientAddr(r *http.Request) netip.Addr {
+	return auth.ClientAddr(r, netip.Addr.IsLoopback)
+}
+
+func scheme(r *http.Request) string {
+	if strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return "https"
+	}
+	return "http"
+}
+
+// check answers the proxy: 2xx lets the request through to the app (with
+// the Cookie header the app gets and, in operator mode, the user), any
+// other answer goes back to the browser as it is.
+func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
+	s := g.tbl.Load().lookup(r.Host)
+	if s == nil {
+		http.Error(w, "This site is not served here.", http.StatusForbidden)
+		return
+	}
+	addr := clientAddr(r)
+	if !s.allows(addr) {
+		http.Error(w, "Your address ("+addr.String()+") may not reach this site.", http.StatusForbidden)
+		return
+	}
+	cookies := r.Header["Cookie"]
+	if s.access != Public && !g.validSession(cookies, s, g.o.Now()) {
+		m := r.Header.Get("X-Forwarded-Method")
+		if m == "" || m == http.MethodGet || m == http.MethodHead {
+			next := SafeNext(r.Header.Get("X-Forwarded-Uri"))
+			w.Header().Set("Cache-Control", "no-store")
+			http.Redirect(w, r, Prefix+"login?next="+url.QueryEscape(next), http.StatusFound)
+			return
+		}
+		http.Error(w, "Sign in at "+Prefix+"login first.", http.StatusUnauthorized)
+		return
+	}
+	h := w.Header()
+	h["Cookie"] = []string{StripCookie(cookies)}
+	if s.access == Operator {
+		h[UserHeader] = []string{"operator"}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// site finds the request's site and applies its address list; it writes
+// the refusal itself and returns nil when there is none or it refuses.
+func (g *Gate) site(w http.ResponseWriter, r *http.Request) *site {
+	s := g.tbl.Load().lookup(r.Host)
+	if s == nil || s.access == Public {
+		g.page(w, http.StatusNotFound, pageData{Title: "Not found", Message: "This site has no sign-in."})
+		return nil
+	}
+	if addr := clientAddr(r); !s.allows(addr) {
+		g.page(w, http.StatusForbidden, pageData{Title: "Refused", Message: "Your address (" + addr.String() + ") may not reach this site."})
+		return nil
+	}
+	return s
+}
+
+func (g *Gate) loginPage(w http.ResponseWriter, r *http.Request) {
+	s := g.site(w, r)
+	if s == nil {
+		return
+	}
+	next := SafeNext(r.URL.Query().Get("next"))
+	if s.access == Operator {
+		g.toDashboard(w, r, s, next)
+		return
+	}
+	g.page(w, http.StatusOK, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next})
+}
+
+// toDashboard sends the browser to router.<domain> on the same scheme and
+// port, which issues a code for this host if it is signed in.
+func (g *Gate) toDashboard(w http.ResponseWriter, r *http.Request, s *site, next string) {
+	port := ""
+	if _, p, err := net.SplitHostPort(r.Host); err == nil {
+		port = ":" + p
+	}
+	dom := g.tbl.Load().domain
+	q := url.Values{"host": {s.host}, "next": {next}}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, scheme(r)+"://router."+dom+port+AuthorizePath+"?"+q.Encode(), http.StatusFound)
+}
+
+func (g *Gate) loginSubmit(w http.ResponseWriter, r *http.Request) {
+	s := g.site(w, r)
+	if s == nil {
+		return
+	}
+	if s.access != Password {
+		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Message: "This site signs in through the dashboard."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Message: "The form could not be read."})
+		return
+	}
+	next := SafeNext(r.PostForm.Get("next"))
+	pw := r.PostForm.Get("password")
+	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
+	ctx := context.WithoutCancel(r.Context())
+	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
+		g.record(ctx, audit.LoginRateLimited, c, s.host)
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next,
+			Message: "Too many attempts; try again in " + strconv.Itoa(wait) + " seconds."})
+		return
+	}
+	if pw == "" || len(pw) > auth.MaxPasswordBytes {
+		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next, Message: "Enter the password."})
+		return
+	}
+	ok, err := auth.VerifyClientPassword(r.Context(), c, s.hash, pw)
+	var busy *auth.RateLimitedError
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", strconv.Itoa(busy.RetryAfter))
+		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next,
+			Message: "Too many sign-ins at once; try again in " + strconv.Itoa(busy.RetryAfter) + " seconds."})
+		return
+	}
+	if err != nil {
+		g.o.Log.Error("gate: password check failed", "host", s.host, "err", err)
+		g.page(w, http.StatusInternalServerError, pageData{Title: "Sign in", Message: "The password could not be checked."})
+		return
+	}
+	if !ok {
+		// The shared limiter is not reset on success: a password shared
+		// with friends must not buy extra guesses at the dashboard.
+		g.o.Limiter.Fail(c.Addr)
+		g.record(ctx, KindLoginFailed, c, s.host)
+		g.page(w, http.StatusUnauthorized, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next, Message: "Wrong password."})
+		return
+	}
+	g.signIn(w, r, s, c, next)
+}
+
+func (g *Gate) signIn(w http.ResponseWriter, r *http.Request, s *site, c auth.Client, next string) {
+	token, err := g.newSession(s)
+	if err != nil {
+		g.page(w, http.StatusInternalServerError, pageData{Title: "Sign in", Message: "The session could not be started."})
+		return
+	}
+	g.record(context.WithoutCancel(r.Context()), KindLogin, c, s.host)
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: token, Path: "/", MaxAge: int(SessionTTL.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: scheme(r) == "https",
+	})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
+	s := g.site(w, r)
+	if s == nil {
+		return
+	}
+	q := r.URL.Query()
+	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
+	if s.access != Operator {
+		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Message: "This site does not sign in through the dashboard."})
+		return
+	}
+	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
+		g.record(context.WithoutCancel(r.Context()), audit.LoginRateLimited, c, s.host)
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Message: "Too many attempts; try again in " + strconv.Itoa(wait) + " seconds."})
+		return
+	}
+	if !g.redeem(q.Get("code"), s) {
+		g.o.Limiter.Fail(c.Addr)
+		g.record(context.WithoutCancel(r.Context()), KindLoginFailed, c, s.host)
+		g.page(w, http.StatusUnauthorized, pageData{Title: "Sign in", Message: "This sign-in link is invalid or has expired.", Retry: Prefix + "login?next=" + url.QueryEscape(SafeNext(q.Get("next")))})
+		return
+	}
+	g.signIn(w, r, s, c, SafeNext(q.Get("next")))
+}
+
+func (g *Gate) logout(w http.ResponseWriter, r *http.Request) {
+	g.endSessions(r.Header["Cookie"])
+	v := CookieName + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+	if scheme(r) == "https" {
+		v += "; Secure"
+	}
+	w.Header().Add("Set-Cookie", v)
+	g.page(w, http.StatusOK, pageData{Title: "Signed out", Message: "You are signed out of this site.", Retry: Prefix + "login"})
+}
+
+func (g *Gate) record(ctx context.Context, kind string, c auth.Client, host string) {
+	if g.o.Audit != nil {
+		g.o.Audit.Record(ctx, audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: "gate of " + host})
+	}
+}
+
+type pageData struct {
+	Title, Host, Next, Message, Retry string
+	Form                              bool
+}
+
+var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:24rem;margin:4rem auto;padding:0 1rem}
+input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin-top:.5rem}
+p.msg{color:#b00}@media (prefers-color-scheme:dark){body{background:#111;color:#eee}p.msg{color:#f77}}</style>
+</head><body>
+<h1>{{.Title}}</h1>
+{{- if .Host}}<p>{{.Host}} is protected.</p>{{end}}
+{{- if .Message}}<p class="msg" role="alert">{{.Message}}</p>{{end}}
+{{- if .Form}}
+<form method="post" action="login">
+<input type="hidden" name="next" value="{{.Next}}">
+<label>Password <input type="password" name="password" autocomplete="current-password" required autofocus></label>
+<button type="submit">Sign in</button>
+</form>
+{{- end}}
+{{- if .Retry}}<p><a href="{{.Retry}}">Sign in</a></p>{{end}}
+</body></html>
+`))
+
+func (g *Gate) page(w http.ResponseWriter, status int, d pageData) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	pageTmpl.Execute(w, d)
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+)
+
+// TunnelAccess is who may reach an HTTP tunnel through the web proxy.
+// Access is "public", "operator" or "password"; PasswordHash is the shared
+// password's argon2id hash in password mode; AllowIPs are normalised
+// addresses and CIDRs, empty meaning any address.
+type TunnelAccess struct {
+	TunnelID     int64
+	Subdomain    string
+	Access       string
+	PasswordHash string
+	AllowIPs     []string
+}
+
+const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips FROM tunnels"
+
+func scanAccess(r rowScanner) (TunnelAccess, error) {
+	var a TunnelAccess
+	var ips string
+	err := r.Scan(&a.TunnelID, &a.Subdomain, &a.Access, &a.PasswordHash, &ips)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, ErrNotFound
+	}
+	if ips != "" {
+		a.AllowIPs = strings.Split(ips, ",")
+	}
+	return a, err
+}
+
+// TunnelAccessOf returns one tunnel's access settings or ErrNotFound.
+func (s *Store) TunnelAccessOf(ctx context.Context, id int64) (TunnelAccess, error) {
+	return scanAccess(s.db.QueryRowContext(ctx, accessSelect+" WHERE id = ?", id))
+}
+
+// HTTPTunnelAccess returns the access settings of every http tunnel.
+func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
+	rows, err := s.db.QueryContext(ctx, accessSelect+" WHERE kind = 'http' AND subdomain IS NOT NULL ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []TunnelAccess
+	for rows.Next() {
+		a, err := scanAccess(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// SetTunnelAccess writes a tunnel's access settings (a.Subdomain is ignored).
+func (s *Store) SetTunnelAccess(ctx context.Context, a TunnelAccess) error {
+	return affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ? WHERE id = ?",
+		a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), a.TunnelID))
+}

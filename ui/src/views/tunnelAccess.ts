@@ -1,0 +1,58 @@
+// The access gate of an HTTP tunnel in the tunnel form: who may reach the
+// site (public, the operator, or a shared password) and an optional list of
+// addresses. Self-contained: the form adds rows() and merges body().
+import { field, h, select } from '../dom';
+
+export interface AccessControl {
+  rows: HTMLElement[];
+  /** Shows the rows for HTTP tunnels only. */
+  sync: (http: boolean) => void;
+  /** The access fields of the request body (only for HTTP tunnels). */
+  body: () => Record<string, unknown>;
+}
+
+/** The access rows, filled from an existing tunnel when one is edited: a
+ * blank password then keeps the one it has. */
+export function accessControl(init: { access?: string; allow_ips?: string[]; has_password?: boolean } = {}): AccessControl {
+  const mode = select('Access', [
+    ['public', 'Public: anyone'],
+    ['operator', 'Operator: only a browser signed in to this dashboard'],
+    ['password', 'Password: a shared password'],
+  ]);
+  const pw = field('Shared password', { type: 'password', autocomplete: 'new-password' },
+    'Whoever should see the site signs in with it.');
+  const ips = field('Allowed addresses', { type: 'text', autocomplete: 'off', placeholder: '203.0.113.0/24, 2001:db8::1' },
+    'Optional: addresses and CIDRs, comma-separated; others are refused.');
+  if (init.access) mode.input.value = init.access;
+  if (init.allow_ips?.length) ips.input.value = init.allow_ips.join(', ');
+  let http = true;
+  const syncMode = () => {
+    pw.row.hidden = !http || mode.input.value !== 'password';
+    // Editing a tunnel that has a password: blank keeps it.
+    pw.input.required = !pw.row.hidden && !(init.has_password && init.access === 'password');
+  };
+  mode.input.addEventListener('change', syncMode);
+  const sync = (isHTTP: boolean) => {
+    http = isHTTP;
+    mode.row.hidden = !http;
+    ips.row.hidden = !http;
+    syncMode();
+  };
+  const body = () => {
+    const out: Record<string, unknown> = {
+      access: mode.input.value,
+      allow_ips: ips.input.value.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    };
+    if (mode.input.value === 'password' && pw.input.value !== '') out.password = pw.input.value;
+    return out;
+  };
+  return { rows: [mode.row, pw.row, ips.row], sync, body };
+}
+
+/** A tunnel's access, as the tunnel list shows it. */
+export function accessLabel(t: { access?: string; allow_ips?: string[] }): Node | string {
+  const parts: string[] = [];
+  if (t.access && t.access !== 'public') parts.push(t.access);
+  if (t.allow_ips && t.allow_ips.length > 0) parts.push(`from ${t.allow_ips.join(', ')}`);
+  return parts.length ? h('small', { class: 'muted' }, ` (${parts.join(', ')})`) : '';
+}
