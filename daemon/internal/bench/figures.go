@@ -373,7 +373,7 @@ func (w *World) HTTPOpenLoop() Row {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort)
 	holds := func(l load) bool { return l.Success == 1 && l.P99 < 20*time.Millisecond }
 	best := 0
-	for _, rate := range []int{500, 1000, 2000, 3000, 4000, 6000, 8000, 12000} {
+	for _, rate := range []int{250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 12000} {
 		if !holds(attack(url, hostHeader(directHost), rate, 50, d)) {
 			break
 		}
