@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
@@ -32,6 +33,10 @@ func dsn(path string) string {
 	q.Set("_txlock", "immediate")
 	q.Set("_busy_timeout", "5000")
 	q.Set("_synchronous", "NORMAL")
+	// Every connection keeps its prepared statements: the same few queries
+	// run on each API request and plugin call, and preparing them again
+	// cost more than running them.
+	q.Set("_stmt_cache_size", "32")
 	return "file:" + path + "?" + q.Encode()
 }
 
@@ -45,6 +50,12 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	// database/sql keeps only 2 idle connections by default: under
+	// concurrent requests every other connection was closed after one query
+	// and opened again (with its pragmas) for the next. Keep enough for the
+	// API's and the plugin's concurrency, and let them go when quiet.
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
