@@ -168,16 +168,18 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		return nil, err
 	}
 
-	// Caddy, from the daemon's own renderer, serving the tunnel and, in the
-	// operator's custom block, the same origin directly (the baseline).
+	// Caddy, from the daemon's own renderer, serving the tunnel and, as a
+	// site of the same shape, the same origin directly (the baseline).
 	if w.CaddyPort, err = FreePort(); err != nil {
 		return nil, err
 	}
 	file, err := webproxy.Render(webproxy.Input{
 		Domain: domain, Dashboard: d.Listen,
-		Tunnels:       []webproxy.HTTPTunnel{{Subdomain: "app", Port: w.HTTPTunnel.RemotePort}},
+		Tunnels: []webproxy.HTTPTunnel{
+			{Subdomain: "app", Port: w.HTTPTunnel.RemotePort},
+			{Subdomain: "direct", Port: w.OriginPort},
+		},
 		PlainHTTPPort: w.CaddyPort, Admin: "off",
-		Custom: fmt.Sprintf("http://%s:%d {\n\treverse_proxy 127.0.0.1:%d\n}", directHost, w.CaddyPort, w.OriginPort),
 	})
 	if err != nil {
 		return nil, err
