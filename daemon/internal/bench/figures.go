@@ -77,6 +77,7 @@ type World struct {
 	baseline     *http.Server
 	BaselineAddr string
 	origin       *http.Server
+	cuts         int // silent cuts so far (each makes its own machine and namespace)
 }
 
 const (
@@ -474,20 +475,22 @@ func (w *World) Disconnect(ctx context.Context) Row {
 	return row
 }
 
-func (w *World) status(want string) error {
+func (w *World) status(want string) error { return w.statusOf(w.MachineID, want) }
+
+func (w *World) statusOf(id int64, want string) error {
 	var ms []Machine
 	if err := w.Daemon.Call(w.Daemon.Client, "GET", "/api/machines", nil, &ms); err != nil {
 		return err
 	}
 	for _, m := range ms {
-		if m.ID == w.MachineID {
+		if m.ID == id {
 			if m.Status == want {
 				return nil
 			}
 			return fmt.Errorf("status %s", m.Status)
 		}
 	}
-	return fmt.Errorf("machine %d gone", w.MachineID)
+	return fmt.Errorf("machine %d gone", id)
 }
 
 // ColdStart: systemd-socket-activate holds the port; the time from the

@@ -27,6 +27,7 @@ var Figures = []Figure{
 	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
 	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPOpenLoop() }},
 	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
+	{"silentcut", true, func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
 	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
 	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
 	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
