@@ -20,7 +20,9 @@ const DBFile = "tunnelsvc.db"
 
 // Store is the daemon's database handle. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	dir     string
+	changes changes
 }
 
 // dsn sets every connection option in one place: WAL so readers never block
@@ -56,7 +58,7 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	// API's and the plugin's concurrency, and let them go when quiet.
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db}
+	s := &Store{db: db, dir: dataDir}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -74,7 +76,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.changes.close()
+	return s.db.Close()
+}
 
 // Tx runs fn in one write transaction, committing when fn returns nil.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
