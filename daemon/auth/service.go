@@ -272,7 +272,7 @@ func (s *Service) ResetPassword(ctx context.Context, password string) error {
 	if err := s.Store.SetSetting(ctx, passwordKey, hash); err != nil {
 		return err
 	}
-	if err := s.Store.DeleteAllSessions(ctx); err != nil {
+	if err := s.Sessions.EndAll(ctx); err != nil {
 		return err
 	}
 	s.Audit.Record(ctx, audit.Event{Kind: audit.PasswordReset, Detail: "reset from the command line; all sessions ended"})

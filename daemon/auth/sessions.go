@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -32,9 +33,35 @@ func HashToken(token string) string {
 }
 
 // Sessions creates, checks and ends dashboard sessions.
+//
+// Every API request checks its session, so a session found live is
+// remembered instead of being read from the database each time. The memory
+// is dropped whenever the database was written to (store.Changes: by this
+// process, or by `tunnelsvc reset-password` from another one) and when this
+// process ends a session; expiry is checked on every use, and an entry is
+// read again after SessionCacheTTL in any case. Unknown tokens are never
+// remembered.
 type Sessions struct {
 	Store *store.Store
 	Now   func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cachedSession // by token hash
+	// changes is the store's change count the cache was filled under;
+	// ended counts End and EndAll calls. A check that read the database
+	// under other values must not remember what it read.
+	changes, ended uint64
+}
+
+// SessionCacheTTL bounds how long a session found live is trusted without
+// reading it again, whatever else happens.
+const SessionCacheTTL = 5 * time.Second
+
+// sessionCacheMax bounds the cache; when full it starts over.
+const sessionCacheMax = 1024
+
+type cachedSession struct {
+	expires, checked time.Time
 }
 
 // Create starts a session and returns its token.
@@ -59,14 +86,45 @@ func (s *Sessions) Valid(ctx context.Context, token string) (bool, error) {
 	if token == "" {
 		return false, nil
 	}
-	sess, err := s.Store.GetSession(ctx, HashToken(token))
+	hash := HashToken(token)
+	now := s.Now()
+	changes := s.Store.Changes()
+	s.mu.Lock()
+	if changes != s.changes {
+		s.cache, s.changes = nil, changes
+	}
+	c, hit := s.cache[hash]
+	ended := s.ended
+	s.mu.Unlock()
+	if hit && !now.Before(c.checked) && now.Sub(c.checked) < SessionCacheTTL {
+		return now.Before(c.expires), nil
+	}
+	sess, err := s.Store.GetSession(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return s.Now().Before(sess.ExpiresAt), nil
+	live := now.Before(sess.ExpiresAt)
+	s.mu.Lock()
+	if live && s.changes == changes && s.ended == ended {
+		if s.cache == nil || len(s.cache) >= sessionCacheMax {
+			s.cache = make(map[string]cachedSession)
+		}
+		s.cache[hash] = cachedSession{expires: sess.ExpiresAt, checked: now}
+	}
+	s.mu.Unlock()
+	return live, nil
+}
+
+// forget drops the cache after this process ended sessions (the store's
+// change count would say so too; this does not depend on it).
+func (s *Sessions) forget() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache = nil
+	s.ended++
 }
 
 // End ends the session named by token, if any.
@@ -74,5 +132,14 @@ func (s *Sessions) End(ctx context.Context, token string) error {
 	if token == "" {
 		return nil
 	}
-	return s.Store.DeleteSession(ctx, HashToken(token))
+	err := s.Store.DeleteSession(ctx, HashToken(token))
+	s.forget()
+	return err
+}
+
+// EndAll ends every session (password reset).
+func (s *Sessions) EndAll(ctx context.Context) error {
+	err := s.Store.DeleteAllSessions(ctx)
+	s.forget()
+	return err
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
@@ -20,8 +21,10 @@ const DBFile = "tunnelsvc.db"
 
 // Store is the daemon's database handle. It is safe for concurrent use.
 type Store struct {
-	db     *sql.DB
-	notify atomic.Pointer[notifier]
+	db      *sql.DB
+	notify  atomic.Pointer[notifier]
+	dir     string
+	changes changes
 }
 
 // dsn sets every connection option in one place: WAL so readers never block
@@ -34,6 +37,10 @@ func dsn(path string) string {
 	q.Set("_txlock", "immediate")
 	q.Set("_busy_timeout", "5000")
 	q.Set("_synchronous", "NORMAL")
+	// Every connection keeps its prepared statements: the same few queries
+	// run on each API request and plugin call, and preparing them again
+	// cost more than running them.
+	q.Set("_stmt_cache_size", "32")
 	return "file:" + path + "?" + q.Encode()
 }
 
@@ -47,7 +54,13 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db}
+	// database/sql keeps only 2 idle connections by default: under
+	// concurrent requests every other connection was closed after one query
+	// and opened again (with its pragmas) for the next. Keep enough for the
+	// API's and the plugin's concurrency, and let them go when quiet.
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxIdleTime(time.Minute)
+	s := &Store{db: db, dir: dataDir}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -65,7 +78,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.changes.close()
+	return s.db.Close()
+}
 
 // Tx runs fn in one write transaction, committing when fn returns nil.
 func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {

@@ -96,7 +96,11 @@ import {{.Import}}
 	{{template "gate" dict $ .}}
 {{- else}}
 	request_header -X-Forwarded-User
-	reverse_proxy 127.0.0.1:{{.Port}}
+	reverse_proxy 127.0.0.1:{{.Port}} {
+		transport http {
+			keepalive_idle_conns_per_host {{$.IdleConns}}
+		}
+	}
 {{- end}}
 }
 {{- end}}
@@ -109,6 +113,16 @@ type view struct {
 	Input
 	Global []string
 }
+
+// TunnelIdleConns is how many idle connections Caddy keeps to each HTTP
+// tunnel (its default is 32). Each new connection to a tunnel port costs
+// a plugin call and a new stream through frps and frpc, so at a peak above
+// 32 concurrent requests the default closed connections only to open them
+// again a moment later.
+const TunnelIdleConns = 128
+
+// IdleConns is TunnelIdleConns, for the template.
+func (view) IdleConns() int { return TunnelIdleConns }
 
 func (v view) Addr(sub string) string {
 	host := sub + "." + v.Domain

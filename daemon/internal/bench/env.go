@@ -150,6 +150,35 @@ func (p *Proc) RSS() (int64, error) {
 	return kb * 1024, nil
 }
 
+// CPU is the processor time the process has used so far (user + system,
+// from /proc; whole process group members are not included).
+func (p *Proc) CPU() time.Duration {
+	if p == nil || p.Cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// cpuOf sums the processor time of ps.
+func cpuOf(ps ...*Proc) time.Duration {
+	var t time.Duration
+	for _, p := range ps {
+		t += p.CPU()
+	}
+	return t
+}
+
 // waitTCP waits until addr accepts a connection or d passes.
 func waitTCP(addr string, d time.Duration, p *Proc) error {
 	deadline := time.Now().Add(d)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -26,6 +28,7 @@ var Figures = []Figure{
 	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPOpenLoop() }},
 	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return w.GateCheck() }},
 	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
+	{"silentcut", true, func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
 	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
 	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
 	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
@@ -58,7 +61,15 @@ func Select(only []string) ([]Figure, error) {
 // value. A World is started anew for each round of world figures.
 func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error) {
 	results := make([][]Row, len(figs))
+	base := o
 	for r := 0; r < runs; r++ {
+		// Each round starts from empty data directories: a daemon set up in
+		// an earlier round would refuse the setup.
+		o := base
+		o.Dir = filepath.Join(base.Dir, fmt.Sprintf("run%d", r+1))
+		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+			return nil, err
+		}
 		var w *World
 		for i, f := range figs {
 			if f.World && w == nil {

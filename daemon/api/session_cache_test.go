@@ -1,0 +1,58 @@
+package api
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// TestEndedSessionRefusedAtOnce: sessions are remembered between requests,
+// yet a session ended by a logout, or deleted by another process on the
+// same database (as `tunnelsvc reset-password` does), is refused on the
+// very next request, while the others go on.
+func TestEndedSessionRefusedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	a := e.setup()
+	b := sessionCookie(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})).Value
+	get := func(token string) int {
+		return e.do(req{method: "GET", path: "/api/security/logs", cookie: token}).Code
+	}
+	for i := 0; i < 3; i++ {
+		if get(a) != 200 || get(b) != 200 {
+			t.Fatalf("live sessions refused: %d %d", get(a), get(b))
+		}
+	}
+
+	if r := e.do(req{method: "POST", path: "/api/auth/logout", cookie: a}); r.Code != 200 {
+		t.Fatalf("logout: %d %s", r.Code, r.Body)
+	}
+	if got := get(a); got != 401 {
+		t.Fatalf("the logged-out session answered %d", got)
+	}
+	if got := get(b); got != 200 {
+		t.Fatalf("the other session answered %d after a logout", got)
+	}
+
+	var seq int
+	var name, file string
+	if err := e.st.DB().QueryRow("PRAGMA database_list").Scan(&seq, &name, &file); err != nil {
+		t.Fatal(err)
+	}
+	other, err := store.Open(context.Background(), filepath.Dir(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DeleteAllSessions(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(b); got != 401 {
+		t.Fatalf("a session deleted from another handle answered %d", got)
+	}
+	other.Close()
+	c := sessionCookie(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})).Value
+	if got := get(c); got != 200 {
+		t.Fatalf("a new session answered %d", got)
+	}
+}
