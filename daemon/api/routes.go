@@ -31,6 +31,10 @@ func (s *Server) routes() http.Handler {
 	// Liveness for systemd, load balancers and tests: 200 when the store answers.
 	r.Handle("/healthz", s.h(s.healthz)).Methods(http.MethodGet, http.MethodHead)
 
+	// Prometheus metrics: not under /api and without a session, for
+	// scrapers; the bearer token the operator creates is checked instead.
+	r.Handle("/metrics", s.h(s.metricsHandler)).Methods(http.MethodGet)
+
 	// API description (this table, as OpenAPI 3).
 	api("GET", "/api/openapi.yaml", public, s.openAPI)
 
@@ -148,6 +152,16 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/api/local/firewall/detect", public, s.firewallDetect)
 	// svc runs in the background; manual and none are saved at once.
 	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
+
+	// Monitoring: the /metrics token (shown once at creation), traffic
+	// history for the charts, and webhook notifications.
+	api("GET", "/api/monitoring/metrics-token", private, s.metricsTokenStatus)
+	api("POST", "/api/monitoring/metrics-token", private, s.metricsTokenCreate)
+	api("DELETE", "/api/monitoring/metrics-token", private, s.metricsTokenRevoke)
+	api("GET", "/api/monitoring/traffic", private, s.traffic)
+	api("GET", "/api/monitoring/notifications", private, s.notifySettings)
+	api("PUT", "/api/monitoring/notifications", private, s.notifySetSettings)
+	api("POST", "/api/monitoring/notifications/test", private, s.notifyTest)
 
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -63,6 +63,9 @@ type Options struct {
 	// Agents reaches machines' agents through their agent tunnels; nil
 	// answers 503 on the agent routes.
 	Agents Agents
+	// Monitoring serves /metrics, the traffic history and the notification
+	// settings.
+	Monitoring Monitoring
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -94,6 +97,7 @@ type Server struct {
 	scripts   Scripts
 	agents    Agents
 	router    *mux.Router // the route table, for the OpenAPI coverage test
+	mon       Monitoring
 }
 
 // New builds the Server and its route table.
@@ -102,6 +106,7 @@ func New(o Options) *Server {
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
 		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents}
+	s.mon = o.Monitoring
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -161,16 +161,21 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
 	}
 
+	mon, err := a.monitoringServices(ctx)
+	if err != nil {
+		return err
+	}
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
-		Health:  func(r *http.Request) error { return a.Store.Ping(r.Context()) },
-		Units:   a.Units,
-		UI:      webui.Handler(tunnelsvc.UI()),
-		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
-		Agents:  a.Agents,
+		Health:     func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Units:      a.Units,
+		UI:         webui.Handler(tunnelsvc.UI()),
+		Scripts:    api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
+		Agents:     a.Agents,
+		Monitoring: mon,
 	})
 	a.HTTP = &http.Server{
 		Handler:           handler,

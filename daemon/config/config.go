@@ -41,6 +41,9 @@ type Config struct {
 	FRPSPort int
 	// PluginListen is the loopback address of the frps plugin listener.
 	PluginListen string
+	// FRPSDashboardListen is the loopback address of frps's dashboard API,
+	// which the traffic collector reads.
+	FRPSDashboardListen string
 	// TunnelPortLo and TunnelPortHi bound the ports machines and tunnels get.
 	TunnelPortLo, TunnelPortHi int
 	// BinDir holds frps and frpc.
@@ -60,7 +63,7 @@ func Default() Config {
 		LocalNets:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		LogLevel:   "info",
 
-		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
+		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", FRPSDashboardListen: "127.0.0.1:7382", TunnelPortLo: 20000, TunnelPortHi: 29999,
 		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
 	}
@@ -87,6 +90,7 @@ var Flags = []Flag{
 	{"tunnel-ports", "TUNNELSVC_TUNNEL_PORTS", "range LO-HI of ports given to machines and tunnels"},
 	{"bin-dir", "TUNNELSVC_BIN_DIR", "directory holding frps and frpc"},
 	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
+	{"frps-dashboard-listen", "TUNNELSVC_FRPS_DASHBOARD_LISTEN", "loopback address of frps's dashboard API, which the daemon polls for tunnel traffic"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -130,6 +134,7 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.tunnelPorts, "tunnel-ports", env("TUNNELSVC_TUNNEL_PORTS", c.tunnelPorts), Flags[11].Help+" [$TUNNELSVC_TUNNEL_PORTS]")
 	fs.StringVar(&c.BinDir, "bin-dir", env("TUNNELSVC_BIN_DIR", c.BinDir), Flags[12].Help+" [$TUNNELSVC_BIN_DIR]")
 	fs.StringVar(&c.StaticDir, "static-dir", env("TUNNELSVC_STATIC_DIR", c.StaticDir), Flags[13].Help+" [$TUNNELSVC_STATIC_DIR]")
+	fs.StringVar(&c.FRPSDashboardListen, "frps-dashboard-listen", env("TUNNELSVC_FRPS_DASHBOARD_LISTEN", c.FRPSDashboardListen), Flags[14].Help+" [$TUNNELSVC_FRPS_DASHBOARD_LISTEN]")
 	return localNets
 }
 
@@ -213,6 +218,9 @@ func (c *Config) finishTunnels() error {
 	ap, err := netip.ParseAddrPort(c.PluginListen)
 	if err != nil || !ap.Addr().IsLoopback() {
 		return fmt.Errorf("--frps-plugin-listen: %q must be a loopback address:port", c.PluginListen)
+	}
+	if ap, err := netip.ParseAddrPort(c.FRPSDashboardListen); err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+		return fmt.Errorf("--frps-dashboard-listen: %q must be a loopback address:port", c.FRPSDashboardListen)
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return err

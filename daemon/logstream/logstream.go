@@ -36,6 +36,26 @@ type Hub struct {
 	now     func() time.Time
 	current *Op
 	subs    map[chan Message]struct{}
+	// outcomes counts finished operations by name and result (metrics).
+	outcomes map[Outcome]int64
+}
+
+// Outcome is a finished operation's name and whether it succeeded.
+type Outcome struct {
+	Name string
+	OK   bool
+}
+
+// Outcomes returns how many operations finished, by name and result, since
+// the daemon started.
+func (h *Hub) Outcomes() map[Outcome]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[Outcome]int64, len(h.outcomes))
+	for k, v := range h.outcomes {
+		out[k] = v
+	}
+	return out
 }
 
 // NewHub returns a Hub; now defaults to time.Now.
@@ -93,6 +113,10 @@ func (o *Op) Done(ok bool) {
 	o.publish(Message{Done: true, OK: &ok, Op: o.name})
 	o.hub.mu.Lock()
 	o.done = true
+	if o.hub.outcomes == nil {
+		o.hub.outcomes = map[Outcome]int64{}
+	}
+	o.hub.outcomes[Outcome{o.name, ok}]++
 	o.hub.mu.Unlock()
 }
 

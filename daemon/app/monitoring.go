@@ -1,0 +1,80 @@
+package app
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
+	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
+)
+
+// CaddyCertGlob is where Debian's caddy keeps the certificates it obtains
+// (its data directory, /var/lib/caddy/.local/share/caddy).
+const CaddyCertGlob = "/var/lib/caddy/.local/share/caddy/certificates/*/*/*.crt"
+
+// frpsDashboard is frps's dashboard API as server.toml declares it: on
+// --frps-dashboard-listen (loopback), with the sealed generated password.
+func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
+	pw, err := monitor.DashboardPassword(ctx, a.Store, a.Sealer)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(a.Config.FRPSDashboardListen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	return &frpconf.Dashboard{Addr: host, Port: p, User: frpconf.DashboardUser, Password: pw}, nil
+}
+
+// monitoringServices builds /metrics, the traffic collector and the
+// notifier, and starts the collector and the watcher until ctx ends.
+func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
+	d, err := a.frpsDashboard(ctx)
+	if err != nil {
+		return api.Monitoring{}, err
+	}
+	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
+		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
+	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
+	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log,
+		Jails: func(ctx context.Context) ([]monitor.JailStat, error) {
+			st, err := a.Banner.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []monitor.JailStat
+			for _, j := range st.Jails {
+				out = append(out, monitor.JailStat{Name: j.Name, CurrentlyBanned: j.CurrentlyBanned, TotalBanned: j.TotalBanned})
+			}
+			return out, nil
+		}})
+	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
+	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
+		CertGlobs:         []string{a.Config.SystemPath(CaddyCertGlob), a.Config.SystemPath(revtunnel.ServerCertPath)},
+		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
+		Jails: func(ctx context.Context) ([]notify.Jail, error) {
+			st, err := a.Banner.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []notify.Jail
+			for _, j := range st.Jails {
+				out = append(out, notify.Jail{Name: j.Name, Banned: j.Banned})
+			}
+			return out, nil
+		}}
+	go traffic.Run(ctx)
+	go watcher.Run(ctx)
+	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
+}
