@@ -507,4 +507,16 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 		t.Errorf("activity feed has %d sent and %d failed notifications, want 2 sent (the test and the offline one, retried) and none failed:\n%+v",
 			sentEvents, failedEvents, events)
 	}
+
+	// 8. Revoking the token closes /metrics.
+	var ts2 monitor.TokenStatus
+	if c.call("GET", "/api/monitoring/metrics-token", nil, &ts2); !ts2.Exists {
+		t.Fatalf("token status: %+v", ts2)
+	}
+	if code, _ := c.call("DELETE", "/api/monitoring/metrics-token", nil, nil); code != 200 {
+		t.Fatalf("revoke: %d", code)
+	}
+	if code, _ := scrape(t, srv.URL, bearer); code != 401 {
+		t.Fatalf("/metrics with a revoked token: %d, want 401", code)
+	}
 }

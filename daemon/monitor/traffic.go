@@ -105,7 +105,7 @@ func (t *Traffic) Run(ctx context.Context) {
 		} else if err == nil {
 			failing = false
 		}
-		if _, err := t.Store.PruneTraffic(ctx, t.now().Add(-HistoryKeep).Unix()/60); err != nil && ctx.Err() == nil {
+		if err := t.Prune(ctx); err != nil && ctx.Err() == nil {
 			t.log().Error("traffic: pruning history failed", "err", err)
 		}
 		select {
@@ -114,6 +114,13 @@ func (t *Traffic) Run(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// Prune deletes history older than HistoryKeep, and the totals of
+// deleted machines.
+func (t *Traffic) Prune(ctx context.Context) error {
+	_, err := t.Store.PruneTraffic(ctx, t.now().Add(-HistoryKeep).Unix()/60)
+	return err
 }
 
 // Series is a machine's or tunnel's traffic over HistoryWindow: bytes in
