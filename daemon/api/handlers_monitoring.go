@@ -3,7 +3,9 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
 )
@@ -16,6 +18,22 @@ type Monitoring struct {
 	Tokens  *monitor.Tokens
 	Traffic *monitor.Traffic
 	Notify  *notify.Sender
+}
+
+// Audit kinds of the monitoring settings: who opened /metrics to a
+// scraper, and where notifications go, are security decisions.
+const (
+	KindMetricsTokenCreated = "METRICS_TOKEN_CREATED"
+	KindMetricsTokenRevoked = "METRICS_TOKEN_REVOKED"
+	KindNotifyChanged       = "NOTIFICATIONS_CHANGED"
+)
+
+func (s *Server) auditMonitoring(r *http.Request, kind, detail string) {
+	if s.audit == nil {
+		return
+	}
+	c := client(r)
+	s.audit.Record(r.Context(), audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: detail})
 }
 
 var errNoMonitoring = Errorf(http.StatusServiceUnavailable, "monitoring is not available in this daemon")
@@ -50,6 +68,7 @@ func (s *Server) metricsTokenCreate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return Internal("could not create the metrics token", err)
 	}
+	s.auditMonitoring(r, KindMetricsTokenCreated, "a new /metrics token replaces any previous one")
 	writeData(w, http.StatusOK, map[string]any{"token": tok, "exists": st.Exists, "created_at": st.CreatedAt,
 		"message": "metrics token created; it is shown only now"})
 	return nil
@@ -62,6 +81,7 @@ func (s *Server) metricsTokenRevoke(w http.ResponseWriter, r *http.Request) erro
 	if err := s.mon.Tokens.Revoke(r.Context()); err != nil {
 		return Internal("could not revoke the metrics token", err)
 	}
+	s.auditMonitoring(r, KindMetricsTokenRevoked, "")
 	writeData(w, http.StatusOK, message("metrics token revoked"))
 	return nil
 }
@@ -107,6 +127,11 @@ func (s *Server) notifySetSettings(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return Internal("could not save the notification settings", err)
 	}
+	detail := "notifications off"
+	if set.URL != "" {
+		detail = "webhook preset " + set.Preset + ", offline after " + strconv.Itoa(set.OfflineMinutes) + " min"
+	}
+	s.auditMonitoring(r, KindNotifyChanged, detail)
 	writeData(w, http.StatusOK, set)
 	return nil
 }

@@ -48,32 +48,12 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
 	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
 	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log,
-		Jails: func(ctx context.Context) ([]monitor.JailStat, error) {
-			st, err := a.Banner.Status(ctx)
-			if err != nil {
-				return nil, err
-			}
-			var out []monitor.JailStat
-			for _, j := range st.Jails {
-				out = append(out, monitor.JailStat{Name: j.Name, CurrentlyBanned: j.CurrentlyBanned, TotalBanned: j.TotalBanned})
-			}
-			return out, nil
-		}})
+		Jails: monitor.BannerJails(a.Banner)})
 	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
 		CertGlobs:         []string{a.Config.SystemPath(CaddyCertGlob), a.Config.SystemPath(revtunnel.ServerCertPath)},
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
-		Jails: func(ctx context.Context) ([]notify.Jail, error) {
-			st, err := a.Banner.Status(ctx)
-			if err != nil {
-				return nil, err
-			}
-			var out []notify.Jail
-			for _, j := range st.Jails {
-				out = append(out, notify.Jail{Name: j.Name, Banned: j.Banned})
-			}
-			return out, nil
-		}}
+		Jails:             notify.BannerJails(a.Banner)}
 	go traffic.Run(ctx)
 	go watcher.Run(ctx)
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil

@@ -298,6 +298,11 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	if code, msg := c.call("POST", "/api/monitoring/metrics-token", nil, &tok); code != 200 || tok.Token == "" || !tok.Exists {
 		t.Fatalf("create metrics token: %d %s %+v", code, msg, tok)
 	}
+	var logs []store.AuditEntry
+	c.call("GET", "/api/security/logs", nil, &logs)
+	if len(logs) == 0 || logs[0].Kind != api.KindMetricsTokenCreated {
+		t.Fatalf("the audit log does not show the token's creation: %+v", logs)
+	}
 	if code, _ := scrape(t, srv.URL, "Bearer "+tok.Token+"x"); code != 401 {
 		t.Fatalf("/metrics with a wrong token: %d, want 401", code)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -236,4 +237,19 @@ func (c *collector) audit(ctx context.Context, ch chan<- prometheus.Metric) erro
 		ch <- prometheus.MustNewConstMetric(descAudit, prometheus.CounterValue, float64(n), k)
 	}
 	return nil
+}
+
+// BannerJails reads the jails' ban counts from the ban tool.
+func BannerJails(b *banner.Service) func(ctx context.Context) ([]JailStat, error) {
+	return func(ctx context.Context) ([]JailStat, error) {
+		st, err := b.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []JailStat
+		for _, j := range st.Jails {
+			out = append(out, JailStat{Name: j.Name, CurrentlyBanned: j.CurrentlyBanned, TotalBanned: j.TotalBanned})
+		}
+		return out, nil
+	}
 }

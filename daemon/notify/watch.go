@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -238,4 +239,19 @@ func (w *Watcher) logins(ctx context.Context) error {
 	w.Sender.Notify(ctx, Notification{Kind: KindLoginBurst, Title: "burst of failed logins",
 		Message: fmt.Sprintf("%d failed dashboard logins in the last %d minutes; see Security → Audit log.", n, int(LoginBurstWindow.Minutes()))})
 	return nil
+}
+
+// BannerJails reads the banned addresses of every jail from the ban tool.
+func BannerJails(b *banner.Service) func(ctx context.Context) ([]Jail, error) {
+	return func(ctx context.Context) ([]Jail, error) {
+		st, err := b.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []Jail
+		for _, j := range st.Jails {
+			out = append(out, Jail{Name: j.Name, Banned: j.Banned})
+		}
+		return out, nil
+	}
 }

@@ -61,11 +61,12 @@ before(async () => {
   const bin = join(tmp, 'tunnelsvc');
   // After the UI build, so this binary embeds it.
   await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
-  const [port, pluginPort, frpsPort] = [await freePort(), await freePort(), await freePort()];
+  const [port, pluginPort, frpsPort, dashPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   base = `http://127.0.0.1:${port}`;
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(tmp, 'data'),
     '--system-root', join(tmp, 'root'), '--bin-dir', join(repo, 'bin'),
     '--frps-plugin-listen', `127.0.0.1:${pluginPort}`, '--frps-port', String(frpsPort),
+    '--frps-dashboard-listen', `127.0.0.1:${dashPort}`,
     '--ip-echo-urls', `http://127.0.0.1:${port}/nothing`,
     // 127.0.0.1 is not "local" here, so setup needs the one-time code,
     // as it would from a remote browser.
@@ -221,4 +222,50 @@ test('security: SSH key download with step-up, 2FA enrollment, login with a back
   await page.getByRole('button', { name: 'Verify' }).click();
   await page.getByRole('heading', { name: 'Overview' }).waitFor();
   assertNoProblems();
+});
+
+test('monitoring: metrics token, webhook settings and test delivery', { timeout: 120_000 }, async () => {
+  assert.ok(firstPassed, 'the first browser test failed, and this one continues in its session');
+  const { createServer: createHttpServer } = await import('node:http');
+  const received = [];
+  const hook = createHttpServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => { received.push({ url: req.url, body }); res.end('ok'); });
+  });
+  await new Promise((r) => hook.listen(0, '127.0.0.1', r));
+  try {
+    const page = context.pages()[0];
+    await page.getByRole('link', { name: 'Security' }).click();
+    await page.getByRole('heading', { name: 'Metrics & notifications' }).waitFor();
+
+    // Without a token /metrics is closed; the one the page shows opens it.
+    assert.equal((await fetch(`${base}/metrics`)).status, 401);
+    await page.getByRole('button', { name: 'Create token' }).click();
+    await page.getByText('Metrics token — shown only now.').waitFor();
+    const token = (await page.locator('.callout code.cmd').textContent()).trim();
+    const scrape = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${token}` } });
+    assert.equal(scrape.status, 200);
+    assert.match(await scrape.text(), /^tunnelsvc_machines\{status="online"\} 0$/m);
+    await page.getByText(/A token exists/).waitFor();
+
+    // A URL the server refuses shows its words; a good one is saved and tested.
+    await page.getByLabel('Webhook URL').fill('ftp://127.0.0.1/x');
+    await page.getByRole('button', { name: 'Save notifications' }).click();
+    await page.getByRole('alert').filter({ hasText: 'http or https URL with a host' }).waitFor();
+    await page.getByLabel('Webhook URL').fill(`http://127.0.0.1:${hook.address().port}/hook`);
+    await page.getByLabel('Preset').selectOption('json');
+    await page.getByLabel('Offline delay (minutes)').fill('3');
+    await page.getByRole('button', { name: 'Save notifications' }).click();
+    await page.getByText('Saved.').waitFor();
+    await page.getByRole('button', { name: 'Send test' }).click();
+    await page.getByText('test notification delivered').waitFor();
+    assert.equal(received.length, 1);
+    assert.equal(received[0].url, '/hook');
+    assert.equal(JSON.parse(received[0].body).kind, 'test');
+    await page.screenshot({ path: join(shots, '6-monitoring.png'), fullPage: true });
+    assertNoProblems();
+  } finally {
+    hook.close();
+  }
 });

@@ -3,10 +3,12 @@
 import type { BootstrapToken, Machine, Message, Tunnel } from '../api';
 import type { View } from '../ctx';
 import { busy, card, checkbox, clear, copyText, field, fmtTime, form, h, notice, select, table } from '../dom';
+import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 
 export const machinesView: View = (root, ctx) => {
   const api = ctx.api;
   let machines: Machine[] = [];
+  let traffic: TrafficHistory | null = null;
 
   // Bootstrap tokens.
   const expiry = field('Valid for (minutes)', { type: 'number', min: 1, max: 10080, value: 60, required: true });
@@ -45,8 +47,8 @@ export const machinesView: View = (root, ctx) => {
   const machinesBody = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const machinesNotice = notice();
   const loadMachines = () => busy([], machinesNotice, async () => {
-    machines = (await api.get<Machine[]>('/api/machines')) ?? [];
-    clear(machinesBody, table(['Name', 'Status', 'User', 'Tunnel port', 'Last seen', ''], machines.map((m) => {
+    [machines, traffic] = await Promise.all([api.get<Machine[]>('/api/machines').then((ms) => ms ?? []), loadTraffic(ctx)]);
+    clear(machinesBody, table(['Name', 'Status', 'User', 'Tunnel port', 'Last seen', 'Traffic (24 h)', ''], machines.map((m) => {
       const rename = h('button', { type: 'button', class: 'secondary small' }, 'Rename');
       const del = h('button', { type: 'button', class: 'danger small' }, 'Delete');
       rename.addEventListener('click', () => {
@@ -65,7 +67,7 @@ export const machinesView: View = (root, ctx) => {
         });
       });
       return [m.name, h('span', { class: `badge ${m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn'}` }, m.status),
-        m.username, m.tunnel_port ?? '—', fmtTime(m.last_seen), h('div', { class: 'row-actions' }, rename, del)];
+        m.username, m.tunnel_port ?? '—', fmtTime(m.last_seen), trafficCell(traffic?.machines[m.id]), h('div', { class: 'row-actions' }, rename, del)];
     }), 'No machines yet: create a bootstrap token and run its command on a machine.'));
     fillMachineSelect();
   });
@@ -76,7 +78,7 @@ export const machinesView: View = (root, ctx) => {
   const loadTunnels = () => busy([], tunnelsNotice, async () => {
     const ts = (await api.get<Tunnel[]>('/api/tunnels')) ?? [];
     const nameOf = (id: number) => machines.find((m) => m.id === id)?.name ?? `#${id}`;
-    clear(tunnelsBody, table(['Name', 'Machine', 'Kind', 'Local port', 'Exposed as', 'Status', ''], ts.map((t) => {
+    clear(tunnelsBody, table(['Name', 'Machine', 'Kind', 'Local port', 'Exposed as', 'Status', 'Traffic (24 h)', ''], ts.map((t) => {
       const del = h('button', { type: 'button', class: 'danger small' }, 'Delete');
       del.addEventListener('click', () => {
         if (!window.confirm(`Delete tunnel ${t.name}?`)) return;
@@ -86,7 +88,7 @@ export const machinesView: View = (root, ctx) => {
         });
       });
       const exposed = t.kind === 'http' ? (t.subdomain ?? '—') : `port ${t.remote_port ?? '?'}${t.public ? ' (public)' : ''}`;
-      return [t.name, nameOf(t.machine_id), t.kind, t.local_port, exposed, t.status ?? '—', del];
+      return [t.name, nameOf(t.machine_id), t.kind, t.local_port, exposed, t.status ?? '—', trafficCell(traffic?.tunnels[t.id]), del];
     }), 'No tunnels yet.'));
   });
 

@@ -3,9 +3,10 @@
 import { unwrap, type AuditEntry, type BanStatus, type Enrollment, type FirewallDetection, type Message, type SSHKey, type TwoFAStatus } from '../api';
 import type { Ctx, View } from '../ctx';
 import { busy, card, checkbox, clear, field, fmtTime, form, h, notice, select, table } from '../dom';
+import { monitoringCard } from './monitoring';
 
 export const securityView: View = (root, ctx) => {
-  clear(root, h('h1', null, 'Security'), twoFA(ctx), sshKeys(ctx), banTool(ctx), firewall(ctx), auditLog(ctx));
+  clear(root, h('h1', null, 'Security'), twoFA(ctx), sshKeys(ctx), banTool(ctx), firewall(ctx), monitoringCard(ctx), auditLog(ctx));
 };
 
 function backupCodesBox(codes: string[]): HTMLElement {
