@@ -161,7 +161,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
 	}
 
-	mon, err := a.monitoringServices(ctx)
+	mon, startMonitoring, err := a.monitoringServices(ctx)
 	if err != nil {
 		return err
 	}
@@ -207,6 +207,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
 	}
+	// The traffic collector and the notification watcher stop before the
+	// store closes.
+	monCtx, stopMonitoring := context.WithCancel(ctx)
+	defer stopMonitoring()
+	startMonitoring(monCtx)
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())

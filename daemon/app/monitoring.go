@@ -38,11 +38,11 @@ func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
 }
 
 // monitoringServices builds /metrics, the traffic collector and the
-// notifier, and starts the collector and the watcher until ctx ends.
-func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
+// notifier. start runs the collector and the watcher until its ctx ends.
+func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start func(context.Context), err error) {
 	d, err := a.frpsDashboard(ctx)
 	if err != nil {
-		return api.Monitoring{}, err
+		return api.Monitoring{}, nil, err
 	}
 	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
@@ -54,7 +54,9 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 		CertGlobs:         []string{a.Config.SystemPath(CaddyCertGlob), a.Config.SystemPath(revtunnel.ServerCertPath)},
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner)}
-	go traffic.Run(ctx)
-	go watcher.Run(ctx)
-	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
+	start = func(ctx context.Context) {
+		go traffic.Run(ctx)
+		go watcher.Run(ctx)
+	}
+	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, start, nil
 }

@@ -58,7 +58,7 @@ export async function loadTraffic(ctx: Ctx): Promise<TrafficHistory | null> {
 export function trafficCell(s: TrafficSeries | undefined): HTMLElement {
   if (!s) return h('span', { class: 'muted' }, 'no traffic yet');
   return h('div', { class: 'traffic' }, sparkline(s),
-    h('small', null, `↓${fmtBytes(s.bytes_in)} ↑${fmtBytes(s.bytes_out)} · ${s.connections} conn.`));
+    h('small', null, `in ${fmtBytes(s.bytes_in)} · out ${fmtBytes(s.bytes_out)} · ${s.connections} conn.`));
 }
 
 export function monitoringCard(ctx: Ctx): HTMLElement {
@@ -95,7 +95,7 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   });
 
   // Webhook notifications.
-  const url = field('Webhook URL', { type: 'url', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
+  const url = field('Webhook URL', { type: 'text', inputmode: 'url', autocomplete: 'off', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
     'Empty turns notifications off.');
   const preset = select('Preset', [['ntfy', 'ntfy (text, Title header)'], ['json', 'JSON webhook']]);
   const delay = field('Offline delay (minutes)', { type: 'number', min: 1, max: 1440, required: true },
