@@ -47,7 +47,7 @@ func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start
 	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
 	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
-	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log,
+	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
 		Jails: monitor.BannerJails(a.Banner)})
 	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,

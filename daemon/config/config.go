@@ -51,6 +51,10 @@ type Config struct {
 	// StaticDir holds the binaries machines download (agents/, revtunnel/).
 	StaticDir string
 
+	// Version is the daemon's version (set by main, not a flag); /metrics
+	// shows it in tunnelsvc_build_info.
+	Version string
+
 	frpsPort, tunnelPorts string
 }
 

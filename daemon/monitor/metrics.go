@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ type Options struct {
 	Jails func(ctx context.Context) ([]JailStat, error)
 	Hub   *logstream.Hub
 	Log   *slog.Logger
+	// Version is the daemon's version (empty: the module's build version).
+	Version string
 }
 
 // Metrics serves GET /metrics.
@@ -163,9 +166,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (c *collector) buildInfo(ch chan<- prometheus.Metric) {
-	version, gov := "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		version, gov = bi.Main.Version, bi.GoVersion
+	version, gov := c.o.Version, runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok && version == "" {
+		version = bi.Main.Version
 	}
 	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, gov)
 }

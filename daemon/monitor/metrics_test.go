@@ -38,7 +38,7 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := monitor.New(monitor.Options{Store: st, Tokens: tokens, Hub: hub, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m := monitor.New(monitor.Options{Store: st, Tokens: tokens, Hub: hub, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "1.2.3"})
 	srv := httptest.NewServer(m)
 	defer srv.Close()
 	code, fams := scrape(t, srv.URL, "Bearer "+tok)
@@ -56,6 +56,7 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 		{"tunnelsvc_operations_total", map[string]string{"operation": "install", "result": "success"}, 2},
 		{"tunnelsvc_operations_total", map[string]string{"operation": "install", "result": "failure"}, 1},
 		{"tunnelsvc_machines", map[string]string{"status": "online"}, 0},
+		{"tunnelsvc_build_info", map[string]string{"version": "1.2.3"}, 1},
 	} {
 		if got, ok := value(fams, c.name, c.labels); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)

@@ -246,7 +246,10 @@ test('monitoring: metrics token, webhook settings and test delivery', { timeout:
     const token = (await page.locator('.callout code.cmd').textContent()).trim();
     const scrape = await fetch(`${base}/metrics`, { headers: { Authorization: `Bearer ${token}` } });
     assert.equal(scrape.status, 200);
-    assert.match(await scrape.text(), /^tunnelsvc_machines\{status="online"\} 0$/m);
+    const metrics = await scrape.text();
+    assert.match(metrics, /^tunnelsvc_machines\{status="online"\} 0$/m);
+    // go build without -ldflags: main's version is "dev".
+    assert.match(metrics, /^tunnelsvc_build_info\{goversion="go[^"]+",version="dev"\} 1$/m);
     await page.getByText(/A token exists/).waitFor();
 
     // A URL the server refuses shows its words; a good one is saved and tested.
