@@ -427,15 +427,21 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	testutil.Eventually(t, 5*time.Second, "the ssh tunnel back", func() error { return testutil.Echo(reg.TunnelPort) })
 	const more = 1 << 20
 	transfer(t, tun.RemotePort, more)
+	// Asked directly, frps has counted the connection; the very next scrape
+	// shows it (a scrape polls frps before it answers).
 	testutil.Eventually(t, 10*time.Second, "frps counted the connection after its restart", func() error {
-		_, fams = scrape(t, srv.URL, bearer)
-		conns, ok := value(fams, "tunnelsvc_tunnel_connections", tunnelLabels)
-		now, _ := value(fams, "tunnelsvc_tunnel_received_bytes_total", tunnelLabels)
-		if !ok || conns != 0 || now < in+more/2 {
-			return fmt.Errorf("connections %v, received %v", conns, now)
+		ps, err := traffic.FRPS.Proxies(ctx)
+		if err != nil {
+			return err
 		}
-		return nil
+		for _, p := range ps {
+			if p.Name == fmt.Sprintf("m%d.tunnel-%d", machineID, tun.ID) && p.CurConns == 0 && p.TodayTrafficIn >= more {
+				return nil
+			}
+		}
+		return fmt.Errorf("not yet: %+v", ps)
 	})
+	_, fams = scrape(t, srv.URL, bearer)
 	in2, _ := value(fams, "tunnelsvc_tunnel_received_bytes_total", tunnelLabels)
 	out2, _ := value(fams, "tunnelsvc_tunnel_sent_bytes_total", tunnelLabels)
 	within1("tunnel bytes received across an frps restart", in2, sent+more)
@@ -513,7 +519,30 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 			sentEvents, failedEvents, events)
 	}
 
-	// 8. Revoking the token closes /metrics.
+	// 8. A deleted tunnel's series ends, though frps still reports it, and
+	// its figures are not counted again after pruning.
+	if code, msg := c.call("DELETE", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, nil); code != 200 {
+		t.Fatalf("delete tunnel: %d %s", code, msg)
+	}
+	if err := traffic.Prune(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, fams = scrape(t, srv.URL, bearer)
+	proxy := map[string]string{"proxy": fmt.Sprintf("tunnel-%d", tun.ID)}
+	if v, ok := value(fams, "tunnelsvc_tunnel_received_bytes_total", proxy); ok {
+		t.Errorf("a deleted tunnel is still exported (%v bytes)", v)
+	}
+	totals, _ := st.TrafficTotals(ctx)
+	for _, tt := range totals {
+		if tt.TunnelID == tun.ID {
+			t.Errorf("a deleted tunnel's totals came back: %+v", tt)
+		}
+	}
+	if v, ok := value(fams, "tunnelsvc_tunnel_received_bytes_total", map[string]string{"proxy": "ssh"}); !ok || v == 0 {
+		t.Errorf("the machine's ssh proxy lost its series: %v %v", v, ok)
+	}
+
+	// 9. Revoking the token closes /metrics.
 	var ts2 monitor.TokenStatus
 	if c.call("GET", "/api/monitoring/metrics-token", nil, &ts2); !ts2.Exists {
 		t.Fatalf("token status: %+v", ts2)

@@ -127,9 +127,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	c.buildInfo(ch)
-	if err := c.inventory(ctx, ch); err != nil {
-		ch <- prometheus.NewInvalidMetric(descMachines, err)
-	}
 	if c.o.Traffic != nil {
 		// A scrape shows what frps counts now, not up to a minute ago.
 		if err := c.o.Traffic.Poll(ctx); err != nil {
@@ -140,6 +137,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descFRPSUp, prometheus.GaugeValue, up)
+	}
+	if err := c.inventory(ctx, ch); err != nil {
+		ch <- prometheus.NewInvalidMetric(descMachines, err)
 	}
 	if err := c.audit(ctx, ch); err != nil {
 		ch <- prometheus.NewInvalidMetric(descAudit, err)
@@ -213,7 +213,9 @@ func (c *collector) inventory(ctx context.Context, ch chan<- prometheus.Metric) 
 		_, short, _ := strings.Cut(t.Proxy, ".")
 		tunnel := short
 		if t.TunnelID != 0 {
-			tunnel = tunnelNames[t.TunnelID]
+			if tunnel, ok = tunnelNames[t.TunnelID]; !ok {
+				continue // deleted tunnel
+			}
 		}
 		lv := []string{strconv.FormatInt(t.MachineID, 10), name, short, tunnel}
 		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(t.In), lv...)

@@ -79,11 +79,29 @@ func (t *Traffic) poll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// frps keeps the figures of a deleted machine's or tunnel's proxy for
+	// days: they are not ours to count any more (and pruning dropped
+	// their totals, so they would count twice).
+	machines, err := t.Store.ListMachines(ctx)
+	if err != nil {
+		return err
+	}
+	tunnels, err := t.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return err
+	}
+	live := map[[2]int64]bool{}
+	for _, m := range machines {
+		live[[2]int64{m.ID, 0}] = true
+	}
+	for _, tu := range tunnels {
+		live[[2]int64{tu.MachineID, tu.ID}] = true
+	}
 	now := t.now()
 	var obs []store.TrafficObservation
 	for _, p := range proxies {
 		m, tun, ok := parseProxy(p.Name)
-		if !ok {
+		if !ok || !live[[2]int64{m, tun}] {
 			continue
 		}
 		obs = append(obs, store.TrafficObservation{Proxy: p.Name, MachineID: m, TunnelID: tun,

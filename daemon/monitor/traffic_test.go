@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,6 +47,10 @@ func TestHistoryAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tun, err := st.InsertTunnel(ctx, store.Tunnel{MachineID: m.ID, Name: "db", Kind: "tcp", LocalPort: 5432}, store.PortRange{Lo: 20000, Hi: 20100}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	tr := &Traffic{Store: st, Now: func() time.Time { return now }}
 	apply := func(at time.Time, proxy string, tunnel, in int64) {
@@ -56,12 +61,12 @@ func TestHistoryAndPrune(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tp := "m1.tunnel-4"
-	apply(now.Add(-8*24*time.Hour), tp, 4, 1000)   // pruned
-	apply(now.Add(-6*24*time.Hour), tp, 4, 2000)   // kept, outside the chart
-	apply(now.Add(-2*time.Hour), tp, 4, 2500)      // same day as the next: +500
-	apply(now.Add(-90*time.Minute), tp, 4, 2600)   // +100
-	apply(now.Add(-1*time.Minute), "m1.ssh", 0, 7) // the machine's own proxy
+	tp := fmt.Sprintf("m%d.tunnel-%d", m.ID, tun.ID)
+	apply(now.Add(-8*24*time.Hour), tp, tun.ID, 1000) // pruned
+	apply(now.Add(-6*24*time.Hour), tp, tun.ID, 2000) // kept, outside the chart
+	apply(now.Add(-2*time.Hour), tp, tun.ID, 2500)    // same day as the next: +500
+	apply(now.Add(-90*time.Minute), tp, tun.ID, 2600) // +100
+	apply(now.Add(-1*time.Minute), "m1.ssh", 0, 7)    // the machine's own proxy
 	if err := tr.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func TestHistoryAndPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := h.Tunnels[4]
+	ts := h.Tunnels[tun.ID]
 	if ts == nil || ts.BytesIn != 2500+100 || len(ts.In) != HistoryBuckets {
 		t.Fatalf("tunnel series: %+v", ts)
 	}

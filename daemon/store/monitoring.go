@@ -122,13 +122,14 @@ func (s *Store) TrafficSince(ctx context.Context, from, bucket int64) ([]Traffic
 }
 
 // PruneTraffic deletes samples older than minute before, and the totals of
-// proxies whose machine is gone.
+// proxies whose machine or tunnel is gone.
 func (s *Store) PruneTraffic(ctx context.Context, before int64) (int64, error) {
 	res, err := s.db.ExecContext(ctx, "DELETE FROM traffic_samples WHERE minute < ?", before)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.db.ExecContext(ctx, "DELETE FROM traffic_totals WHERE machine_id NOT IN (SELECT id FROM machines)"); err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM traffic_totals WHERE machine_id NOT IN (SELECT id FROM machines)
+		OR (tunnel_id != 0 AND tunnel_id NOT IN (SELECT id FROM tunnels))`); err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
