@@ -8,16 +8,12 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 )
-
-// CaddyCertGlob is where Debian's caddy keeps the certificates it obtains
-// (its data directory, /var/lib/caddy/.local/share/caddy).
-const CaddyCertGlob = "/var/lib/caddy/.local/share/caddy/certificates/*/*/*.crt"
 
 // frpsDashboard is frps's dashboard API as server.toml declares it: on
 // --frps-dashboard-listen (loopback), with the sealed generated password.
@@ -51,7 +47,7 @@ func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start
 		Jails: monitor.BannerJails(a.Banner)})
 	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
-		CertGlobs:         []string{a.Config.SystemPath(CaddyCertGlob), a.Config.SystemPath(revtunnel.ServerCertPath)},
+		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner)}
 	start = func(ctx context.Context) {
@@ -59,4 +55,32 @@ func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start
 		go watcher.Run(ctx)
 	}
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, start, nil
+}
+
+// httpsSites is where Caddy serves HTTPS (bind_ip, else loopback) and the
+// names it holds certificates for: router.<domain> and every HTTP
+// tunnel's <sub>.<domain>. Nothing before the web proxy is installed.
+func (a *App) httpsSites(ctx context.Context) (string, []string, error) {
+	set := localsetup.Settings{Store: a.Store}
+	v, err := set.VPS(ctx)
+	if err != nil || v == nil || v.SkipWebproxy || v.Domain == "" {
+		return "", nil, err
+	}
+	host := "127.0.0.1"
+	if bind, err := set.BindIP(ctx); err != nil {
+		return "", nil, err
+	} else if bind != "" {
+		host = bind
+	}
+	names := []string{"router." + v.Domain}
+	ts, err := a.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, t := range ts {
+		if t.Kind == "http" && t.Subdomain != "" {
+			names = append(names, t.Subdomain+"."+v.Domain)
+		}
+	}
+	return net.JoinHostPort(host, "443"), names, nil
 }

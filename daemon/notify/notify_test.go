@@ -5,17 +5,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -255,7 +253,8 @@ func TestFailedLoginBurst(t *testing.T) {
 	}
 }
 
-func writeCert(t *testing.T, path, name string, notAfter time.Time) {
+// cert is a self-signed certificate for name that expires at notAfter.
+func cert(t *testing.T, name string, notAfter time.Time) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
@@ -264,19 +263,30 @@ func writeCert(t *testing.T, path, name string, notAfter time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Dir(path), 0o755)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
+// A TLS server on 127.0.0.1 serves each name its certificate, as the web
+// proxy does; the one that expires within 14 days is reported, once a day.
 func TestCertificateExpiring(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
-	dir := t.TempDir()
-	writeCert(t, filepath.Join(dir, "a", "soon.example.com.crt"), "soon.example.com", e.now.Add(13*24*time.Hour))
-	writeCert(t, filepath.Join(dir, "b", "later.example.com.crt"), "later.example.com", e.now.Add(15*24*time.Hour))
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now }, CertGlobs: []string{filepath.Join(dir, "*", "*.crt")}}
+	certs := map[string]tls.Certificate{
+		"soon.example.com":  cert(t, "soon.example.com", e.now.Add(13*24*time.Hour)),
+		"later.example.com": cert(t, "later.example.com", e.now.Add(15*24*time.Hour)),
+	}
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		c := certs[h.ServerName]
+		return &c, nil
+	}}
+	srv.StartTLS()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now },
+		Sites: func(context.Context) (string, []string, error) {
+			return addr, []string{"soon.example.com", "later.example.com"}, nil
+		}}
 	w.Check(ctx)
 	w.Check(ctx) // once a day
 	e.sender.Wait()

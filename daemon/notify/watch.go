@@ -2,12 +2,9 @@ package notify
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -46,9 +43,11 @@ type Watcher struct {
 	Minute time.Duration
 	// Jails reads the ban tool; nil skips ban notifications.
 	Jails func(ctx context.Context) ([]Jail, error)
-	// CertGlobs are the certificate files (PEM) to watch, as filepath.Glob
-	// patterns (the web proxy's ACME certificates, frps's certificate).
-	CertGlobs []string
+	// Sites returns the address the web proxy serves HTTPS on and the
+	// names it has certificates for (nil: no certificate checks). The
+	// watcher reads each name's certificate by a TLS handshake there:
+	// Caddy keeps its files where only its own user may read them.
+	Sites func(ctx context.Context) (addr string, names []string, err error)
 	// LoginFailureKinds are the audit kinds that count as failed logins.
 	LoginFailureKinds []string
 
@@ -184,43 +183,51 @@ func (w *Watcher) bans(ctx context.Context, first bool) error {
 
 // certs reports each certificate that expires within CertWarning, once a day.
 func (w *Watcher) certs(ctx context.Context) {
+	if w.Sites == nil {
+		return
+	}
+	addr, names, err := w.Sites(ctx)
+	if err != nil || addr == "" {
+		return
+	}
 	now := w.now()
-	for _, g := range w.CertGlobs {
-		files, _ := filepath.Glob(g)
-		for _, f := range files {
-			notAfter, name, err := certExpiry(f)
-			if err != nil || notAfter.Sub(now) > CertWarning {
-				continue
-			}
-			if last, ok := w.certReported[f]; ok && now.Sub(last) < 24*time.Hour {
-				continue
-			}
-			w.certReported[f] = now
-			days := int(notAfter.Sub(now).Hours() / 24)
-			w.Sender.Notify(ctx, Notification{Kind: KindCertExpiring, Title: "certificate expiring: " + name,
-				Message: fmt.Sprintf("The certificate for %s (%s) expires on %s, in %d day(s).", name, f, notAfter.UTC().Format("2006-01-02"), days)})
+	for _, name := range names {
+		notAfter, err := servedExpiry(ctx, addr, name)
+		if err != nil {
+			w.log().Debug("notify: certificate check failed", "name", name, "err", err)
+			continue
 		}
+		if notAfter.Sub(now) > CertWarning {
+			continue
+		}
+		if last, ok := w.certReported[name]; ok && now.Sub(last) < 24*time.Hour {
+			continue
+		}
+		w.certReported[name] = now
+		days := int(notAfter.Sub(now).Hours() / 24)
+		w.Sender.Notify(ctx, Notification{Kind: KindCertExpiring, Title: "certificate expiring: " + name,
+			Message: fmt.Sprintf("The certificate the web proxy serves for %s expires on %s, in %d day(s); it should have been renewed by now.",
+				name, notAfter.UTC().Format("2006-01-02"), days)})
 	}
 }
 
-func certExpiry(path string) (time.Time, string, error) {
-	b, err := os.ReadFile(path)
+// servedExpiry is the expiry of the certificate served at addr for name.
+// The chain is not verified: an expiring or already broken certificate is
+// exactly what is looked for, and nothing is sent over the connection.
+func servedExpiry(ctx context.Context, addr, name string) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}}
+	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return time.Time{}, "", err
+		return time.Time{}, err
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
-		return time.Time{}, "", fmt.Errorf("%s: no PEM block", path)
+	defer c.Close()
+	certs := c.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return time.Time{}, fmt.Errorf("%s served no certificate for %s", addr, name)
 	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		return time.Time{}, "", err
-	}
-	name := c.Subject.CommonName
-	if len(c.DNSNames) > 0 {
-		name = c.DNSNames[0]
-	}
-	return c.NotAfter, name, nil
+	return certs[0].NotAfter, nil
 }
 
 func (w *Watcher) logins(ctx context.Context) error {
