@@ -54,12 +54,30 @@ func (h *hook) kinds() []string {
 	return out
 }
 
+// clock is the tests' time; deliveries read it from their goroutines.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 type env struct {
 	st     *store.Store
 	hook   *hook
 	url    string
 	sender *notify.Sender
-	now    time.Time
+	clock  *clock
 }
 
 func newEnv(t *testing.T, preset string) *env {
@@ -72,9 +90,9 @@ func newEnv(t *testing.T, preset string) *env {
 	h := &hook{}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &env{st: st, hook: h, url: srv.URL + "/topic", now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	e := &env{st: st, hook: h, url: srv.URL + "/topic", clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
 	e.sender = &notify.Sender{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond,
-		Now: func() time.Time { return e.now }}
+		Now: e.clock.Now}
 	if _, err := notify.Save(context.Background(), st, notify.Settings{URL: e.url, Preset: preset, OfflineMinutes: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -168,26 +186,26 @@ func register(t *testing.T, st *store.Store, name string, now time.Time) int64 {
 func TestOfflineAfterDelayAndBackOnline(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
-	id := register(t, e.st, "alpha", e.now)
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now }}
-	e.st.SetMachineStatus(ctx, id, "online", e.now)
+	id := register(t, e.st, "alpha", e.clock.Now())
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now}
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
 	w.Check(ctx) // learns the state
-	e.st.SetMachineStatus(ctx, id, "offline", e.now)
-	e.now = e.now.Add(4*time.Minute + 59*time.Second)
+	e.st.SetMachineStatus(ctx, id, "offline", e.clock.Now())
+	e.clock.Add(4*time.Minute + 59*time.Second)
 	w.Check(ctx)
 	e.sender.Wait()
 	if k := e.hook.kinds(); len(k) != 0 {
 		t.Fatalf("notified before the 5 minutes: %v", k)
 	}
-	e.now = e.now.Add(time.Second)
+	e.clock.Add(time.Second)
 	w.Check(ctx)
-	e.now = e.now.Add(time.Minute)
+	e.clock.Add(time.Minute)
 	w.Check(ctx) // once only
 	e.sender.Wait()
 	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindMachineOffline {
 		t.Fatalf("after 5 minutes offline: %v", k)
 	}
-	e.st.SetMachineStatus(ctx, id, "online", e.now)
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
 	w.Check(ctx)
 	e.sender.Wait()
 	if k := e.hook.kinds(); len(k) != 2 || k[1] != notify.KindMachineOnline {
@@ -199,9 +217,9 @@ func TestOfflineAfterDelayAndBackOnline(t *testing.T) {
 func TestOfflineBeforeStartIsNotRepeated(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
-	id := register(t, e.st, "beta", e.now)
-	e.st.SetMachineStatus(ctx, id, "offline", e.now.Add(-time.Hour))
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now }}
+	id := register(t, e.st, "beta", e.clock.Now())
+	e.st.SetMachineStatus(ctx, id, "offline", e.clock.Now().Add(-time.Hour))
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now}
 	w.Check(ctx)
 	w.Check(ctx)
 	e.sender.Wait()
@@ -214,7 +232,7 @@ func TestNewBanIsReported(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
 	banned := []string{"192.0.2.1"}
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now },
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now,
 		Jails: func(context.Context) ([]notify.Jail, error) {
 			return []notify.Jail{{Name: "tunnelsvc", Banned: append([]string(nil), banned...)}}, nil
 		}}
@@ -231,10 +249,10 @@ func TestNewBanIsReported(t *testing.T) {
 func TestFailedLoginBurst(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now }, LoginFailureKinds: []string{"LOGIN_FAILED"}}
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, LoginFailureKinds: []string{"LOGIN_FAILED"}}
 	add := func(n int, kind string) {
 		for range n {
-			e.st.InsertAudit(ctx, store.AuditEntry{CreatedAt: e.now.Add(-time.Minute), Kind: kind})
+			e.st.InsertAudit(ctx, store.AuditEntry{CreatedAt: e.clock.Now().Add(-time.Minute), Kind: kind})
 		}
 	}
 	add(notify.LoginBurst-1, "LOGIN_FAILED")
@@ -272,8 +290,8 @@ func TestCertificateExpiring(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
 	certs := map[string]tls.Certificate{
-		"soon.example.com":  cert(t, "soon.example.com", e.now.Add(13*24*time.Hour)),
-		"later.example.com": cert(t, "later.example.com", e.now.Add(15*24*time.Hour)),
+		"soon.example.com":  cert(t, "soon.example.com", e.clock.Now().Add(13*24*time.Hour)),
+		"later.example.com": cert(t, "later.example.com", e.clock.Now().Add(15*24*time.Hour)),
 	}
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -283,7 +301,7 @@ func TestCertificateExpiring(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "https://")
-	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: func() time.Time { return e.now },
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now,
 		Sites: func(context.Context) (string, []string, error) {
 			return addr, []string{"soon.example.com", "later.example.com"}, nil
 		}}
@@ -293,7 +311,7 @@ func TestCertificateExpiring(t *testing.T) {
 	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindCertExpiring || !strings.Contains(e.hook.bodies[0], "soon.example.com") {
 		t.Fatalf("notifications: %v %v", k, e.hook.bodies)
 	}
-	e.now = e.now.Add(25 * time.Hour)
+	e.clock.Add(25 * time.Hour)
 	w.Check(ctx)
 	e.sender.Wait()
 	if k := e.hook.kinds(); len(k) != 3 {
