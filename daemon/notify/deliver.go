@@ -120,26 +120,29 @@ func (s *Sender) deliver(ctx context.Context, set Settings, n Notification, atte
 		wait = FirstBackoff
 	}
 	var err error
-	for i := 1; i <= attempts; i++ {
+	tried := 0
+retry:
+	for tried < attempts {
+		tried++
 		if err = s.send(ctx, set, n); err == nil {
 			s.record(ctx, store.Event{Source: "machine", Kind: EventSent, MachineID: n.MachineID,
-				Message: fmt.Sprintf("notification %q sent to the %s webhook (attempt %d)", n.Title, set.Preset, i)})
+				Message: fmt.Sprintf("notification %q sent to the %s webhook (attempt %d)", n.Title, set.Preset, tried)})
 			return nil
 		}
-		if i == attempts {
+		if tried == attempts {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			err = ctx.Err()
-			i = attempts
+			break retry
 		case <-time.After(wait):
 		}
 		wait *= 2
 	}
 	s.log().Warn("notify: delivery failed", "kind", n.Kind, "err", err)
 	s.record(ctx, store.Event{Source: "machine", Kind: EventFailed, MachineID: n.MachineID,
-		Message: fmt.Sprintf("notification %q could not be delivered to the %s webhook after %d attempt(s): %v", n.Title, set.Preset, attempts, err)})
+		Message: fmt.Sprintf("notification %q could not be delivered to the %s webhook after %d attempt(s): %v", n.Title, set.Preset, tried, err)})
 	return err
 }
 

@@ -28,6 +28,7 @@ type hook struct {
 	mu       sync.Mutex
 	requests []*http.Request
 	bodies   []string
+	times    []time.Time
 	status   int // answer this instead of 200 when set
 }
 
@@ -36,6 +37,7 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requests = append(h.requests, r)
+	h.times = append(h.times, time.Now())
 	h.bodies = append(h.bodies, string(b))
 	if h.status != 0 {
 		http.Error(w, "refused", h.status)
@@ -138,13 +140,21 @@ func TestSettingsValidation(t *testing.T) {
 func TestDeliveryRetriedThenRecordedAsFailed(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	e.hook.status = http.StatusServiceUnavailable
+	e.sender.Backoff = 20 * time.Millisecond
 	e.sender.Notify(context.Background(), notify.Notification{Kind: notify.KindBanned, Title: "address banned: 192.0.2.7", Message: "x"})
 	e.sender.Wait()
 	if n := len(e.hook.kinds()); n != notify.MaxAttempts {
 		t.Fatalf("the webhook got %d attempts, want %d", n, notify.MaxAttempts)
 	}
+	// Each wait is at least twice the one before (lower bounds only).
+	for i := 1; i < len(e.hook.times); i++ {
+		if gap, least := e.hook.times[i].Sub(e.hook.times[i-1]), e.sender.Backoff<<(i-1); gap < least {
+			t.Errorf("attempt %d came %v after the previous one, want at least %v", i+1, gap, least)
+		}
+	}
 	evs := e.events(t)
 	if len(evs) != 1 || evs[0].Kind != notify.EventFailed || !strings.Contains(evs[0].Message, "503") ||
+		!strings.Contains(evs[0].Message, "after 5 attempt(s)") ||
 		!strings.Contains(evs[0].Message, "address banned: 192.0.2.7") {
 		t.Fatalf("activity feed: %+v", evs)
 	}
