@@ -37,6 +37,10 @@ func (s *Server) routes() http.Handler {
 	// Liveness for systemd, load balancers and tests: 200 when the store answers.
 	r.Handle("/healthz", s.h(s.healthz)).Methods(http.MethodGet, http.MethodHead)
 
+	// Prometheus metrics: not under /api and without a session, for
+	// scrapers; the bearer token the operator creates is checked instead.
+	r.Handle("/metrics", s.h(s.metricsHandler)).Methods(http.MethodGet)
+
 	// API description (this table, as OpenAPI 3).
 	api("GET", "/api/openapi.yaml", public, s.openAPI)
 
@@ -165,6 +169,16 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
 	// What svc would open and close, and who could be locked out.
 	api("GET", "/api/local/firewall/plan", private, s.firewallPlan)
+
+	// Monitoring: the /metrics token (shown once at creation), traffic
+	// history for the charts, and webhook notifications.
+	api("GET", "/api/monitoring/metrics-token", private, s.metricsTokenStatus)
+	api("POST", "/api/monitoring/metrics-token", private, s.metricsTokenCreate)
+	api("DELETE", "/api/monitoring/metrics-token", private, s.metricsTokenRevoke)
+	api("GET", "/api/monitoring/traffic", private, s.traffic)
+	api("GET", "/api/monitoring/notifications", private, s.notifySettings)
+	api("PUT", "/api/monitoring/notifications", private, s.notifySetSettings)
+	api("POST", "/api/monitoring/notifications/test", private, s.notifyTest)
 
 	// Unknown API paths and methods answer in the JSON error shape.
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -70,6 +70,9 @@ type Options struct {
 	// Gate issues the one-time codes of operator access to HTTP tunnels;
 	// nil answers 404 on its route.
 	Gate *gate.Gate
+	// Monitoring serves /metrics, the traffic history and the notification
+	// settings.
+	Monitoring Monitoring
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -104,6 +107,7 @@ type Server struct {
 	gate      *gate.Gate
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 	detect    detectCache
+	mon       Monitoring
 }
 
 // New builds the Server and its route table.
@@ -113,6 +117,7 @@ func New(o Options) *Server {
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
 		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober,
 		gate: o.Gate}
+	s.mon = o.Monitoring
 	if s.log == nil {
 		s.log = slog.Default()
 	}

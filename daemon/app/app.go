@@ -231,18 +231,23 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
 	}
 
+	mon, startMonitoring, err := a.monitoringServices(ctx)
+	if err != nil {
+		return err
+	}
 	handler := api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
-		Health:  func(r *http.Request) error { return a.Store.Ping(r.Context()) },
-		Units:   a.Units,
-		UI:      webui.Handler(tunnelsvc.UI()),
-		Scripts: api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
-		Agents:  a.Agents,
-		Prober:  a.Prober,
-		Gate:    a.Gate,
+		Health:     func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Units:      a.Units,
+		UI:         webui.Handler(tunnelsvc.UI()),
+		Scripts:    api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
+		Agents:     a.Agents,
+		Prober:     a.Prober,
+		Gate:       a.Gate,
+		Monitoring: mon,
 	})
 	a.HTTP = &http.Server{
 		Handler: handler,
@@ -284,6 +289,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
 	}
+	// The traffic collector and the notification watcher stop before the
+	// store closes.
+	monCtx, stopMonitoring := context.WithCancel(ctx)
+	defer stopMonitoring()
+	startMonitoring(monCtx)
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())

@@ -47,9 +47,14 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),
 		Units: units,
 		Params: func(ctx context.Context) (frpconf.ServerParams, error) {
+			dashboard, err := a.frpsDashboard(ctx)
+			if err != nil {
+				return frpconf.ServerParams{}, err
+			}
 			return frpconf.ServerParams{
 				BindPort: cfg.FRPSPort, PluginAddr: cfg.PluginListen, Ports: ports,
 				CertFile: revtunnel.RuntimeCertPath, KeyFile: revtunnel.RuntimeKeyPath,
+				Dashboard: dashboard,
 			}, nil
 		},
 		CA:       ca,

@@ -43,6 +43,9 @@ type Config struct {
 	FRPSPort int
 	// PluginListen is the loopback address of the frps plugin listener.
 	PluginListen string
+	// FRPSDashboardListen is the loopback address of frps's dashboard API,
+	// which the traffic collector reads.
+	FRPSDashboardListen string
 	// TunnelPortLo and TunnelPortHi bound the ports machines and tunnels get.
 	TunnelPortLo, TunnelPortHi int
 	// BinDir holds frps and frpc.
@@ -56,6 +59,10 @@ type Config struct {
 	// access gate of HTTP tunnels (forward_auth).
 	GateListen string
 
+	// Version is the daemon's version (set by main, not a flag); /metrics
+	// shows it in tunnelsvc_build_info.
+	Version string
+
 	frpsPort, tunnelPorts, retentionDays string
 }
 
@@ -68,7 +75,7 @@ func Default() Config {
 		LocalNets:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		LogLevel:   "info",
 
-		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", TunnelPortLo: 20000, TunnelPortHi: 29999,
+		FRPSPort: 7000, PluginListen: "127.0.0.1:7381", FRPSDashboardListen: "127.0.0.1:7383", TunnelPortLo: 20000, TunnelPortHi: 29999,
 		BinDir: "/usr/lib/tunnelsvc", StaticDir: "/usr/lib/tunnelsvc/static",
 		frpsPort: "7000", tunnelPorts: "20000-29999",
 		RetentionDays: 90, retentionDays: "90",
@@ -99,6 +106,7 @@ var Flags = []Flag{
 	{"static-dir", "TUNNELSVC_STATIC_DIR", "directory of the binaries machines download under /static (agents/, revtunnel/; `make build` fills bin/static)"},
 	{"retention-days", "TUNNELSVC_RETENTION_DAYS", "days the audit log, activity feed and stale-token attempts are kept"},
 	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
+	{"frps-dashboard-listen", "TUNNELSVC_FRPS_DASHBOARD_LISTEN", "loopback address of frps's dashboard API, which the daemon polls for tunnel traffic"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
@@ -145,6 +153,8 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.retentionDays, "retention-days", env("TUNNELSVC_RETENTION_DAYS", c.retentionDays), Flags[14].Help+" [$TUNNELSVC_RETENTION_DAYS]")
 	gate := flagByName("gate-listen")
 	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
+	fd := flagByName("frps-dashboard-listen")
+	fs.StringVar(&c.FRPSDashboardListen, fd.Name, env(fd.Env, c.FRPSDashboardListen), fd.Help+" [$"+fd.Env+"]")
 	return localNets
 }
 
@@ -259,6 +269,9 @@ func (c *Config) finishTunnels() error {
 	}
 	if gp, err := netip.ParseAddrPort(c.GateListen); err != nil || !gp.Addr().IsLoopback() {
 		return fmt.Errorf("--gate-listen: %q must be a loopback address:port", c.GateListen)
+	}
+	if ap, err := netip.ParseAddrPort(c.FRPSDashboardListen); err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+		return fmt.Errorf("--frps-dashboard-listen: %q must be a loopback address:port", c.FRPSDashboardListen)
 	}
 	if c.BinDir, err = filepath.Abs(c.BinDir); err != nil {
 		return err

@@ -41,6 +41,26 @@ type Hub struct {
 	// OnDone, when set before the first Begin, hears how each operation
 	// ended: ok, and its last error line on failure (else its last line).
 	OnDone func(op string, ok bool, message string)
+	// outcomes counts finished operations by name and result (metrics).
+	outcomes map[Outcome]int64
+}
+
+// Outcome is a finished operation's name and whether it succeeded.
+type Outcome struct {
+	Name string
+	OK   bool
+}
+
+// Outcomes returns how many operations finished, by name and result, since
+// the daemon started.
+func (h *Hub) Outcomes() map[Outcome]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[Outcome]int64, len(h.outcomes))
+	for k, v := range h.outcomes {
+		out[k] = v
+	}
+	return out
 }
 
 // TopicStatus is announced when an operation begins or ends.
@@ -140,6 +160,10 @@ func (o *Op) Done(ok bool) {
 	o.publish(Message{Done: true, OK: &ok, Op: o.name})
 	o.hub.mu.Lock()
 	o.done = true
+	if o.hub.outcomes == nil {
+		o.hub.outcomes = map[Outcome]int64{}
+	}
+	o.hub.outcomes[Outcome{o.name, ok}]++
 	o.hub.mu.Unlock()
 	o.hub.Notify(TopicStatus)
 }

@@ -158,6 +158,8 @@ func TestMachineJoin(t *testing.T) {
 		}
 	})
 
+	t.Run("frps's traffic reaches /metrics", func(t *testing.T) { checkMetrics(t, h, v) })
+
 	t.Run("frpc runs unprivileged and sandboxed", func(t *testing.T) {
 		if u := strings.TrimSpace(m.Must("systemctl", "show", "-p", "User", "--value", "revtunnel-client")); u != "revtunnel" {
 			t.Fatalf("systemctl show -p User revtunnel-client: %q, want revtunnel", u)

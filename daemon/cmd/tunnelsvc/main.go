@@ -93,6 +93,7 @@ func serve(args []string) error {
 	log := newLogger(cfg.LogLevel, os.Stderr)
 	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot)
 	setMemoryLimit(log)
+	cfg.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return app.Serve(ctx, cfg, log)

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -85,7 +86,21 @@ type ServerParams struct {
 	// tunnel CA) and key, as paths frps reads. Required: without them frps
 	// would serve a throwaway certificate no machine can verify.
 	CertFile, KeyFile string
+	// Dashboard, when set, turns on frps's dashboard API on loopback, which
+	// the daemon's traffic collector reads (package monitor).
+	Dashboard *Dashboard
 }
+
+// Dashboard is frps's webServer: its API reports each proxy's traffic and
+// connections. Addr must be a loopback address.
+type Dashboard struct {
+	Addr           string
+	Port           int
+	User, Password string
+}
+
+// DashboardUser is the user name of frps's dashboard API.
+const DashboardUser = "tunnelsvc"
 
 type serverFile struct {
 	BindAddr      string          `toml:"bindAddr"`
@@ -94,6 +109,7 @@ type serverFile struct {
 	AllowPorts    []portRange     `toml:"allowPorts,inline"`
 	Transport     serverTransport `toml:"transport,inline"`
 	HTTPPlugins   []httpPlugin    `toml:"httpPlugins,inline"`
+	WebServer     *webServer      `toml:"webServer,inline,omitempty"`
 }
 
 type portRange struct {
@@ -159,6 +175,13 @@ func ServerConfig(p ServerParams, custom string) (string, error) {
 		return "", fmt.Errorf("frps proxy bind address %q: %w", f.ProxyBindAddr, err)
 	}
 	f.Transport.TCPMuxKeepaliveInterval = ServerMuxKeepalive
+	if d := p.Dashboard; d != nil {
+		ip, err := netip.ParseAddr(d.Addr)
+		if err != nil || !ip.IsLoopback() || d.Port < 1 || d.Port > 65535 || d.Password == "" {
+			return "", fmt.Errorf("frps dashboard %s:%d: it must listen on a loopback address with a password", d.Addr, d.Port)
+		}
+		f.WebServer = &webServer{Addr: d.Addr, Port: d.Port, User: d.User, Password: d.Password}
+	}
 	body, err := toml.Marshal(f)
 	if err != nil {
 		return "", err

@@ -1,6 +1,7 @@
 // One machine: its status and why it is not online, the SSH command for
 // it, its agent, its tunnels and its activity. Renamed in place; every view
 // that shows the name follows (the rename is pushed to them).
+import { loadTraffic } from './monitoring';
 import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type Tunnel } from '../api';
 import type { View } from '../ctx';
 import { ask } from '../dialog';
@@ -114,9 +115,10 @@ export const machineView: View = (root, ctx, params) => {
 
   const newTunnel = newTunnelForm(ctx, id);
   const loadTunnels = () => busy([], tunnelsNotice, async () => {
-    const ts = (await api.get<Tunnel[]>(`/api/tunnels?machine_id=${id}`)) ?? [];
+    const [ts0, traffic] = await Promise.all([api.get<Tunnel[]>(`/api/tunnels?machine_id=${id}`), loadTraffic(ctx)]);
+    const ts = ts0 ?? [];
     tunnelIds = new Set(ts.map((t) => t.id));
-    refill(tunnelsBody, tunnelsTable(ctx, ts, tunnelsNotice, false));
+    refill(tunnelsBody, tunnelsTable(ctx, ts, tunnelsNotice, false, [], traffic));
   });
 
   const loadActivity = () => busy([], n, async () => {

@@ -1,6 +1,7 @@
 // Machines: joining (a bootstrap token's one-line command, then waiting for
 // the machine, whose page opens when it registers), pending tokens, and the
 // machines with why they are not online.
+import { loadTraffic, trafficCell } from './monitoring';
 import { ApiError, type BootstrapToken, type Machine, type Message } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
@@ -100,8 +101,9 @@ function machinesCard(ctx: Ctx): HTMLElement {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const load = () => busy([], n, async () => {
-    const ms = (await ctx.api.get<Machine[]>('/api/machines')) ?? [];
-    refill(body, table(['Name', 'Status', 'Last seen', 'User', 'SSH port', ''], ms.map((m) => {
+    const [ms0, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
+    const ms = ms0 ?? [];
+    refill(body, table(['Name', 'Status', 'Last seen', 'User', 'SSH port', 'Traffic (24 h)', ''], ms.map((m) => {
       const del = rowButton('Delete', m.name, () => void ask({
         title: `Delete ${m.name}?`,
         body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
@@ -114,7 +116,7 @@ function machinesCard(ctx: Ctx): HTMLElement {
       }), 'danger small');
       return [h('a', { href: `#/machines/${m.id}` }, m.name),
         h('div', null, statusBadge(m), m.status_reason ? h('div', { class: 'muted small' }, m.status_reason) : null),
-        time(m.last_seen), m.username, m.tunnel_port ?? '—', del];
+        time(m.last_seen), m.username, m.tunnel_port ?? '—', trafficCell(traffic?.machines[String(m.id)]), del];
     }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines'));
   });
   ctx.sub(['machines'], () => void load());

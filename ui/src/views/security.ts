@@ -6,12 +6,14 @@ import { busy, card, clear, h, notice, refill, select, table, time } from '../do
 import { banTool, firewall } from './guard';
 import { sshKeys } from './keys';
 import { twoFA } from './twofa';
+import { monitoringCard } from './monitoring';
 
 const sections: Record<string, [string, (ctx: Ctx) => HTMLElement]> = {
   '2fa': ['Two-factor authentication', twoFA],
   keys: ['SSH keys', sshKeys],
   ban: ['Ban tool', banTool],
   firewall: ['Firewall', firewall],
+  monitoring: ['Metrics & notifications', monitoringCard],
   audit: ['Audit log', auditLog],
 };
 

@@ -1,6 +1,7 @@
 // Tunnels: every HTTP tunnel as its full URL with what the daemon's probe
 // through the web proxy found (up or down, the certificate's issuer and
 // expiry); every TCP tunnel as host:port. Edited with PATCH in a dialog.
+import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { accessControl, accessLabel } from './tunnelAccess';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
@@ -95,9 +96,9 @@ function editTunnel(ctx: Ctx, t: Tunnel): void {
 }
 
 /** The tunnels table; without machine it lists every machine's. */
-export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = []): HTMLElement {
+export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
   const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? `#${t.machine_id}`;
-  const heads = ['Name', ...(withMachine ? ['Machine'] : []), 'Reached at', 'Local port', 'Reachability', ''];
+  const heads = ['Name', ...(withMachine ? ['Machine'] : []), 'Reached at', 'Local port', 'Reachability', 'Traffic (24 h)', ''];
   return table(heads, ts.map((t) => {
     const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
@@ -115,7 +116,7 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
     }), 'danger small');
     return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase()), accessLabel(t)),
       ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
-      reachedAt(t), t.local_port, reachability(t), h('div', { class: 'row-actions' }, edit, probe, del)];
+      reachedAt(t), t.local_port, reachability(t), trafficCell(traffic?.tunnels[String(t.id)]), h('div', { class: 'row-actions' }, edit, probe, del)];
   }), 'No tunnels yet.', 'Tunnels');
 }
 
@@ -147,9 +148,9 @@ export const tunnelsView: View = (root, ctx) => {
   const create = newTunnelForm(ctx);
   let machines: Machine[] = [];
   const load = () => busy([], n, async () => {
-    const [ms, ts] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels')]);
+    const [ms, ts, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels'), loadTraffic(ctx)]);
     machines = ms ?? [];
-    refill(body, tunnelsTable(ctx, ts ?? [], n, true, machines));
+    refill(body, tunnelsTable(ctx, ts ?? [], n, true, machines, traffic));
     create.setMachines(machines);
   });
   ctx.sub(['tunnels', 'machines'], () => void load());

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
+	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
+	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
+)
+
+// frpsDashboard is frps's dashboard API as server.toml declares it: on
+// --frps-dashboard-listen (loopback), with the sealed generated password.
+func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
+	pw, err := monitor.DashboardPassword(ctx, a.Store, a.Sealer)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := net.SplitHostPort(a.Config.FRPSDashboardListen)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	return &frpconf.Dashboard{Addr: host, Port: p, User: frpconf.DashboardUser, Password: pw}, nil
+}
+
+// monitoringServices builds /metrics, the traffic collector and the
+// notifier. start runs the collector and the watcher until its ctx ends.
+func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start func(context.Context), err error) {
+	d, err := a.frpsDashboard(ctx)
+	if err != nil {
+		return api.Monitoring{}, nil, err
+	}
+	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
+		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
+	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
+	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
+		Jails: monitor.BannerJails(a.Banner)})
+	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
+	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
+		Sites:             a.httpsSites,
+		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
+		Jails:             notify.BannerJails(a.Banner)}
+	start = func(ctx context.Context) {
+		go traffic.Run(ctx)
+		go watcher.Run(ctx)
+	}
+	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, start, nil
+}
+
+// httpsSites is where Caddy serves HTTPS (bind_ip, else loopback) and the
+// names it holds certificates for: router.<domain> and every HTTP
+// tunnel's <sub>.<domain>. Nothing before the web proxy is installed.
+func (a *App) httpsSites(ctx context.Context) (string, []string, error) {
+	set := localsetup.Settings{Store: a.Store}
+	v, err := set.VPS(ctx)
+	if err != nil || v == nil || v.SkipWebproxy || v.Domain == "" {
+		return "", nil, err
+	}
+	host := "127.0.0.1"
+	if bind, err := set.BindIP(ctx); err != nil {
+		return "", nil, err
+	} else if bind != "" {
+		host = bind
+	}
+	names := []string{"router." + v.Domain}
+	ts, err := a.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, t := range ts {
+		if t.Kind == "http" && t.Subdomain != "" {
+			names = append(names, t.Subdomain+"."+v.Domain)
+		}
+	}
+	return net.JoinHostPort(host, "443"), names, nil
+}

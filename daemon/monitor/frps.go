@@ -1,0 +1,126 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// FRPS reads frps's dashboard API (webServer in server.toml), which frps
+// serves on loopback with a password only the daemon knows.
+type FRPS struct {
+	// Addr is host:port of the dashboard API.
+	Addr           string
+	User, Password string
+	// Client defaults to one with a 10 s timeout.
+	Client *http.Client
+}
+
+// ProxyStats is one proxy as frps's GET /api/proxy/tcp reports it
+// (frp v0.65.0 server/dashboard_api.go ProxyStatsInfo). Traffic counters
+// count today only (frps's local date) and restart with frps; frps adds a
+// connection's bytes when the connection closes.
+type ProxyStats struct {
+	Name            string `json:"name"`
+	TodayTrafficIn  int64  `json:"todayTrafficIn"`
+	TodayTrafficOut int64  `json:"todayTrafficOut"`
+	CurConns        int64  `json:"curConns"`
+	Status          string `json:"status"`
+}
+
+// Proxies returns every tcp proxy frps knows, online or not.
+func (f *FRPS) Proxies(ctx context.Context) ([]ProxyStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.Addr+"/api/proxy/tcp", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth(f.User, f.Password)
+	c := f.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("frps dashboard API: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return nil, fmt.Errorf("frps dashboard API: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("frps dashboard API answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	var out struct {
+		Proxies []ProxyStats `json:"proxies"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return nil, fmt.Errorf("frps dashboard API: unreadable answer: %w", err)
+	}
+	return out.Proxies, nil
+}
+
+// parseProxy splits frps's proxy name ("m7.ssh", "m7.tunnel-3") into the
+// machine and tunnel ids (0 for a machine's ssh and agent proxies); ok is
+// false for names the daemon did not give.
+func parseProxy(name string) (machineID, tunnelID int64, ok bool) {
+	user, short, found := strings.Cut(name, ".")
+	if !found || !strings.HasPrefix(user, "m") {
+		return 0, 0, false
+	}
+	m, err := strconv.ParseInt(user[1:], 10, 64)
+	if err != nil || m <= 0 {
+		return 0, 0, false
+	}
+	if short == "ssh" || short == "agent" {
+		return m, 0, true
+	}
+	t, err := strconv.ParseInt(strings.TrimPrefix(short, "tunnel-"), 10, 64)
+	if err != nil || !strings.HasPrefix(short, "tunnel-") || t <= 0 {
+		return 0, 0, false
+	}
+	return m, t, true
+}
+
+// passwordKey is the settings key of frps's dashboard password (sealed).
+const passwordKey = "frps_dashboard_password"
+
+var passwordAAD = []byte("frps-dashboard-password")
+
+// DashboardPassword returns the password of frps's dashboard API,
+// generating it at first use. It is kept sealed, like other secrets, so a
+// copied database alone does not give it away.
+func DashboardPassword(ctx context.Context, st *store.Store, sealer *seal.Sealer) (string, error) {
+	for range 2 {
+		v, err := st.GetSetting(ctx, passwordKey)
+		if err == nil {
+			p, err := sealer.Open(v, passwordAAD)
+			if err != nil {
+				return "", fmt.Errorf("frps dashboard password: %w", err)
+			}
+			return string(p), nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
+		p, err := auth.NewToken()
+		if err != nil {
+			return "", err
+		}
+		// The first writer wins; a concurrent caller reads its password.
+		if _, err := st.SetSettingIfAbsent(ctx, passwordKey, sealer.Seal([]byte(p), passwordAAD)); err != nil {
+			return "", err
+		}
+	}
+	return "", errors.New("frps dashboard password: could not be stored")
+}

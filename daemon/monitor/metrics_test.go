@@ -1,0 +1,68 @@
+package monitor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Logins come from the audit log, background operations from the log hub
+// (bans: bans_test.go, with a real fail2ban).
+func TestLoginsOperationsAndBans(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, k := range []string{"LOGIN_SUCCESS", "LOGIN_2FA_SUCCESS", "LOGIN_FAILED", "LOGIN_FAILED", "LOGIN_2FA_FAILED", "LOGIN_RATE_LIMITED", "LOGOUT"} {
+		st.InsertAudit(ctx, store.AuditEntry{CreatedAt: time.Now(), Kind: k})
+	}
+	hub := logstream.NewHub(nil)
+	for _, ok := range []bool{true, false, true} {
+		op, err := hub.Begin("install")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op.Done(ok)
+	}
+	tokens := &monitor.Tokens{Store: st}
+	tok, _, err := tokens.Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := monitor.New(monitor.Options{Store: st, Tokens: tokens, Hub: hub, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "1.2.3"})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	code, fams := scrape(t, srv.URL, "Bearer "+tok)
+	if code != 200 {
+		t.Fatalf("scrape: %d", code)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"tunnelsvc_logins_total", map[string]string{"result": "success"}, 2},
+		{"tunnelsvc_logins_total", map[string]string{"result": "failure"}, 4},
+		{"tunnelsvc_audit_events_total", map[string]string{"kind": "LOGOUT"}, 1},
+		{"tunnelsvc_operations_total", map[string]string{"operation": "install", "result": "success"}, 2},
+		{"tunnelsvc_operations_total", map[string]string{"operation": "install", "result": "failure"}, 1},
+		{"tunnelsvc_machines", map[string]string{"status": "online"}, 0},
+		{"tunnelsvc_build_info", map[string]string{"version": "1.2.3"}, 1},
+	} {
+		if got, ok := value(fams, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if f := fams["tunnelsvc_logins_total"]; f == nil || f.GetType().String() != "COUNTER" {
+		t.Errorf("tunnelsvc_logins_total is not a counter: %v", f)
+	}
+}

@@ -1,0 +1,330 @@
+package notify_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// hook is a webhook receiver on 127.0.0.1.
+type hook struct {
+	mu       sync.Mutex
+	requests []*http.Request
+	bodies   []string
+	times    []time.Time
+	status   int // answer this instead of 200 when set
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requests = append(h.requests, r)
+	h.times = append(h.times, time.Now())
+	h.bodies = append(h.bodies, string(b))
+	if h.status != 0 {
+		http.Error(w, "refused", h.status)
+	}
+}
+
+func (h *hook) kinds() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, b := range h.bodies {
+		var p notify.Payload
+		json.Unmarshal([]byte(b), &p)
+		out = append(out, p.Kind)
+	}
+	return out
+}
+
+// clock is the tests' time; deliveries read it from their goroutines.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type env struct {
+	st     *store.Store
+	hook   *hook
+	url    string
+	sender *notify.Sender
+	clock  *clock
+}
+
+func newEnv(t *testing.T, preset string) *env {
+	t.Helper()
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &hook{}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e := &env{st: st, hook: h, url: srv.URL + "/topic", clock: &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}}
+	e.sender = &notify.Sender{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Backoff: time.Millisecond,
+		Now: e.clock.Now}
+	if _, err := notify.Save(context.Background(), st, notify.Settings{URL: e.url, Preset: preset, OfflineMinutes: 5}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) events(t *testing.T) []store.Event {
+	t.Helper()
+	evs, err := e.st.RecentEvents(context.Background(), 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func TestSettingsValidation(t *testing.T) {
+	for _, c := range []struct {
+		in   notify.Settings
+		want string
+	}{
+		{notify.Settings{URL: "ftp://example.com/x"}, "http or https URL with a host"},
+		{notify.Settings{URL: "https://"}, "http or https URL with a host"},
+		{notify.Settings{URL: "example.com/x"}, "http or https URL with a host"},
+		{notify.Settings{URL: "https://user:pw@example.com/x"}, "must not carry a user name"},
+		{notify.Settings{URL: "https://example.com/" + strings.Repeat("a", 2100)}, "at most 2048"},
+		{notify.Settings{URL: "https://example.com/x", Preset: "slack"}, "preset must be one of"},
+		{notify.Settings{URL: "https://example.com/x", OfflineMinutes: 1441}, "offline_minutes must be between"},
+		{notify.Settings{URL: "https://example.com/x", OfflineMinutes: -3}, "offline_minutes must be between"},
+	} {
+		err := c.in.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.in, err, c.want)
+		}
+	}
+	ok := notify.Settings{URL: " https://ntfy.example.com/alerts "}
+	if err := ok.Validate(); err != nil || ok.Preset != notify.PresetJSON || ok.OfflineMinutes != notify.DefaultOfflineMinutes || ok.URL != "https://ntfy.example.com/alerts" {
+		t.Fatalf("defaults: %+v %v", ok, err)
+	}
+}
+
+// A webhook that keeps refusing gets MaxAttempts tries, then the failure
+// is in the activity feed.
+func TestDeliveryRetriedThenRecordedAsFailed(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	e.hook.status = http.StatusServiceUnavailable
+	e.sender.Backoff = 20 * time.Millisecond
+	e.sender.Notify(context.Background(), notify.Notification{Kind: notify.KindBanned, Title: "address banned: 192.0.2.7", Message: "x"})
+	e.sender.Wait()
+	if n := len(e.hook.kinds()); n != notify.MaxAttempts {
+		t.Fatalf("the webhook got %d attempts, want %d", n, notify.MaxAttempts)
+	}
+	// Each wait is at least twice the one before (lower bounds only).
+	for i := 1; i < len(e.hook.times); i++ {
+		if gap, least := e.hook.times[i].Sub(e.hook.times[i-1]), e.sender.Backoff<<(i-1); gap < least {
+			t.Errorf("attempt %d came %v after the previous one, want at least %v", i+1, gap, least)
+		}
+	}
+	evs := e.events(t)
+	if len(evs) != 1 || evs[0].Kind != notify.EventFailed || !strings.Contains(evs[0].Message, "503") ||
+		!strings.Contains(evs[0].Message, "after 5 attempt(s)") ||
+		!strings.Contains(evs[0].Message, "address banned: 192.0.2.7") {
+		t.Fatalf("activity feed: %+v", evs)
+	}
+	if strings.Contains(evs[0].Message, "/topic") {
+		t.Fatalf("the feed shows the webhook URL (it may be a secret): %s", evs[0].Message)
+	}
+}
+
+// The ntfy preset posts the text with a title header to the topic URL.
+func TestNtfyPreset(t *testing.T) {
+	e := newEnv(t, notify.PresetNtfy)
+	if err := e.sender.Test(context.Background(), notify.Settings{URL: e.url, Preset: notify.PresetNtfy}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.hook.requests[0]
+	if r.URL.Path != "/topic" || r.Header.Get("Title") != "tunnelsvc test notification" || !strings.Contains(e.hook.bodies[0], "test") ||
+		!strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
+		t.Fatalf("ntfy request: %s %v %q", r.URL.Path, r.Header, e.hook.bodies[0])
+	}
+	if evs := e.events(t); len(evs) != 1 || evs[0].Kind != notify.EventSent {
+		t.Fatalf("activity feed: %+v", evs)
+	}
+}
+
+func register(t *testing.T, st *store.Store, name string, now time.Time) int64 {
+	t.Helper()
+	ctx := context.Background()
+	m, err := st.RegisterMachine(ctx, store.NewMachine{Name: name, Username: "pi", SecretHash: name + "s", AgentTokenHash: name + "a",
+		AgentLocalPort: 7390, SSHLocalPort: 22, Seal: func(int64) (string, error) { return "x", nil }, Now: now,
+		Ports: store.PortRange{Lo: 20000, Hi: 20100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.ID
+}
+
+// A machine offline for the configured minutes is reported once, not
+// sooner; its return is reported too.
+func TestOfflineAfterDelayAndBackOnline(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	id := register(t, e.st, "alpha", e.clock.Now())
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now}
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
+	w.Check(ctx) // learns the state
+	e.st.SetMachineStatus(ctx, id, "offline", e.clock.Now())
+	e.clock.Add(4*time.Minute + 59*time.Second)
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 0 {
+		t.Fatalf("notified before the 5 minutes: %v", k)
+	}
+	e.clock.Add(time.Second)
+	w.Check(ctx)
+	e.clock.Add(time.Minute)
+	w.Check(ctx) // once only
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindMachineOffline {
+		t.Fatalf("after 5 minutes offline: %v", k)
+	}
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 2 || k[1] != notify.KindMachineOnline {
+		t.Fatalf("back online: %v", k)
+	}
+}
+
+// A machine already offline when the daemon starts is not news.
+func TestOfflineBeforeStartIsNotRepeated(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	id := register(t, e.st, "beta", e.clock.Now())
+	e.st.SetMachineStatus(ctx, id, "offline", e.clock.Now().Add(-time.Hour))
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now}
+	w.Check(ctx)
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 0 {
+		t.Fatalf("notified of an old outage: %v", k)
+	}
+}
+
+func TestNewBanIsReported(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	banned := []string{"192.0.2.1"}
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now,
+		Jails: func(context.Context) ([]notify.Jail, error) {
+			return []notify.Jail{{Name: "tunnelsvc", Banned: append([]string(nil), banned...)}}, nil
+		}}
+	w.Check(ctx) // an old ban is not news
+	banned = append(banned, "198.51.100.9")
+	w.Check(ctx)
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindBanned || !strings.Contains(e.hook.bodies[0], "198.51.100.9") {
+		t.Fatalf("notifications: %v %v", k, e.hook.bodies)
+	}
+}
+
+func TestFailedLoginBurst(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, LoginFailureKinds: []string{"LOGIN_FAILED"}}
+	add := func(n int, kind string) {
+		for range n {
+			e.st.InsertAudit(ctx, store.AuditEntry{CreatedAt: e.clock.Now().Add(-time.Minute), Kind: kind})
+		}
+	}
+	add(notify.LoginBurst-1, "LOGIN_FAILED")
+	add(5, "LOGIN_SUCCESS")
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 0 {
+		t.Fatalf("notified below the threshold: %v", k)
+	}
+	add(1, "LOGIN_FAILED")
+	w.Check(ctx)
+	w.Check(ctx) // once per window
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindLoginBurst {
+		t.Fatalf("notifications: %v", k)
+	}
+}
+
+// cert is a self-signed certificate for name that expires at notAfter.
+func cert(t *testing.T, name string, notAfter time.Time) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: notAfter.Add(-90 * 24 * time.Hour), NotAfter: notAfter}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A TLS server on 127.0.0.1 serves each name its certificate, as the web
+// proxy does; the one that expires within 14 days is reported, once a day.
+func TestCertificateExpiring(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	certs := map[string]tls.Certificate{
+		"soon.example.com":  cert(t, "soon.example.com", e.clock.Now().Add(13*24*time.Hour)),
+		"later.example.com": cert(t, "later.example.com", e.clock.Now().Add(15*24*time.Hour)),
+	}
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		c := certs[h.ServerName]
+		return &c, nil
+	}}
+	srv.StartTLS()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now,
+		Sites: func(context.Context) (string, []string, error) {
+			return addr, []string{"soon.example.com", "later.example.com"}, nil
+		}}
+	w.Check(ctx)
+	w.Check(ctx) // once a day
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindCertExpiring || !strings.Contains(e.hook.bodies[0], "soon.example.com") {
+		t.Fatalf("notifications: %v %v", k, e.hook.bodies)
+	}
+	e.clock.Add(25 * time.Hour)
+	w.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 3 {
+		t.Fatalf("a day later both expire within 14 days and are reported again: %v", e.hook.bodies)
+	}
+}

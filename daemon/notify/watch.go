@@ -1,0 +1,264 @@
+package notify
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// What the watcher looks for, and how often.
+const (
+	DefaultCheckInterval = 30 * time.Second
+	// CertWarning: a certificate that expires sooner is reported (once a day).
+	CertWarning = 14 * 24 * time.Hour
+	// A burst is LoginBurst failed logins within LoginBurstWindow; it is
+	// reported at most once per window.
+	LoginBurst       = 10
+	LoginBurstWindow = 5 * time.Minute
+)
+
+// Jail is a ban-tool jail and the addresses it bans now.
+type Jail struct {
+	Name   string
+	Banned []string
+}
+
+// Watcher turns what it sees into notifications.
+type Watcher struct {
+	Store  *store.Store
+	Sender *Sender
+	Log    *slog.Logger
+	Now    func() time.Time
+	// Interval between checks (0: DefaultCheckInterval).
+	Interval time.Duration
+	// Minute is how long one minute of the offline delay lasts (0: a
+	// minute). Only tests shorten it.
+	Minute time.Duration
+	// Jails reads the ban tool; nil skips ban notifications.
+	Jails func(ctx context.Context) ([]Jail, error)
+	// Sites returns the address the web proxy serves HTTPS on and the
+	// names it has certificates for (nil: no certificate checks). The
+	// watcher reads each name's certificate by a TLS handshake there:
+	// Caddy keeps its files where only its own user may read them.
+	Sites func(ctx context.Context) (addr string, names []string, err error)
+	// LoginFailureKinds are the audit kinds that count as failed logins.
+	LoginFailureKinds []string
+
+	mu           sync.Mutex
+	seeded       bool
+	offline      map[int64]bool  // machines reported offline
+	banned       map[string]bool // jail + "\x00" + address
+	certReported map[string]time.Time
+	lastBurst    time.Time
+}
+
+func (w *Watcher) now() time.Time {
+	if w.Now == nil {
+		return time.Now()
+	}
+	return w.Now()
+}
+
+func (w *Watcher) log() *slog.Logger {
+	if w.Log == nil {
+		return slog.Default()
+	}
+	return w.Log
+}
+
+// Run checks every Interval until ctx ends.
+func (w *Watcher) Run(ctx context.Context) {
+	every := w.Interval
+	if every <= 0 {
+		every = DefaultCheckInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		w.Check(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Check looks once. The first check only learns the current state, so a
+// restart does not repeat old news.
+func (w *Watcher) Check(ctx context.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set, err := Load(ctx, w.Store)
+	if err != nil {
+		w.log().Error("notify: settings unreadable", "err", err)
+		return
+	}
+	first := !w.seeded
+	if first {
+		w.offline, w.banned, w.certReported = map[int64]bool{}, map[string]bool{}, map[string]time.Time{}
+		w.seeded = true
+	}
+	if err := w.machines(ctx, set, first); err != nil {
+		w.log().Warn("notify: machine check failed", "err", err)
+	}
+	if err := w.bans(ctx, first); err != nil {
+		w.log().Debug("notify: ban check failed", "err", err)
+	}
+	w.certs(ctx)
+	if err := w.logins(ctx); err != nil {
+		w.log().Warn("notify: login check failed", "err", err)
+	}
+}
+
+func (w *Watcher) machines(ctx context.Context, set Settings, first bool) error {
+	ms, err := w.Store.ListMachines(ctx)
+	if err != nil {
+		return err
+	}
+	unit := w.Minute
+	if unit <= 0 {
+		unit = time.Minute
+	}
+	delay := time.Duration(set.OfflineMinutes) * unit
+	now := w.now()
+	live := map[int64]bool{}
+	for _, m := range ms {
+		live[m.ID] = true
+		switch {
+		case m.Status == "offline" && !w.offline[m.ID] && !m.LastSeen.IsZero() && now.Sub(m.LastSeen) >= delay:
+			w.offline[m.ID] = true
+			if first {
+				continue
+			}
+			w.Sender.Notify(ctx, Notification{Kind: KindMachineOffline, MachineID: m.ID,
+				Title:   fmt.Sprintf("machine %s is offline", m.Name),
+				Message: fmt.Sprintf("Machine %q has been offline since %s (more than %d min).", m.Name, m.LastSeen.UTC().Format(time.RFC3339), set.OfflineMinutes)})
+		case m.Status == "online" && w.offline[m.ID]:
+			delete(w.offline, m.ID)
+			w.Sender.Notify(ctx, Notification{Kind: KindMachineOnline, MachineID: m.ID,
+				Title:   fmt.Sprintf("machine %s is back online", m.Name),
+				Message: fmt.Sprintf("Machine %q is back online.", m.Name)})
+		}
+	}
+	for id := range w.offline {
+		if !live[id] {
+			delete(w.offline, id) // deleted machines are no news
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) bans(ctx context.Context, first bool) error {
+	if w.Jails == nil {
+		return nil
+	}
+	jails, err := w.Jails(ctx)
+	if err != nil {
+		return err
+	}
+	now := map[string]bool{}
+	for _, j := range jails {
+		sort.Strings(j.Banned)
+		for _, a := range j.Banned {
+			k := j.Name + "\x00" + a
+			now[k] = true
+			if w.banned[k] || first {
+				continue
+			}
+			w.Sender.Notify(ctx, Notification{Kind: KindBanned, Title: "address banned: " + a,
+				Message: fmt.Sprintf("The ban tool banned %s (jail %s).", a, j.Name)})
+		}
+	}
+	w.banned = now
+	return nil
+}
+
+// certs reports each certificate that expires within CertWarning, once a day.
+func (w *Watcher) certs(ctx context.Context) {
+	if w.Sites == nil {
+		return
+	}
+	addr, names, err := w.Sites(ctx)
+	if err != nil || addr == "" {
+		return
+	}
+	now := w.now()
+	for _, name := range names {
+		notAfter, err := servedExpiry(ctx, addr, name)
+		if err != nil {
+			w.log().Debug("notify: certificate check failed", "name", name, "err", err)
+			continue
+		}
+		if notAfter.Sub(now) > CertWarning {
+			continue
+		}
+		if last, ok := w.certReported[name]; ok && now.Sub(last) < 24*time.Hour {
+			continue
+		}
+		w.certReported[name] = now
+		days := int(notAfter.Sub(now).Hours() / 24)
+		w.Sender.Notify(ctx, Notification{Kind: KindCertExpiring, Title: "certificate expiring: " + name,
+			Message: fmt.Sprintf("The certificate the web proxy serves for %s expires on %s, in %d day(s); it should have been renewed by now.",
+				name, notAfter.UTC().Format("2006-01-02"), days)})
+	}
+}
+
+// servedExpiry is the expiry of the certificate served at addr for name.
+// The chain is not verified: an expiring or already broken certificate is
+// exactly what is looked for, and nothing is sent over the connection.
+func servedExpiry(ctx context.Context, addr, name string) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer c.Close()
+	certs := c.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return time.Time{}, fmt.Errorf("%s served no certificate for %s", addr, name)
+	}
+	return certs[0].NotAfter, nil
+}
+
+func (w *Watcher) logins(ctx context.Context) error {
+	now := w.now()
+	if !w.lastBurst.IsZero() && now.Sub(w.lastBurst) < LoginBurstWindow {
+		return nil
+	}
+	n, err := w.Store.CountAuditSince(ctx, now.Add(-LoginBurstWindow), w.LoginFailureKinds)
+	if err != nil {
+		return err
+	}
+	if n < LoginBurst {
+		return nil
+	}
+	w.lastBurst = now
+	w.Sender.Notify(ctx, Notification{Kind: KindLoginBurst, Title: "burst of failed logins",
+		Message: fmt.Sprintf("%d failed dashboard logins in the last %d minutes; see Security → Audit log.", n, int(LoginBurstWindow.Minutes()))})
+	return nil
+}
+
+// BannerJails reads the banned addresses of every jail from the ban tool.
+func BannerJails(b *banner.Service) func(ctx context.Context) ([]Jail, error) {
+	return func(ctx context.Context) ([]Jail, error) {
+		st, err := b.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var out []Jail
+		for _, j := range st.Jails {
+			out = append(out, Jail{Name: j.Name, Banned: j.Banned})
+		}
+		return out, nil
+	}
+}
