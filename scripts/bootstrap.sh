@@ -3,7 +3,7 @@
 # {base_url} and gives it reverse tunnels.
 #
 #   bash bootstrap.sh <TOKEN>
-#   curl -fsSL {base_url}/static/bootstrap.sh | bash -s <TOKEN>
+#   curl -fsSL {base_url}/static/bootstrap.sh | bash -s -- <TOKEN>
 #
 # Environment:
 #   TUNNEL_MACHINE_NAME  machine name; skips the prompt (unattended installs)

@@ -120,7 +120,7 @@ func TestMachineJoin(t *testing.T) {
 	m.Must("useradd", "-m", "-s", "/bin/bash", "alice")
 	m.WriteFile("/etc/sudoers.d/alice", []byte("alice ALL=(ALL) NOPASSWD:ALL\n"), 0o440)
 	t0 := time.Now()
-	oneLiner := fmt.Sprintf("curl -fsSL %s/static/bootstrap.sh | bash -s %s", baseURL, token)
+	oneLiner := fmt.Sprintf("curl -fsSL %s/static/bootstrap.sh | bash -s -- %s", baseURL, token)
 	out, err := m.ExecInput([]byte("nas-1\n"), "runuser", "-u", "alice", "--", "script", "-qec", oneLiner, "/dev/null")
 	t.Logf("bootstrap.sh (%s):\n%s", time.Since(t0).Round(time.Millisecond), out)
 	if err != nil || !strings.Contains(out, `"nas-1" is joined`) {
