@@ -122,6 +122,7 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 const (
 	SocketDashboard = "dashboard"
 	SocketPlugin    = "frps-plugin"
+	SocketGate      = "gate"
 )
 
 // Listeners are the daemon's sockets.
@@ -130,6 +131,9 @@ type Listeners struct {
 	Dashboard []net.Listener
 	// Plugin serves frps's plugin calls.
 	Plugin net.Listener
+	// Gate serves the web proxy's access checks (nil: listen on
+	// --gate-listen).
+	Gate net.Listener
 }
 
 // TakeListeners returns the sockets systemd passed, picked by name, and
@@ -150,6 +154,10 @@ func TakeListeners(cfg *config.Config) (*Listeners, error) {
 			case name == SocketPlugin && ls.Plugin == nil:
 				ls.Plugin = l
 			case name == SocketPlugin:
+				l.Close()
+			case name == SocketGate && ls.Gate == nil:
+				ls.Gate = l
+			case name == SocketGate:
 				l.Close()
 			default:
 				ls.Dashboard = append(ls.Dashboard, l)
@@ -182,6 +190,9 @@ func (ls *Listeners) close() {
 	if ls.Plugin != nil {
 		ls.Plugin.Close()
 	}
+	if ls.Gate != nil {
+		ls.Gate.Close()
+	}
 }
 
 // Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
@@ -204,10 +215,13 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	// The gate's listener first: the Caddyfile names its real address
-	// (--gate-listen 127.0.0.1:0 picks a free port).
-	gl, err := net.Listen("tcp", cfg.GateListen)
-	if err != nil {
-		return fmt.Errorf("access gate listener: %w", err)
+	// (tunnelsvc-gate.socket's; without systemd --gate-listen, where
+	// 127.0.0.1:0 picks a free port).
+	gl := lis.Gate
+	if gl == nil {
+		if gl, err = net.Listen("tcp", cfg.GateListen); err != nil {
+			return fmt.Errorf("access gate listener: %w", err)
+		}
 	}
 	cfg.GateListen = gl.Addr().String()
 	ls := lis.Dashboard

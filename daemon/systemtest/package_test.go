@@ -177,7 +177,7 @@ func TestPackage(t *testing.T) {
 		}
 		h.Must("systemctl", "restart", "caddy")
 		operatorServed("after a caddy restart")
-		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket"} {
+		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"} {
 			if st := v.show(u, "ActiveState", "UnitFileState"); st["ActiveState"] != "active" || st["UnitFileState"] != "enabled" {
 				t.Fatalf("%s: %v", u, st)
 			}
@@ -226,6 +226,11 @@ func TestPackage(t *testing.T) {
 		})
 
 		tok := v.data("POST", "/api/bootstrap/tokens", `{}`, 200)
+		// Made over loopback, the join command still names an address
+		// machines reach: with the proxy installed, https://router.<domain>.
+		if cmd, _ := tok["command"].(string); !strings.Contains(cmd, "https://router.example.test/static/bootstrap.sh") || strings.Contains(cmd, "127.0.0.1") {
+			t.Fatalf("join command made over loopback: %q", cmd)
+		}
 		reg := v.data("POST", "/api/bootstrap", fmt.Sprintf(`{"token":%q,"name":"m1","username":"root"}`, tok["token"]), 200)
 		tunnelPort = int(reg["tunnel_port"].(float64))
 		conf, _ := reg["revtunnel_client_config"].(string)
@@ -366,7 +371,7 @@ func TestPackage(t *testing.T) {
 			}
 		}
 		h.WriteFile("/usr/sbin/policy-rc.d", []byte("#!/bin/sh\nexit 101\n"), 0o755)
-		h.Must("systemctl", "stop", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service")
+		h.Must("systemctl", "stop", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc.service")
 		reinstall()
 		h.Must("rm", "/usr/sbin/policy-rc.d")
 		if st := v.show("tunnelsvc.socket", "ActiveState")["ActiveState"]; st != "inactive" {
@@ -377,7 +382,7 @@ func TestPackage(t *testing.T) {
 		if st := v.show("tunnelsvc.socket", "ActiveState", "UnitFileState"); st["ActiveState"] != "inactive" || st["UnitFileState"] != "disabled" {
 			t.Fatalf("the admin's disabled socket after an upgrade: %v", st)
 		}
-		h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket")
+		h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket")
 		if a := v.do("GET", "/healthz", ""); a.status != 200 {
 			t.Fatalf("GET /healthz: %d %s", a.status, a.raw)
 		}
@@ -397,12 +402,12 @@ func TestPackage(t *testing.T) {
 		if out, err := h.Exec("pgrep", "-a", "frps"); err == nil {
 			t.Fatalf("frps still runs:\n%s", out)
 		}
-		for _, u := range []string{"revtunnel-server.service", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-firewall.service"} {
+		for _, u := range []string{"revtunnel-server.service", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc-firewall.service"} {
 			if st := v.show(u, "ActiveState", "LoadState"); st["ActiveState"] != "inactive" || st["LoadState"] != "not-found" {
 				t.Fatalf("%s after remove: %v", u, st)
 			}
 		}
-		if ss := h.Must("ss", "-Hltn"); strings.Contains(ss, ":7380 ") || strings.Contains(ss, ":7381 ") {
+		if ss := h.Must("ss", "-Hltn"); strings.Contains(ss, ":7380 ") || strings.Contains(ss, ":7381 ") || strings.Contains(ss, ":7382 ") {
 			t.Fatalf("our ports are still open:\n%s", ss)
 		}
 		if _, err := h.Exec("nft", "list", "table", "inet", "tunnelsvc"); err == nil {
@@ -513,7 +518,7 @@ func checkRPM(t *testing.T, path string) {
 		}
 	}
 	// Units in %{_unitdir}, and the package owns its directories.
-	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
 		if files := q("-l"); !strings.Contains(files, "/usr/lib/systemd/system/"+u+"\n") {
 			t.Fatalf("the rpm has no /usr/lib/systemd/system/%s:\n%s", u, files)
 		}

@@ -47,7 +47,7 @@ func installVPS(t *testing.T) *vps {
 	h := testbed.Boot(t, "vps")
 	root := testbed.Root(t)
 	h.CopyIn(bin, "/usr/bin/tunnelsvc", 0o755)
-	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc.service", "revtunnel-server.service"} {
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc.service", "revtunnel-server.service"} {
 		h.CopyIn(filepath.Join(root, "systemd", u), "/etc/systemd/system/"+u, 0o644)
 	}
 	// A short watchdog, so a daemon that stopped pinging would be killed
@@ -62,7 +62,7 @@ func installVPS(t *testing.T) *vps {
 	h.WriteFile("/etc/revtunnel/server.crt", []byte("stand-in\n"), 0o644)
 	h.WriteFile("/etc/revtunnel/server.key", []byte("stand-in\n"), 0o600)
 	h.Must("systemctl", "daemon-reload")
-	h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket")
+	h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket")
 	jar, _ := cookiejar.New(nil)
 	return &vps{Host: h, t: t, client: &http.Client{
 		Jar:       jar,
@@ -204,7 +204,7 @@ func TestSystemd(t *testing.T) {
 				t.Fatalf("activation %d: GET /healthz: %d %s", i+1, a.status, a.raw)
 			}
 		}
-		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket"} {
+		for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"} {
 			if st := v.show(u, "ActiveState", "Result"); st["ActiveState"] != "active" || st["Result"] != "success" {
 				t.Fatalf("%s after 8 activations: %v", u, st)
 			}
@@ -227,6 +227,21 @@ func TestSystemd(t *testing.T) {
 		}
 		if out, _ := v.Exec("journalctl", "--no-pager", "-u", "tunnelsvc.service", "-g", "serving frps plugin calls"); strings.Count(out, "addr=127.0.0.1:7381") == 0 {
 			t.Fatalf("no plugin listener in the journal:\n%s", out)
+		}
+	})
+
+	t.Run("web proxy's gate check starts the daemon", func(t *testing.T) {
+		v.Must("systemctl", "stop", "tunnelsvc.service")
+		// What Caddy asks before a request to an HTTP tunnel, here for a
+		// host that is no tunnel; no dashboard request.
+		code := v.Must("curl", "-sS", "--max-time", "20", "-o", "/dev/null", "-w", "%{http_code}",
+			"-H", "X-Forwarded-Host: nothing.example.test", "-H", "X-Forwarded-Method: GET", "-H", "X-Forwarded-Uri: /",
+			"http://127.0.0.1:7382/check")
+		if code == "000" || code == "" {
+			t.Fatalf("the gate did not answer: %q", code)
+		}
+		if st := v.show("tunnelsvc.service", "ActiveState")["ActiveState"]; st != "active" {
+			t.Fatalf("tunnelsvc.service is %s after a gate check", st)
 		}
 	})
 
