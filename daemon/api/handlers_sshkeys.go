@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -104,13 +105,15 @@ func (s *Server) sshKeyDownload(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := mux.Vars(r)["id"]
-	if _, err := s.sshkeys.Get(r.Context(), id); errors.Is(err, sshkeys.ErrNotFound) {
+	key, err := s.sshkeys.Get(r.Context(), id)
+	if errors.Is(err, sshkeys.ErrNotFound) {
 		return Errorf(http.StatusNotFound, "key not found")
 	} else if err != nil {
 		return Internal("could not read the key", err)
 	}
 	c := client(r)
-	if err := s.totp.StepUp(r.Context(), c, body, "download SSH key "+id); err != nil {
+	// The audit log names the key, as every other key entry does.
+	if err := s.totp.StepUp(r.Context(), c, body, fmt.Sprintf("download SSH key %q (%s)", key.Name, id)); err != nil {
 		return twoFAError(w, err, http.StatusUnauthorized)
 	}
 	pemText, err := s.sshkeys.Download(r.Context(), c, id)

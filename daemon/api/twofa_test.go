@@ -464,3 +464,44 @@ func checkQR(t testing.TB, dataURL, secret, account string) {
 func base32Decode(s string) ([]byte, error) {
 	return base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(s)
 }
+
+// TestAuditNamesKeysAndDevices: the audit log names SSH keys and 2FA
+// devices by their names (with the id beside), in step-up failures and in
+// 2FA logins too, as the dashboard's audit page shows it.
+func TestAuditNamesKeysAndDevices(t *testing.T) {
+	e := newEnv(t)
+	session := e.setup()
+	key := data(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/generate", cookie: session, body: `{"name":"laptop key"}`}))
+	id := key["id"].(string)
+	secret, _ := e.enableTOTP(session, "phone")
+	wantError(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/" + id + "/download", cookie: session, body: `{"code":"000000"}`}), 401, "invalid code")
+	pending := e.pendingLogin("")
+	if r := e.login2FA(pending, codeFor(t, secret, e.now.Add(30*time.Second)), ""); r.Code != 200 {
+		t.Fatalf("2FA login: %d %s", r.Code, r.Body)
+	}
+	entries, err := e.st.ListAudit(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"STEP_UP_FAILED":    `download SSH key "laptop key" (` + id + `)`,
+		"LOGIN_2FA_SUCCESS": `device "phone" (`,
+		"TOTP_DEVICE_ADDED": `device "phone" (`,
+	}
+	for kind, frag := range want {
+		found := false
+		for _, en := range entries {
+			if en.Kind == kind && strings.Contains(en.Detail, frag) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s entry naming %s", kind, frag)
+		}
+	}
+	if t.Failed() {
+		for _, en := range entries {
+			t.Logf("%s %q", en.Kind, en.Detail)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"unicode"
@@ -168,7 +169,7 @@ func (s *Service) Confirm(ctx context.Context, c auth.Client, code, name string)
 	if !first {
 		backupCodes = nil
 	}
-	s.record(ctx, c, KindDeviceAdded, "device "+en.DeviceID+" ("+name+")")
+	s.record(ctx, c, KindDeviceAdded, fmt.Sprintf("device %q (%s)", name, en.DeviceID))
 	if first {
 		s.record(ctx, c, KindEnabled, "")
 	}

@@ -3,6 +3,7 @@ package totp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -84,7 +85,7 @@ func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken
 		s.record(ctx, c, KindBackupCodeUsed, "2FA login")
 		detail = "backup code"
 	} else {
-		detail = "device " + m.device.ID
+		detail = fmt.Sprintf("device %q (%s)", m.device.Name, m.device.ID)
 	}
 	s.record(ctx, c, KindLoginSuccess, detail)
 	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)

@@ -111,7 +111,7 @@ func (s *Service) RemoveDevice(ctx context.Context, c auth.Client, id, code stri
 	if err != nil {
 		return err
 	}
-	s.record(ctx, c, KindDeviceRemoved, "device "+id+" ("+name+")")
+	s.record(ctx, c, KindDeviceRemoved, fmt.Sprintf("device %q (%s)", name, id))
 	if lastGone {
 		s.record(ctx, c, KindDisabled, "the last device was removed")
 	}
