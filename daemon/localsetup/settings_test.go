@@ -14,9 +14,14 @@ import (
 // functions: the set-up settings (every key the dashboard's settings use,
 // firewall mode included), the operator password (a credential, kept by
 // auth alone), the ban tool's own JSON config, the tunnel CA (its sealed
-// key, kept by tunnelca alone) and publish's record of having turned
-// route_localnet on (internal state, no operator setting).
+// key, kept by tunnelca alone), publish's record of having turned
+// route_localnet on (internal state, no operator setting), the monitor's
+// two credentials (frps's dashboard password, sealed; the metrics token's
+// hash) and notify's own JSON settings (like the ban tool's).
 var settingsOwners = map[string]bool{
+	"monitor/frps.go":        true,
+	"monitor/token.go":       true,
+	"notify/settings.go":     true,
 	"localsetup/settings.go": true,
 	"auth/service.go":        true,
 	"banner/config.go":       true,
