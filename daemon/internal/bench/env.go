@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -54,14 +55,21 @@ func FindBins(root string) (Bins, error) {
 	return b, nil
 }
 
-// FreePort asks the kernel for an unused loopback port.
+// FreePort returns a loopback port that was free a moment ago.
+//
+// It picks from 12000–19999, below the kernel's ephemeral range: a port the
+// kernel handed out as free there may be taken a moment later by any
+// outgoing connection, and the load phases open thousands of them, which
+// made later figures fail with "address already in use".
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 500 {
+		port := 12000 + mrand.IntN(8000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free loopback port between 12000 and 19999")
 }
 
 // Proc is a child process in its own process group.
@@ -220,6 +228,13 @@ type Daemon struct {
 // StartDaemon runs the daemon binary on free loopback ports with its data
 // in dir. It does not set the password.
 func StartDaemon(bins Bins, dir string) (*Daemon, error) {
+	return StartDaemonPorts(bins, dir, 0)
+}
+
+// StartDaemonPorts is StartDaemon with a tunnel port range of n ports
+// (100 when n is 0). Figures that register many machines and run no frps
+// need more than a range whose ports frps would bind.
+func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
 	ports := make([]int, 4)
 	for i := range ports {
@@ -236,6 +251,10 @@ func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 	// A tunnel port range of our own, away from the ephemeral range.
 	d.PortLo = 21000 + int(time.Now().UnixNano()%80)*100
 	d.PortHi = d.PortLo + 99
+	if n > 100 {
+		// Nothing binds these: the figures that ask for them run no frps.
+		d.PortLo, d.PortHi = 20000, 20000+n-1
+	}
 	d.Base = "http://" + d.Listen
 	var err error
 	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",

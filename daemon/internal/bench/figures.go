@@ -575,7 +575,7 @@ func IdleRSS(o Options) Row {
 // allocation, 50 concurrent.
 func Registrations(o Options) Row {
 	row := Row{Figure: "bootstrap registrations, 50 concurrent", Goal: "≥ 200/s", Baseline: "none (absolute)"}
-	d, err := StartDaemon(o.Bins, filepath.Join(o.Dir, "reg"))
+	d, err := StartDaemonPorts(o.Bins, filepath.Join(o.Dir, "reg"), 2*o.Registrations)
 	if err != nil {
 		row.Measured = "error: " + err.Error()
 		return row
@@ -629,7 +629,7 @@ func Registrations(o Options) Row {
 // through the API.
 func LoadedRSS(o Options) Row {
 	row := Row{Figure: fmt.Sprintf("daemon RSS with %d machines and %d tunnels", o.Machines, o.Tunnels), Goal: "reported", Baseline: "idle RSS of the same daemon before they were added"}
-	d, err := StartDaemon(o.Bins, filepath.Join(o.Dir, "loaded"))
+	d, err := StartDaemonPorts(o.Bins, filepath.Join(o.Dir, "loaded"), 2*o.Machines+o.Tunnels)
 	if err != nil {
 		row.Measured = "error: " + err.Error()
 		return row
