@@ -2,8 +2,6 @@ package localsetup_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,19 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
-	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -41,10 +31,6 @@ import (
 // tunnel's port on the VPS side answers.
 func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub, answer string) {
 	t.Helper()
-	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s, path %s", answer, r.URL.Path)
@@ -52,56 +38,13 @@ func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub,
 	t.Cleanup(web.Close)
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
-	frpsPort := testutil.FreePort(t)
-	lo := testutil.TunnelPortBase()
-	ports := store.PortRange{Lo: lo, Hi: lo + 99}
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
-	t.Cleanup(plugin.Close)
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
-		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
-		ClientConfigPath: filepath.Join(dir, "client.toml"),
-	}
-	deployer := &revtunnel.Deployer{
-		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
-		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
-	}
-	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
-			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
-	}
-	if _, err := deployer.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frps", frps, "-c", deployer.Path)
-	testutil.WaitListening(t, frpsPort, 10*time.Second)
-	tok, err := svc.CreateToken(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := startTunnelServer(t, ctx, st, dir, log)
 	kind, name := "http", sub
-	tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
+	tun, err := ts.svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := svc.ClientConfig(ctx, reg.MachineID, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	confPath := filepath.Join(dir, "client.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frpc", frpc, "-c", confPath)
-	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+	ts.runClient(t, ctx, tun.RemotePort)
 }
 
 // TestHTTPSFromACMEServer: a machine's web app is served at

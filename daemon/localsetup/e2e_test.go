@@ -70,7 +70,6 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	sealer, _ := seal.LoadOrCreate(filepath.Join(dir, "data"))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -79,55 +78,14 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	defer web.Close()
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
-	frpsPort := testutil.FreePort(t)
-	lo := testutil.TunnelPortBase()
-	ports := store.PortRange{Lo: lo, Hi: lo + 99}
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
-	defer plugin.Close()
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
-		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
-		ClientConfigPath: filepath.Join(dir, "client.toml"),
-	}
-	deployer := &revtunnel.Deployer{
-		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
-		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
-	}
-	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
-			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
-	}
-	if _, err := deployer.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frps", frps, "-c", deployer.Path)
-	testutil.WaitListening(t, frpsPort, 10*time.Second)
-
-	tok, err := svc.CreateToken(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := startTunnelServer(t, ctx, st, dir, log)
+	svc := ts.svc
 	kind, sub, name := "http", "files", "files"
-	tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
+	tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf, err := svc.ClientConfig(ctx, reg.MachineID, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	confPath := filepath.Join(dir, "client.toml")
-	os.WriteFile(confPath, []byte(conf), 0o600)
-	testutil.Start(t, "frpc", frpc, "-c", confPath)
-	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+	ts.runClient(t, ctx, tun.RemotePort)
 
 	// The set-up renders the Caddyfile from the stored domain and tunnels.
 	setup := &localsetup.Service{
@@ -203,4 +161,78 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		return nil
 	})
 	t.Logf("Caddyfile redeployed %v after the rename", took)
+}
+
+// tunnelServer is a real frps on loopback, answering to the daemon's plugin
+// and serving a certificate of the daemon's tunnel CA, with one machine
+// ("nas") registered to it. The real-engine tests below share it.
+type tunnelServer struct {
+	svc       *machines.Service
+	machineID int64
+	dir       string
+}
+
+// startTunnelServer starts frps from the daemon's own config and registers
+// the machine; log receives the daemon side's lines.
+func startTunnelServer(t *testing.T, ctx context.Context, st *store.Store, dir string, log *slog.Logger) *tunnelServer {
+	t.Helper()
+	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frpsPort := testutil.FreePort(t)
+	lo := testutil.TunnelPortBase()
+	ports := store.PortRange{Lo: lo, Hi: lo + 99}
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
+	t.Cleanup(plugin.Close)
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sp, _ := ssh.NewPublicKey(pub)
+	svc := &machines.Service{
+		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
+		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
+		ClientConfigPath: filepath.Join(dir, "client.toml"),
+	}
+	deployer := &revtunnel.Deployer{
+		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
+		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
+	}
+	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
+		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
+			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
+	}
+	if _, err := deployer.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Start(t, "frps", frps, "-c", deployer.Path)
+	testutil.WaitListening(t, frpsPort, 10*time.Second)
+
+	tok, err := svc.CreateToken(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tunnelServer{svc: svc, machineID: reg.MachineID, dir: dir}
+}
+
+// runClient starts the machine's frpc on its current config and waits until
+// frps listens on every port given.
+func (ts *tunnelServer) runClient(t *testing.T, ctx context.Context, ports ...int) {
+	t.Helper()
+	conf, err := ts.svc.ClientConfig(ctx, ts.machineID, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(ts.dir, "client.toml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Start(t, "frpc", frpc, "-c", confPath)
+	for _, p := range ports {
+		testutil.WaitListening(t, p, 10*time.Second)
+	}
 }

@@ -2,13 +2,10 @@ package localsetup_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -33,11 +28,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -138,7 +129,6 @@ func newGateBed(t *testing.T) *gateBed {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	sealer, _ := seal.LoadOrCreate(filepath.Join(dir, "data"))
 	logBuf := &testutil.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logBuf, nil))
 
@@ -148,43 +138,8 @@ func newGateBed(t *testing.T) *gateBed {
 	t.Cleanup(web.Close)
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
-	frpsPort := testutil.FreePort(t)
-	// Below the ephemeral range, where other connections take ports.
-	lo := 21000 + mrand.IntN(11000)
-	ports := store.PortRange{Lo: lo, Hi: lo + 99}
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
-	t.Cleanup(plugin.Close)
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
-		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
-		ClientConfigPath: filepath.Join(dir, "client.toml"),
-	}
-	deployer := &revtunnel.Deployer{
-		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
-		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
-	}
-	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
-			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
-	}
-	if _, err := deployer.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frps", frps, "-c", deployer.Path)
-	testutil.WaitListening(t, frpsPort, 10*time.Second)
-
-	tok, err := svc.CreateToken(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts := startTunnelServer(t, ctx, st, dir, log)
+	svc := ts.svc
 	b := &gateBed{t: t, svc: svc, log: logBuf, tunnels: map[string]machines.Tunnel{}}
 	str := func(s string) *string { return &s }
 	for _, c := range []struct {
@@ -199,7 +154,7 @@ func newGateBed(t *testing.T) *gateBed {
 		{"op", "operator", "", nil},
 		{"oplan", "operator", "", []string{"127.0.0.2/32"}},
 	} {
-		in := machines.TunnelInput{MachineID: &reg.MachineID, Name: str(c.sub), Kind: str("http"), LocalPort: &webPort,
+		in := machines.TunnelInput{MachineID: &ts.machineID, Name: str(c.sub), Kind: str("http"), LocalPort: &webPort,
 			Subdomain: str(c.sub), Access: str(c.access)}
 		if c.pw != "" {
 			in.Password = str(c.pw)
@@ -213,16 +168,11 @@ func newGateBed(t *testing.T) *gateBed {
 		}
 		b.tunnels[c.sub] = tun
 	}
-	conf, err := svc.ClientConfig(ctx, reg.MachineID, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	confPath := filepath.Join(dir, "client.toml")
-	os.WriteFile(confPath, []byte(conf), 0o600)
-	testutil.Start(t, "frpc", frpc, "-c", confPath)
+	var tunnelPorts []int
 	for _, tun := range b.tunnels {
-		testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+		tunnelPorts = append(tunnelPorts, tun.RemotePort)
 	}
+	ts.runClient(t, ctx, tunnelPorts...)
 
 	// The daemon's parts: the dashboard API (for operator sign-in) and the
 	// gate, sharing the login rate limit and the audit log.
