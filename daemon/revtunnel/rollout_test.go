@@ -27,9 +27,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 // machineSys is the machine side of the agent: the real Applier (frpc
@@ -85,15 +83,7 @@ func legacy(conf string) string {
 func TestRolloutPinsExistingMachine(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, st := testCAStore(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	lo := testutil.TunnelPortBase()
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
@@ -102,7 +92,7 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
 		AgentLocalPort: freePort(t), ClientAdminPort: freePort(t), ClientConfigPath: clientPath,
 	}
@@ -135,7 +125,7 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 	t.Cleanup(plugin.Close)
 	d := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CA:       ca,
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 	}
 	d.Params = func(context.Context) (frpconf.ServerParams, error) {

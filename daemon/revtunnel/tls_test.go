@@ -209,15 +209,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 func TestImpostorServerGetsNoLogin(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, st := testCAStore(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	echoPort := echoServer(t)
 	lo := testutil.TunnelPortBase()
@@ -227,7 +219,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: impostorPort, SSHLocalPort: echoPort,
 		ClientAdminPort: freePort(t),
 	}
@@ -306,7 +298,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	t.Cleanup(plugin.Close)
 	d := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
+		CA:       ca,
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 		Host: func(context.Context) (string, error) { return "127.0.0.1", nil },
 	}
