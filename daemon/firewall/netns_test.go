@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,35 +82,17 @@ func dialHelper(targets []string) {
 
 func needTools(t testing.TB) {
 	t.Helper()
-	for tool, pkg := range map[string]string{"nft": "nftables", "ip": "iproute2"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (scripts/install-deps.sh installs %s)", tool, pkg)
-		}
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("network namespace tests need root (make test runs as root, as CI does)")
-	}
+	testutil.NeedNetnsTools(t, map[string]string{"nft": "nftables", "ip": "iproute2"})
 }
-
-var nsSeq atomic.Int32
 
 func run(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testutil.Run(t, args...)
 }
 
-// newNetns creates a network namespace that is deleted when the test ends.
 func newNetns(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("tsvc9-%d-%d", os.Getpid(), nsSeq.Add(1))
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	return name
+	return testutil.NewNetns(t, "tsvc9")
 }
 
 // pair is a server namespace and a client namespace joined by a veth pair on
@@ -124,7 +106,7 @@ type pair struct {
 func newPair(t testing.TB) *pair {
 	t.Helper()
 	p := &pair{srv: newNetns(t), cli: newNetns(t), srv4: "10.199.9.1", srv6: "fd99:9::1"}
-	n := nsSeq.Add(1)
+	n := testutil.NetnsSeq()
 	vs, vc := fmt.Sprintf("t9s%d", n), fmt.Sprintf("t9c%d", n)
 	run(t, "ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
 	run(t, "ip", "link", "set", vs, "netns", p.srv)

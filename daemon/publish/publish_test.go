@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,34 +147,17 @@ func TestRenderGolden(t *testing.T) {
 
 func needTools(t testing.TB) {
 	t.Helper()
-	for tool, pkg := range map[string]string{"nft": "nftables", "ip": "iproute2", "sysctl": "procps"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (scripts/install-deps.sh installs %s)", tool, pkg)
-		}
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("network namespace tests need root (make test runs as root, as CI does)")
-	}
+	testutil.NeedNetnsTools(t, map[string]string{"nft": "nftables", "ip": "iproute2", "sysctl": "procps"})
 }
-
-var nsSeq atomic.Int32
 
 func run(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testutil.Run(t, args...)
 }
 
 func newNetns(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("tsvcpub-%d-%d", os.Getpid(), nsSeq.Add(1))
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	return name
+	return testutil.NewNetns(t, "tsvcpub")
 }
 
 // helper starts this binary in ns as a helper on 127.0.0.1:port.
@@ -248,7 +230,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	vps, cli := newNetns(t), newNetns(t)
-	n := nsSeq.Add(1)
+	n := testutil.NetnsSeq()
 	vs, vc := fmt.Sprintf("tpb%ds%d", os.Getpid()%10000, n), fmt.Sprintf("tpb%dc%d", os.Getpid()%10000, n)
 	run(t, "ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
 	run(t, "ip", "link", "set", vs, "netns", vps)
