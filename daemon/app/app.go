@@ -131,15 +131,14 @@ type Listeners struct {
 	Dashboard []net.Listener
 	// Plugin serves frps's plugin calls.
 	Plugin net.Listener
-	// Gate serves the web proxy's access checks (nil: listen on
-	// --gate-listen).
+	// Gate serves the web proxy's access checks.
 	Gate net.Listener
 }
 
 // TakeListeners returns the sockets systemd passed, picked by name, and
-// listens itself on cfg.Listen or cfg.PluginListen for any that systemd did
-// not pass (no socket activation at all, as in `make run`, or a plugin
-// socket the operator disabled). A passed socket of any other name is a
+// listens itself on cfg.Listen, cfg.PluginListen or cfg.GateListen for any
+// that systemd did not pass (no socket activation at all, as in `make run`,
+// or a socket the operator disabled). A passed socket of any other name is a
 // dashboard socket.
 func TakeListeners(cfg *config.Config) (*Listeners, error) {
 	named, err := activation.ListenersWithNames()
@@ -180,6 +179,14 @@ func TakeListeners(cfg *config.Config) (*Listeners, error) {
 		}
 		ls.Plugin = l
 	}
+	if ls.Gate == nil {
+		l, err := net.Listen("tcp", cfg.GateListen)
+		if err != nil {
+			ls.close()
+			return nil, fmt.Errorf("access gate listener: %w", err)
+		}
+		ls.Gate = l
+	}
 	return ls, nil
 }
 
@@ -214,15 +221,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The gate's listener first: the Caddyfile names its real address
-	// (tunnelsvc-gate.socket's; without systemd --gate-listen, where
-	// 127.0.0.1:0 picks a free port).
+	// The Caddyfile names the gate's real address (with --gate-listen
+	// 127.0.0.1:0 the kernel picks the port).
 	gl := lis.Gate
-	if gl == nil {
-		if gl, err = net.Listen("tcp", cfg.GateListen); err != nil {
-			return fmt.Errorf("access gate listener: %w", err)
-		}
-	}
 	cfg.GateListen = gl.Addr().String()
 	ls := lis.Dashboard
 	// Registration hands out the default key's public half, generating an
