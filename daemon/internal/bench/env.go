@@ -457,14 +457,20 @@ func StartFRPC(bins Bins, dir, name, conf string) (*Proc, error) {
 		return nil, err
 	}
 	conf = adminPort.ReplaceAllString(conf, fmt.Sprintf("port = %d", port))
-	path := filepath.Join(dir, name+".toml")
-	// The config carries the tunnel CA and names its own path as the CA
-	// file: point that at where this copy lives.
-	conf = trustedCA.ReplaceAllString(conf, "trustedCaFile = '"+path+"'")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+	path, err := writeClientConfig(dir, name, conf)
+	if err != nil {
 		return nil, err
 	}
 	return StartProc("frpc "+name, bins.FRPC, "-c", path)
+}
+
+// writeClientConfig writes a machine's frpc config to dir/name.toml. The
+// config carries the tunnel CA and names its own path as the CA file: that
+// is pointed at where this copy lives.
+func writeClientConfig(dir, name, conf string) (string, error) {
+	path := filepath.Join(dir, name+".toml")
+	conf = trustedCA.ReplaceAllString(conf, "trustedCaFile = '"+path+"'")
+	return path, os.WriteFile(path, []byte(conf), 0o600)
 }
 
 // waitFor polls cond every 20 ms until it holds or d passes.

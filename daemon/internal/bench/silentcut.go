@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -89,10 +88,8 @@ func (w *World) SilentCut(ctx context.Context) Row {
 		return fail(err)
 	}
 	conf = serverAddrLine.ReplaceAllString(conf, fmt.Sprintf("serverAddr = '%s'", hostIP))
-	path := filepath.Join(w.opts.Dir, name+".toml")
-	// The config carries the tunnel CA and names its own path as the CA file.
-	conf = trustedCA.ReplaceAllString(conf, "trustedCaFile = '"+path+"'")
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+	path, err := writeClientConfig(w.opts.Dir, name, conf)
+	if err != nil {
 		return fail(err)
 	}
 	if frpc, err = StartProc("frpc "+name, "ip", "netns", "exec", ns, w.opts.Bins.FRPC, "-c", path); err != nil {
