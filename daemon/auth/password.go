@@ -87,9 +87,5 @@ func HashPassword(ctx context.Context, pw string) (string, error) {
 // login: one hash in flight per client, a bounded queue, and a
 // *RateLimitedError when the bound is full.
 func VerifyClientPassword(ctx context.Context, c Client, encoded, pw string) (bool, error) {
-	t := Ticket{Priority: true}
-	if c.Addr.IsValid() {
-		t = Ticket{Key: LimitKey(c.Addr), Keyed: true}
-	}
-	return verifyPassword(ctx, defaultGate, t, encoded, pw)
+	return verifyPassword(ctx, defaultGate, clientTicket(c, nil), encoded, pw)
 }

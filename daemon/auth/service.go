@@ -80,12 +80,16 @@ func (s *Service) gate() *Gate {
 }
 
 // ticket is c's place at the argon2id gate.
-func (s *Service) ticket(c Client) Ticket {
+func (s *Service) ticket(c Client) Ticket { return clientTicket(c, &s.Known) }
+
+// clientTicket is c's place at the argon2id gate: one run at a time per
+// client key, ahead of the queue when known (may be nil) has seen it.
+func clientTicket(c Client, known *KnownClients) Ticket {
 	if !c.Addr.IsValid() {
 		return Ticket{Priority: true}
 	}
 	k := LimitKey(c.Addr)
-	return Ticket{Key: k, Keyed: true, Priority: s.Known.Has(k)}
+	return Ticket{Key: k, Keyed: true, Priority: known != nil && known.Has(k)}
 }
 
 // IDKey runs argon2id for client c through the daemon's one bound (see
