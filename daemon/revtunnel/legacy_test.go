@@ -3,11 +3,9 @@ package revtunnel_test
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,95 +23,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
-// oldAgent stands in for tunnel-agent as installed before signed requests
-// (commit 343db07, daemon/agent/agent.go): its authorization and its routes,
-// copied. Every request must carry the agent token as a Bearer header;
-// anything else is 401 with WWW-Authenticate. It records the requests that
-// carried the token.
-type oldAgent struct {
-	Token string
-	Unit  string
-	Sys   agent.System
-
-	mu   sync.Mutex
-	seen []string
-}
-
-func (s *oldAgent) Seen() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.seen, ",")
-}
-
-func (s *oldAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="tunnel-agent"`)
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "agent token required (Authorization: Bearer <token>)"})
-		return
-	}
-	s.mu.Lock()
-	s.seen = append(s.seen, r.Method+" "+r.URL.Path)
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	switch r.Method + " " + r.URL.Path {
-	case "GET /status":
-		props, err := s.Sys.UnitState(ctx)
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not read the state of " + s.Unit + ": " + err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusOK, agent.Status{Unit: s.Unit, ActiveState: props["ActiveState"], SubState: props["SubState"]})
-	case "POST /restart":
-		// Answer first, then restart: the answer travels through the
-		// tunnel client being restarted.
-		writeJSON(w, http.StatusAccepted, map[string]string{"message": s.Unit + " restart started; the tunnel reconnects in a few seconds"})
-		go func() {
-			time.Sleep(500 * time.Millisecond)
-			s.Sys.Restart(context.Background())
-		}()
-	case "PUT /config":
-		body, err := io.ReadAll(io.LimitReader(r.Body, agent.MaxConfigBytes+1))
-		if err != nil || len(body) > agent.MaxConfigBytes || strings.TrimSpace(string(body)) == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad config; the installed one is kept"})
-			return
-		}
-		if err := s.Sys.ApplyConfig(ctx, body); err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error() + "; the installed config is kept"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"message": "config installed and " + s.Unit + " reloaded"})
-	case "POST /uninstall":
-		if err := s.Sys.Uninstall(ctx); err != nil {
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "could not uninstall: " + err.Error()})
-			return
-		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
-	default:
-		switch r.URL.Path {
-		case "/status", "/restart", "/config", "/uninstall":
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
-		default:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
-		}
-	}
-}
-
-func (s *oldAgent) authorized(r *http.Request) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || s.Token == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.Token)) == 1
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 // TestRolloutReachesOldAgent: a machine installed before signed requests
 // (an old agent, a config without the tunnel CA) logs in to the real frps.
 // The daemon finds that the agent port's listener is frps's own socket,
@@ -121,9 +30,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // frpc onto the CA, and shows the machine with an outdated agent and what
 // to do about it.
 func TestRolloutReachesOldAgent(t *testing.T) {
-	var old *oldAgent
+	var old *testutil.OldAgent
 	r := newRolloutRig(t, func(token string, sys agent.System, _ *slog.Logger) http.Handler {
-		old = &oldAgent{Token: token, Unit: "revtunnel-client.service", Sys: sys}
+		old = &testutil.OldAgent{Token: token, Unit: "revtunnel-client.service", Sys: sys}
 		return old
 	})
 	r.sys.start()
@@ -143,6 +52,12 @@ func TestRolloutReachesOldAgent(t *testing.T) {
 	if err != nil || st.(agent.Status).ActiveState != "active" {
 		t.Fatalf("status through the old agent: %+v, %v", st, err)
 	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
 }
 
 // squatterEnv makes the test binary a squatter (see TestMain).
@@ -254,9 +169,9 @@ func startSquatter(t *testing.T, port int) *testutil.SyncBuffer {
 // request nor the config push reach it, and the machine says which uid holds
 // its port.
 func TestSquatterOnOldAgentPortGetsNoToken(t *testing.T) {
-	var old *oldAgent
+	var old *testutil.OldAgent
 	r := newRolloutRig(t, func(token string, sys agent.System, _ *slog.Logger) http.Handler {
-		old = &oldAgent{Token: token, Unit: "revtunnel-client.service", Sys: sys}
+		old = &testutil.OldAgent{Token: token, Unit: "revtunnel-client.service", Sys: sys}
 		return old
 	})
 	ctx := context.Background()
