@@ -127,7 +127,7 @@ func isLegacyAnswer(status int, h http.Header) bool {
 // request, signed, on the same connection, whose answer must be signed too.
 // The token itself is never sent, except to an agent that predates signed
 // requests, and then only once the listener on this very connection is
-// proven to be the tunnel server's (see legacy). c.HTTP's Timeout bounds
+// proven to be the tunnel server's (see proveServer). c.HTTP's Timeout bounds
 // the exchange (default 30 s); its transport is not used: each exchange
 // dials its own connection.
 func (c *Client) do(ctx context.Context, id int64, method, path string, body []byte, out any) error {
