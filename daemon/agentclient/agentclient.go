@@ -1,13 +1,16 @@
 // Package agentclient is the daemon's side of tunnel-agent: it reaches a
 // machine's agent at 127.0.0.1:<agent port> on this server, where frps
 // listens for the machine's `agent` tunnel, and signs every request with the
-// machine's agent token without sending it (agent/sign.go).
+// machine's agent token without sending it (agent/sign.go). Agents that
+// predate signed requests get the token as before (Bearer), but only through
+// a socket of the tunnel server itself (proveServer).
 package agentclient
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +27,9 @@ import (
 type Machines interface {
 	Agent(ctx context.Context, id int64) (machines.AgentAccess, error)
 	ClientConfig(ctx context.Context, id int64, fallbackHost string) (string, error)
+	// SetAgentOutdated records whether the machine's agent predates
+	// signed requests.
+	SetAgentOutdated(ctx context.Context, id int64, outdated bool) error
 }
 
 // Client talks to agents.
@@ -39,6 +45,11 @@ type Client struct {
 	// Rollout, when set, says after a push whether the machine's frpc must
 	// restart to pin the tunnel CA.
 	Rollout *Rollout
+	// ServerUID returns the uid the tunnel server (frps) runs as. An agent
+	// that predates signed requests is sent its token only on a connection
+	// whose other end is a socket of that uid (see proveServer); nil: such
+	// agents get nothing.
+	ServerUID func(ctx context.Context) (uint32, error)
 }
 
 // UnreachableError: the agent tunnel did not answer (machine offline, agent
@@ -73,16 +84,52 @@ type NotAgentError struct {
 
 func (e *NotAgentError) Error() string {
 	return fmt.Sprintf("what answers on the agent port %d of machine %d is not its agent (HTTP %d, %q, not signed with the machine's agent token): "+
-		"another program holds the port while the machine is offline, or the machine's agent predates signed requests (run bootstrap.sh on the machine again)",
+		"another program holds the port while the machine is offline",
 		e.Port, e.MachineID, e.Status, e.Said)
+}
+
+// UnprovenListenerError: what answers on the agent port speaks only the
+// protocol of agents that predate signed requests (the token itself, as a
+// Bearer header), and the daemon could not prove that the socket it talks
+// to is the tunnel server's. It sent nothing but the challenge request.
+type UnprovenListenerError struct {
+	MachineID int64
+	Port      int
+	// UID owns the socket that answered and ServerUID is the tunnel
+	// server's uid; both are set when Err is nil.
+	UID, ServerUID uint32
+	// Err says why the check could not be made.
+	Err error
+}
+
+func (e *UnprovenListenerError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("what answers on the agent port %d of machine %d speaks only the protocol of agents that predate signed requests, "+
+			"and the daemon could not check that it is the tunnel server (%v), so it sent it nothing: run bootstrap.sh on the machine again", e.Port, e.MachineID, e.Err)
+	}
+	return fmt.Sprintf("another program (uid %d) holds the agent port %d of machine %d, not the tunnel server (uid %d); nothing was sent to it. "+
+		"The machine's agent tunnel is down (machine offline?); `ss -ltnpe 'sport = :%d'` names the program", e.UID, e.Port, e.MachineID, e.ServerUID, e.Port)
+}
+
+func (e *UnprovenListenerError) Unwrap() error { return e.Err }
+
+// legacyRoutes are the requests agents that predate signed requests know.
+var legacyRoutes = map[string]bool{"GET /status": true, "POST /restart": true, "PUT /config": true, "POST /uninstall": true}
+
+// isLegacyAnswer: an agent that predates signed requests answers the
+// challenge, as any request without its token, with 401 and this header.
+func isLegacyAnswer(status int, h http.Header) bool {
+	return status == http.StatusUnauthorized && h.Get("WWW-Authenticate") == `Bearer realm="tunnel-agent"`
 }
 
 // do makes one signed exchange with the machine's agent (see agent/sign.go):
 // GET /challenge, whose answer must be signed with the agent token, then the
 // request, signed, on the same connection, whose answer must be signed too.
-// The token itself is never sent. c.HTTP's Timeout bounds the exchange
-// (default 30 s); its transport is not used: each exchange dials its own
-// connection.
+// The token itself is never sent, except to an agent that predates signed
+// requests, and then only once the listener on this very connection is
+// proven to be the tunnel server's (see proveServer). c.HTTP's Timeout bounds
+// the exchange (default 30 s); its transport is not used: each exchange
+// dials its own connection.
 func (c *Client) do(ctx context.Context, id int64, method, path string, body []byte, out any) error {
 	acc, err := c.Machines.Agent(ctx, id)
 	if err != nil {
@@ -107,8 +154,8 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 	if err != nil {
 		return &UnreachableError{MachineID: id, Err: err}
 	}
-	// One connection for both requests: whoever answered the challenge
-	// gets the request.
+	// One connection for every request: whoever answered the challenge,
+	// and whose socket was checked, gets the request.
 	dialed := false
 	tr := &http.Transport{
 		DialContext: func(context.Context, string, string) (net.Conn, error) {
@@ -123,11 +170,13 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 	defer tr.CloseIdleConnections()
 	defer conn.Close()
 	hc := &http.Client{Transport: tr}
-	exchange := func(method, path string, body []byte, header http.Header) (int, []byte, error) {
+	// exchange sends one request; signed says whether the answer was
+	// signed with the agent token, bound to the request's nonce.
+	exchange := func(method, path string, body []byte, header http.Header) (status int, raw []byte, h http.Header, signed bool, err error) {
 		nonce := agent.NewNonce()
 		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
 		if err != nil {
-			return 0, nil, err
+			return 0, nil, nil, false, err
 		}
 		for k, v := range header {
 			req.Header[k] = v
@@ -138,22 +187,34 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
-			return 0, nil, &UnreachableError{MachineID: id, Err: err}
+			return 0, nil, nil, false, &UnreachableError{MachineID: id, Err: err}
 		}
 		defer resp.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
-			return 0, nil, &UnreachableError{MachineID: id, Err: err}
+			return 0, nil, nil, false, &UnreachableError{MachineID: id, Err: err}
 		}
-		if !agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(acc.Token, nonce, resp.StatusCode, raw)) {
-			return 0, nil, &NotAgentError{MachineID: id, Port: acc.Port, Status: resp.StatusCode, Said: errorText(raw, 200)}
-		}
-		return resp.StatusCode, raw, nil
+		signed = agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(acc.Token, nonce, resp.StatusCode, raw))
+		return resp.StatusCode, raw, resp.Header, signed, nil
 	}
 
-	status, raw, err := exchange("GET", "/challenge", nil, http.Header{})
+	status, raw, h, signed, err := exchange("GET", "/challenge", nil, http.Header{})
 	if err != nil {
 		return err
+	}
+	if !signed {
+		if !isLegacyAnswer(status, h) || !legacyRoutes[method+" "+path] {
+			return &NotAgentError{MachineID: id, Port: acc.Port, Status: status, Said: errorText(raw, 200)}
+		}
+		if err := c.proveServer(ctx, id, acc.Port, conn); err != nil {
+			return err
+		}
+		c.setOutdated(ctx, id, acc, true)
+		status, raw, _, _, err = exchange(method, path, body, http.Header{"Authorization": {"Bearer " + acc.Token}})
+		if err != nil {
+			return err
+		}
+		return answer(status, raw, out)
 	}
 	var ch struct {
 		Challenge string `json:"challenge"`
@@ -161,10 +222,19 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 	if status != http.StatusOK || json.Unmarshal(raw, &ch) != nil || ch.Challenge == "" {
 		return &AgentError{Status: status, Msg: "no challenge in the answer: " + errorText(raw, 300)}
 	}
-	status, raw, err = exchange(method, path, body, http.Header{agent.HeaderChallenge: {ch.Challenge}})
+	status, raw, _, signed, err = exchange(method, path, body, http.Header{agent.HeaderChallenge: {ch.Challenge}})
 	if err != nil {
 		return err
 	}
+	if !signed {
+		return &NotAgentError{MachineID: id, Port: acc.Port, Status: status, Said: errorText(raw, 200)}
+	}
+	c.setOutdated(ctx, id, acc, false)
+	return answer(status, raw, out)
+}
+
+// answer turns an agent's answer into out, or an *AgentError.
+func answer(status int, raw []byte, out any) error {
 	if status/100 != 2 {
 		return &AgentError{Status: status, Msg: errorText(raw, 1<<20)}
 	}
@@ -174,6 +244,47 @@ func (c *Client) do(ctx context.Context, id int64, method, path string, body []b
 		}
 	}
 	return nil
+}
+
+// proveServer checks that the other end of conn, which answered like an
+// agent that predates signed requests, is a socket of the tunnel server:
+// only frps's own listener on the agent port forwards to the machine's
+// agent. Anything else gets nothing, least of all the token.
+func (c *Client) proveServer(ctx context.Context, id int64, port int, conn net.Conn) error {
+	fail := func(err error) error { return &UnprovenListenerError{MachineID: id, Port: port, Err: err} }
+	if c.ServerUID == nil {
+		return fail(errors.New("this daemon does not know the uid the tunnel server runs as"))
+	}
+	server, err := c.ServerUID(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("the uid the tunnel server runs as: %w", err))
+	}
+	peer, err := PeerUID(conn)
+	if err != nil {
+		return fail(err)
+	}
+	if peer != server {
+		return &UnprovenListenerError{MachineID: id, Port: port, UID: peer, ServerUID: server}
+	}
+	return nil
+}
+
+// setOutdated records whether the machine's agent predates signed requests,
+// when that changed; a failure to record is logged only.
+func (c *Client) setOutdated(ctx context.Context, id int64, acc machines.AgentAccess, outdated bool) {
+	if acc.Outdated == outdated {
+		return
+	}
+	if err := c.Machines.SetAgentOutdated(ctx, id, outdated); err != nil {
+		c.log().Warn("recording whether the machine's agent predates signed requests failed", "machine_id", id, "err", err)
+	}
+}
+
+func (c *Client) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
 }
 
 // errorText is the "error" of a JSON answer, else the answer's start.

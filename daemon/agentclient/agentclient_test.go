@@ -28,6 +28,8 @@ func (f fakeMachines) Agent(context.Context, int64) (machines.AgentAccess, error
 	return machines.AgentAccess{Port: f.port, Token: token}, nil
 }
 
+func (f fakeMachines) SetAgentOutdated(context.Context, int64, bool) error { return nil }
+
 func (f fakeMachines) ClientConfig(context.Context, int64, string) (string, error) {
 	return "serverAddr = '127.0.0.1'\n", nil
 }

@@ -11,8 +11,9 @@ import (
 // tunnel CA onto it. frps's plugin reports every Login with the CA the
 // machine's config carries (Login); a machine that pins another CA, or none
 // (configs rendered before the tunnel CA existed), gets its config pushed
-// through its agent, and PushConfig then restarts its frpc, because frpc's
-// reload applies proxies only, not the TLS settings.
+// through its agent (agents that predate signed requests included, see
+// Client.proveServer), and PushConfig then restarts its frpc, because
+// frpc's reload applies proxies only, not the TLS settings.
 type Rollout struct {
 	// CurrentCA is the tunnel CA certificate (PEM).
 	CurrentCA func(ctx context.Context) (string, error)

@@ -21,6 +21,7 @@ func agentError(err error) error {
 	var ae *agentclient.AgentError
 	var ue *agentclient.UnreachableError
 	var ne *agentclient.NotAgentError
+	var le *agentclient.UnprovenListenerError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Errorf(http.StatusNotFound, "machine not found")
@@ -28,6 +29,8 @@ func agentError(err error) error {
 		return &Error{Status: http.StatusBadGateway, Msg: ue.Error(), Err: err}
 	case errors.As(err, &ne):
 		return &Error{Status: http.StatusBadGateway, Msg: ne.Error(), Err: err}
+	case errors.As(err, &le):
+		return &Error{Status: http.StatusBadGateway, Msg: le.Error(), Err: err}
 	case errors.As(err, &ae):
 		return &Error{Status: http.StatusBadGateway, Msg: ae.Error(), Err: err}
 	}

@@ -116,6 +116,7 @@ func TestAgentRoutes(t *testing.T) {
 		{"bad id", nil, "GET", "/api/machines/x/agent/status", 404, "machine not found"},
 		{"offline", &agentclient.UnreachableError{MachineID: 3, Err: context.DeadlineExceeded}, "POST", "/api/machines/3/agent/restart-tunnel", 502, "not reachable"},
 		{"someone else on the port", &agentclient.NotAgentError{MachineID: 3, Port: 20002, Status: 200, Said: "hi"}, "GET", "/api/machines/3/agent/status", 502, "is not its agent"},
+		{"another uid on the port", &agentclient.UnprovenListenerError{MachineID: 3, Port: 20002, UID: 65534, ServerUID: 61234}, "POST", "/api/machines/3/agent/restart-tunnel", 502, "another program (uid 65534) holds the agent port 20002"},
 		{"agent refuses", &agentclient.AgentError{Status: 500, Msg: "could not restart: Job failed"}, "POST", "/api/machines/3/agent/restart-tunnel", 502, "Job failed"},
 	}
 	for _, c := range cases {

@@ -3,13 +3,16 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 // PushTimeout bounds one config push to a machine's agent.
@@ -52,7 +55,7 @@ func (a *App) agentServices() {
 	a.Plugin.OnLogin = rollout.Login
 	a.Agents = &agentclient.Client{
 		Machines: a.Machines, Host: "127.0.0.1", ServerHost: serverHost, Log: a.Log,
-		HTTP: &http.Client{Timeout: PushTimeout}, Rollout: rollout,
+		HTTP: &http.Client{Timeout: PushTimeout}, Rollout: rollout, ServerUID: a.tunnelServerUID,
 	}
 	prev := a.Machines.OnChange
 	a.Machines.OnChange = func(id int64) {
@@ -88,4 +91,27 @@ func (a *App) agentServices() {
 			}
 		}
 	}()
+}
+
+// tunnelServerUID is the uid revtunnel-server (frps) runs as: its dynamic
+// user's, as systemd reports it, else its main process's (this daemon's
+// ProtectProc=invisible hides other users' processes, so that works only
+// outside the packaged unit). Without systemd the daemon does not know which
+// frps serves the machines, and agents that predate signed requests are not
+// reached.
+func (a *App) tunnelServerUID(ctx context.Context) (uint32, error) {
+	if a.Units == nil {
+		return 0, units.ErrUnavailable
+	}
+	st, err := a.Units.State(ctx, revtunnel.ServerUnit)
+	if err != nil {
+		return 0, err
+	}
+	if st.UID != nil {
+		return *st.UID, nil
+	}
+	if st.MainPID == 0 {
+		return 0, fmt.Errorf("%s is not running (%s)", revtunnel.ServerUnit, st.ActiveState)
+	}
+	return agentclient.ProcessUID(int(st.MainPID))
 }

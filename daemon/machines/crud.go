@@ -29,6 +29,7 @@ type Machine struct {
 	AgentPort      int               `json:"agent_port"`
 	AgentLocalPort int               `json:"agent_local_port"`
 	ConfigPush     *store.ConfigPush `json:"config_push"`
+	AgentOutdated  bool              `json:"agent_outdated"`
 	SSHKeyID       string            `json:"ssh_key_id"`
 	SSHCommand     string            `json:"ssh_command"`
 	SSHDirect      bool              `json:"ssh_direct"`
@@ -62,7 +63,7 @@ func (x Exposure) listensOutside() bool {
 func toMachine(m store.Machine, x Exposure) Machine {
 	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: m.Status, CreatedAt: m.CreatedAt,
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
-		ConfigPush: m.ConfigPush, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m)}
+		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen
@@ -71,13 +72,22 @@ func toMachine(m store.Machine, x Exposure) Machine {
 	return out
 }
 
+// OutdatedAgentHint is what a machine whose agent predates signed requests
+// says, and what to do about it.
+const OutdatedAgentHint = "its tunnel-agent is outdated (it takes the agent token itself instead of signed requests): " +
+	"run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user"
+
 // statusReason says why a machine is not fully working ("" when it is). A
 // failed config delivery comes first: it is the one the operator can act on.
+// An outdated agent comes next: the machine works, but should be
+// bootstrapped again.
 func statusReason(m store.Machine) string {
 	if m.ConfigPush != nil && !m.ConfigPush.OK {
 		return "config not delivered: " + m.ConfigPush.Message
 	}
 	switch {
+	case m.AgentOutdated && m.Status == "online":
+		return OutdatedAgentHint
 	case m.Status == "online":
 		return ""
 	case m.LastSeen.IsZero():

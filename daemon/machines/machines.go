@@ -336,6 +336,8 @@ func deriveAgentToken(secret string) string {
 type AgentAccess struct {
 	Port  int
 	Token string
+	// Outdated: the agent, when last reached, predated signed requests.
+	Outdated bool
 }
 
 // Agent returns how to reach machine id's agent.
@@ -352,7 +354,13 @@ func (s *Service) Agent(ctx context.Context, id int64) (AgentAccess, error) {
 	if auth.HashToken(tok) != m.AgentTokenHash {
 		return AgentAccess{}, fmt.Errorf("machine %d was registered before agent tokens were derived; bootstrap it again", m.ID)
 	}
-	return AgentAccess{Port: m.AgentPort, Token: tok}, nil
+	return AgentAccess{Port: m.AgentPort, Token: tok, Outdated: m.AgentOutdated}, nil
+}
+
+// SetAgentOutdated records whether the machine's agent predates signed
+// requests; the machine then says what to do about it (OutdatedAgentHint).
+func (s *Service) SetAgentOutdated(ctx context.Context, id int64, outdated bool) error {
+	return s.Store.SetAgentOutdated(ctx, id, outdated)
 }
 
 func secretAAD(id int64) []byte { return []byte("machine-secret:" + strconv.FormatInt(id, 10)) }

@@ -14,8 +14,13 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden from the curr
 var frps, frpc string
 
 // TestMain finds bin/frps and bin/frpc, building them with `make frp` when
-// they are missing.
+// they are missing. Started with squatterEnv set, the test binary is a
+// squatter on an agent port instead (see startSquatter).
 func TestMain(m *testing.M) {
+	if port := os.Getenv(squatterEnv); port != "" {
+		squat(port)
+		return
+	}
 	flag.Parse()
 	frps, frpc = testutil.FRP()
 	os.Exit(m.Run())

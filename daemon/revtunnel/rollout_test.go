@@ -75,12 +75,25 @@ func legacy(conf string) string {
 	return regexp.MustCompile(`(?s)ca = """.*?"""\n`).ReplaceAllString(conf, "")
 }
 
-// TestRolloutPinsExistingMachine: a machine whose frpc runs a config from
-// before the tunnel CA logs in to the real frps; the daemon pushes its
-// config through its agent (reached through the machine's agent tunnel)
-// and restarts its frpc, which comes back pinned to the CA and still
-// carries its tunnel.
-func TestRolloutPinsExistingMachine(t *testing.T) {
+// rolloutRig is the server side of a rollout with the real frps, and a
+// machine whose frpc runs a config from before the tunnel CA: the daemon's
+// agent client, the rollout, a registered machine, and that machine's agent
+// (as serve builds it) on its loopback.
+type rolloutRig struct {
+	t       *testing.T
+	svc     *machines.Service
+	client  *agentclient.Client
+	rollout *agentclient.Rollout
+	reg     machines.Registration
+	sys     *machineSys
+	frps    *testutil.Proc
+
+	pushes   sync.WaitGroup
+	mu       sync.Mutex
+	pushErrs []error
+}
+
+func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log *slog.Logger) http.Handler) *rolloutRig {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ca, st := testCAStore(t)
@@ -91,37 +104,38 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 	clientPath := filepath.Join(dir, "client.toml")
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
+	r := &rolloutRig{t: t}
+	r.svc = &machines.Service{
 		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
 		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
 		AgentLocalPort: freePort(t), ClientAdminPort: freePort(t), ClientConfigPath: clientPath,
 	}
-
-	var pushes sync.WaitGroup
-	var pushErrs []error
-	var mu sync.Mutex
-	client := &agentclient.Client{Machines: svc, Host: "127.0.0.1", HTTP: &http.Client{Timeout: 20 * time.Second}, Log: log}
-	rollout := &agentclient.Rollout{Delay: 200 * time.Millisecond,
+	r.client = &agentclient.Client{Machines: r.svc, Host: "127.0.0.1", HTTP: &http.Client{Timeout: 20 * time.Second}, Log: log,
+		// What the daemon asks systemd for revtunnel-server, asked of the
+		// frps this test runs.
+		ServerUID: func(context.Context) (uint32, error) { return agentclient.ProcessUID(r.frps.Cmd.Process.Pid) }}
+	r.rollout = &agentclient.Rollout{Delay: 200 * time.Millisecond,
 		CurrentCA: func(ctx context.Context) (string, error) {
-			ca, err := svc.TunnelCA(ctx)
+			ca, err := r.svc.TunnelCA(ctx)
 			if err != nil {
 				return "", err
 			}
 			return string(ca.CertPEM), nil
 		},
 		Push: func(id int64) {
-			pushes.Add(1)
-			defer pushes.Done()
-			err := client.PushConfig(ctx, id)
-			mu.Lock()
-			pushErrs = append(pushErrs, err)
-			mu.Unlock()
+			r.pushes.Add(1)
+			defer r.pushes.Done()
+			err := r.client.PushConfig(ctx, id)
+			r.svc.RecordConfigPush(ctx, id, err)
+			r.mu.Lock()
+			r.pushErrs = append(r.pushErrs, err)
+			r.mu.Unlock()
 		},
 	}
-	client.Rollout = rollout
-	t.Cleanup(pushes.Wait)
+	r.client.Rollout = r.rollout
+	t.Cleanup(r.pushes.Wait)
 
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log, OnLogin: rollout.Login})
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log, OnLogin: r.rollout.Login})
 	t.Cleanup(plugin.Close)
 	d := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
@@ -135,51 +149,82 @@ func TestRolloutPinsExistingMachine(t *testing.T) {
 	if _, err := d.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	start(t, "frps", frps, "-c", d.Path)
+	r.frps = start(t, "frps", frps, "-c", d.Path)
 	testutil.WaitListening(t, frpsPort, 10*time.Second)
 
-	tok, _ := svc.CreateToken(ctx, 0)
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "old", Username: "pi", FallbackHost: "127.0.0.1"})
+	tok, _ := r.svc.CreateToken(ctx, 0)
+	var err error
+	r.reg, err = r.svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "old", Username: "pi", FallbackHost: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The machine: its agent on its loopback, frpc on a pre-CA config.
-	sys := &machineSys{t: t, path: clientPath}
-	al, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", svc.AgentLocalPort))
+	// The machine: its agent on its loopback, frpc on a pre-CA config
+	// (started by startMachine).
+	r.sys = &machineSys{t: t, path: clientPath}
+	al, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", r.svc.AgentLocalPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentSrv := &http.Server{Handler: &agent.Server{Token: reg.AgentToken, Unit: "revtunnel-client.service", Sys: sys, Log: log}}
+	agentSrv := &http.Server{Handler: serve(r.reg.AgentToken, r.sys, log)}
 	go agentSrv.Serve(al)
 	t.Cleanup(func() { agentSrv.Close() })
-	old := legacy(reg.ClientConfig)
+	old := legacy(r.reg.ClientConfig)
 	if strings.Contains(old, "trustedCaFile =") || strings.Contains(old, "BEGIN CERTIFICATE") {
 		t.Fatalf("legacy config still pins:\n%s", old)
 	}
 	os.WriteFile(clientPath, []byte(old), 0o600)
-	sys.start()
+	return r
+}
 
+// waitPinned waits until the machine's frpc runs pinned to the tunnel CA
+// and carries its SSH tunnel, and checks it took one restart and one
+// push, which worked.
+func (r *rolloutRig) waitPinned() {
+	t := r.t
+	ctx := context.Background()
 	took := eventually(t, 30*time.Second, "frpc restarted onto the pinned config", func() error {
-		installed, _ := os.ReadFile(clientPath)
-		if !strings.Contains(string(installed), "trustedCaFile = '"+clientPath+"'") {
+		installed, _ := os.ReadFile(r.sys.path)
+		if !strings.Contains(string(installed), "trustedCaFile = '"+r.sys.path+"'") {
 			return fmt.Errorf("installed config not pinned yet")
 		}
-		if rollout.NeedsRestart(ctx, reg.MachineID) {
+		if r.rollout.NeedsRestart(ctx, r.reg.MachineID) {
 			return fmt.Errorf("frpc has not logged in with the CA yet")
 		}
-		return echo(reg.TunnelPort)
+		return echo(r.reg.TunnelPort)
 	})
 	t.Logf("pinned %v after the legacy frpc started", took.Round(time.Millisecond))
-	sys.mu.Lock()
-	restarts := sys.restarts
-	sys.mu.Unlock()
+	r.sys.mu.Lock()
+	restarts := r.sys.restarts
+	r.sys.mu.Unlock()
 	if restarts != 1 {
 		t.Fatalf("frpc restarted %d times, want 1", restarts)
 	}
-	pushes.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(pushErrs) != 1 || pushErrs[0] != nil {
-		t.Fatalf("pushes: %v", pushErrs)
+	r.pushes.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pushErrs) != 1 || r.pushErrs[0] != nil {
+		t.Fatalf("pushes: %v", r.pushErrs)
+	}
+}
+
+func currentAgent(token string, sys agent.System, log *slog.Logger) http.Handler {
+	return &agent.Server{Token: token, Unit: "revtunnel-client.service", Sys: sys, Log: log}
+}
+
+// TestRolloutPinsExistingMachine: a machine whose frpc runs a config from
+// before the tunnel CA logs in to the real frps; the daemon pushes its
+// config through its agent (reached through the machine's agent tunnel)
+// and restarts its frpc, which comes back pinned to the CA and still
+// carries its tunnel.
+func TestRolloutPinsExistingMachine(t *testing.T) {
+	r := newRolloutRig(t, currentAgent)
+	r.sys.start()
+	r.waitPinned()
+	m, err := r.svc.Machine(context.Background(), r.reg.MachineID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.AgentOutdated || m.StatusReason != "" {
+		t.Fatalf("a current agent shows outdated %v, status reason %q", m.AgentOutdated, m.StatusReason)
 	}
 }

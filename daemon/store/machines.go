@@ -137,6 +137,9 @@ type Machine struct {
 	ConfigPush *ConfigPush
 	// SSHKeyID is the VPS key the machine was given ("" when unknown).
 	SSHKeyID string
+	// AgentOutdated: the machine's agent, when last reached, predated
+	// signed requests.
+	AgentOutdated bool
 }
 
 // ConfigPush is the outcome of one client-config delivery.
@@ -282,7 +285,7 @@ func isUniqueViolation(err error) bool {
 
 const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
 	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port,
-	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, '') FROM machines`
+	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
@@ -293,7 +296,7 @@ func scanMachine(r rowScanner) (Machine, error) {
 	var pushMsg string
 	err := r.Scan(&m.ID, &m.Name, &m.Username, &m.Status, &created, &seen, &m.ClientAddr, &m.SecretHash, &m.SecretSealed,
 		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort,
-		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID)
+		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
 	}
@@ -366,6 +369,12 @@ func (s *Store) SetConfigPush(ctx context.Context, id int64, p ConfigPush) error
 	return s.announce(affectOne(s.db.ExecContext(ctx,
 		"UPDATE machines SET config_push_ok = ?, config_push_message = ?, config_push_at = ? WHERE id = ?",
 		p.OK, p.Message, p.At.UnixMilli(), id)), TopicMachines)
+}
+
+// SetAgentOutdated records whether the machine's agent predates signed
+// requests.
+func (s *Store) SetAgentOutdated(ctx context.Context, id int64, outdated bool) error {
+	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET agent_outdated = ? WHERE id = ?", outdated, id)), TopicMachines)
 }
 
 // announce tells the change hook about topics when err is nil, and passes

@@ -82,7 +82,10 @@ func TestMachineJoin(t *testing.T) {
 		h.CopyIn(filepath.Join(static, f+".sha256"), "/usr/lib/tunnelsvc/static/"+f+".sha256", 0o644)
 	}
 	h.Must("systemctl", "daemon-reload")
-	h.Must("systemd-run", "--unit=tunnelsvc-test", "--collect", "/usr/bin/tunnelsvc", "serve",
+	// As tunnelsvc.service: other users' processes are invisible and only
+	// CAP_NET_ADMIN is kept, so frps's uid can come only from systemd.
+	h.Must("systemd-run", "--unit=tunnelsvc-test", "--collect", "-p", "ProtectProc=invisible", "-p", "CapabilityBoundingSet=CAP_NET_ADMIN",
+		"/usr/bin/tunnelsvc", "serve",
 		"--listen", "0.0.0.0:7380", "--data-dir", "/var/lib/tunnelsvc", "--base-url", baseURL,
 		"--server-host", vpsIP, "--static-dir", "/usr/lib/tunnelsvc/static", "--bin-dir", "/usr/lib/tunnelsvc")
 	jar, _ := cookiejar.New(nil)
@@ -269,6 +272,8 @@ func TestMachineJoin(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("an agent that predates signed requests, through frps only", func(t *testing.T) { oldAgentThroughFrps(t, h, m, v, id, journal) })
 
 	t.Run("re-run with a new token, unattended, as root", func(t *testing.T) {
 		tok := v.data("POST", "/api/bootstrap/tokens", `{}`, 200)

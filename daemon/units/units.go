@@ -90,6 +90,10 @@ type State struct {
 	InvocationID string `json:"invocation_id"`
 	// MainPID is the service's main process, 0 when none runs.
 	MainPID uint32 `json:"main_pid"`
+	// UID is the uid the service's processes run as (its dynamic user's,
+	// for DynamicUser=yes); nil when systemd has none for it (not running,
+	// or no User=).
+	UID *uint32 `json:"-"`
 }
 
 // Manager drives allow-listed units. Names may be given with or without

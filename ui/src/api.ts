@@ -160,6 +160,7 @@ export interface Machine {
   id: number; name: string; username: string; status: string; created_at: string;
   status_reason?: string; last_seen?: string | null; client_addr?: string; tunnel_port?: number; agent_port?: number;
   agent_local_port?: number; config_push?: { ok: boolean; message?: string; at?: string } | null;
+  agent_outdated?: boolean;
   ssh_command?: string; ssh_direct?: boolean; ssh_key_id?: string;
 }
 export interface Reachability {

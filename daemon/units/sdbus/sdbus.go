@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -371,6 +372,10 @@ func (m *Manager) State(ctx context.Context, name string) (units.State, error) {
 	}
 	if pid, ok := svc["MainPID"].(uint32); ok {
 		s.MainPID = pid
+	}
+	// systemd's "UID" is the uid it resolved at the start, UINT32_MAX when unset.
+	if uid, ok := svc["UID"].(uint32); ok && uid != math.MaxUint32 {
+		s.UID = &uid
 	}
 	return s, nil
 }

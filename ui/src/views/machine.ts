@@ -68,7 +68,9 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Config'), h('dd', null, !push ? 'not pushed yet'
           : push.ok ? ['delivered ', time(push.at)]
             : h('span', { class: 'bad-text' }, 'not delivered ', time(push.at),
-              push.message && !m.status_reason?.includes(push.message) ? `: ${push.message}` : ''))));
+              push.message && !m.status_reason?.includes(push.message) ? `: ${push.message}` : '')),
+        m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
+          'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
     if (m.ssh_command) {
       refill(sshBody,
         h('p', null, m.ssh_direct ? 'Its SSH port is public, so you connect directly:'
