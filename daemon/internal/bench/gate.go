@@ -20,7 +20,7 @@ const gatePassword = "bench gate shared passphrase 42"
 // same way.
 func (w *World) GateCheck() Row {
 	row := Row{Figure: "access gate check (Caddy's forward_auth → daemon, signed in, loopback), median latency",
-		Goal: "< 100 µs", Baseline: "bare net/http handler, same run"}
+		Goal: "< 100 µs", Baseline: "bare net/http handler in a process of its own, same run"}
 	d := w.Daemon
 	var t Tunnel
 	err := d.Call(d.Client, "POST", "/api/tunnels", map[string]any{"machine_id": w.MachineID, "name": "vault", "kind": "http",
