@@ -51,3 +51,68 @@ func TestChangesSeesEveryWriter(t *testing.T) {
 		t.Fatal("the store's own commit did not move the number")
 	}
 }
+
+// TestSettingsReadAfterEveryWrite: settings are remembered between reads,
+// yet a setting written, added or deleted through another handle on the
+// same file (as the admin commands do from their own process) or through
+// the store itself is read back at once, absent ones included.
+func TestSettingsReadAfterEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	get := func(key string) string {
+		t.Helper()
+		v, err := s.GetSetting(ctx, key)
+		if err == ErrNotFound {
+			return "<none>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	want := func(key, v string) {
+		t.Helper()
+		for i := 0; i < 2; i++ { // the first read fills the cache, the second uses it
+			if got := get(key); got != v {
+				t.Fatalf("%s = %q, want %q", key, got, v)
+			}
+		}
+	}
+	want("domain", "<none>")
+	if err := other.SetSetting(ctx, "domain", "a.example"); err != nil {
+		t.Fatal(err)
+	}
+	want("domain", "a.example")
+	if err := other.SetSetting(ctx, "domain", "b.example"); err != nil {
+		t.Fatal(err)
+	}
+	want("domain", "b.example")
+	if err := s.SetSetting(ctx, "domain", "c.example"); err != nil {
+		t.Fatal(err)
+	}
+	want("domain", "c.example")
+	if ok, err := other.SetSettingIfAbsent(ctx, "bind_ip", "192.0.2.1"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	want("bind_ip", "192.0.2.1")
+	if err := other.DeleteSetting(ctx, "domain"); err != nil {
+		t.Fatal(err)
+	}
+	want("domain", "<none>")
+	want("bind_ip", "192.0.2.1")
+	if _, err := other.DB().ExecContext(ctx, "UPDATE settings SET value = 'x' WHERE key = 'bind_ip'"); err != nil {
+		t.Fatal(err)
+	}
+	want("bind_ip", "x")
+}
+
