@@ -62,3 +62,42 @@ func (c *changes) close() {
 		c.watch = noWatch{}
 	}
 }
+
+// snapshot keeps one value read from the database (such as the machine
+// list) until Changes moves, so a value read again and again between
+// writes is read once.
+type snapshot[T any] struct {
+	mu     sync.Mutex
+	latest uint64 // the highest count a get saw
+	held   bool   // v was read under latest
+	v      T
+}
+
+// get returns the value held for the current count, or what load reads.
+func (c *snapshot[T]) get(s *Store, load func() (T, error)) (T, error) {
+	n := s.Changes()
+	c.mu.Lock()
+	if n > c.latest {
+		var zero T
+		c.latest, c.held, c.v = n, false, zero
+	}
+	if c.held && c.latest == n {
+		v := c.v
+		c.mu.Unlock()
+		return v, nil
+	}
+	c.mu.Unlock()
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	// Held only if no later count was seen meanwhile: a value read before
+	// a commit that the count has not shown yet is dropped by the next
+	// get, which sees the count move.
+	if c.latest == n {
+		c.v, c.held = v, true
+	}
+	c.mu.Unlock()
+	return v, nil
+}

@@ -116,3 +116,76 @@ func TestSettingsReadAfterEveryWrite(t *testing.T) {
 	want("bind_ip", "x")
 }
 
+// TestMachineListAfterEveryWrite: the machine list is remembered between
+// reads, yet a machine registered, renamed, seen, given a config outcome
+// or deleted, through the store or another handle, shows in the very next
+// list; and a caller changing its copy changes nobody else's.
+func TestMachineListAfterEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	list := func() []Machine {
+		t.Helper()
+		ms, err := s.ListMachines(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	want := func(what string, ok func([]Machine) bool) {
+		t.Helper()
+		for i := 0; i < 2; i++ { // the first read fills the cache, the second uses it
+			if ms := list(); !ok(ms) {
+				t.Fatalf("%s: %+v", what, ms)
+			}
+		}
+	}
+	want("empty", func(ms []Machine) bool { return len(ms) == 0 })
+	reg := func(st *Store, name string) Machine {
+		m, err := st.RegisterMachine(ctx, NewMachine{Name: name, Username: "pi", SecretHash: name + "s", AgentTokenHash: name + "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: time.Now(), Ports: PortRange{Lo: 30000, Hi: 30100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := reg(s, "a")
+	want("registered here", func(ms []Machine) bool { return len(ms) == 1 && ms[0].Name == "a" })
+	b := reg(other, "b")
+	want("registered elsewhere", func(ms []Machine) bool { return len(ms) == 2 && ms[1].Name == "b" })
+	if err := other.RenameMachine(ctx, a.ID, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	want("renamed", func(ms []Machine) bool { return ms[0].Name == "a2" })
+	seen := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	if err := s.SetMachineStatus(ctx, b.ID, "online", seen); err != nil {
+		t.Fatal(err)
+	}
+	want("online", func(ms []Machine) bool { return ms[1].Status == "online" && ms[1].LastSeen.Equal(seen) })
+	if err := other.TouchMachine(ctx, b.ID, seen.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	want("seen", func(ms []Machine) bool { return ms[1].LastSeen.Equal(seen.Add(time.Second)) })
+	if err := s.SetConfigPush(ctx, a.ID, ConfigPush{OK: false, Message: "refused", At: seen}); err != nil {
+		t.Fatal(err)
+	}
+	want("config outcome", func(ms []Machine) bool { return ms[0].ConfigPush != nil && ms[0].ConfigPush.Message == "refused" })
+
+	ms := list()
+	ms[0].Name, ms[0].ConfigPush.Message = "changed by a caller", "changed by a caller"
+	want("a caller's change", func(ms []Machine) bool { return ms[0].Name == "a2" && ms[0].ConfigPush.Message == "refused" })
+
+	if err := other.DeleteMachine(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	want("deleted", func(ms []Machine) bool { return len(ms) == 1 && ms[0].Name == "b" })
+}

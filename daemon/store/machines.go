@@ -323,7 +323,27 @@ func (s *Store) MachineByAgentTokenHash(ctx context.Context, h string) (Machine,
 }
 
 // ListMachines returns every machine, oldest first.
+//
+// The dashboard lists the machines on every refresh and several monitors
+// do on every round; the list read is kept until the next commit (see
+// snapshot), and each caller gets its own copy.
 func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
+	ms, err := s.machines.get(s, func() ([]Machine, error) { return s.listMachines(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Machine, len(ms))
+	for i, m := range ms {
+		if m.ConfigPush != nil {
+			p := *m.ConfigPush
+			m.ConfigPush = &p
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (s *Store) listMachines(ctx context.Context) ([]Machine, error) {
 	rows, err := s.db.QueryContext(ctx, machineSelect+" ORDER BY id")
 	if err != nil {
 		return nil, err

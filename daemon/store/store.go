@@ -26,6 +26,7 @@ type Store struct {
 	dir      string
 	changes  changes
 	settings settingsCache
+	machines snapshot[[]Machine]
 }
 
 // dsn sets every connection option in one place: WAL so readers never block
