@@ -20,7 +20,7 @@ var ErrNotFound = errors.New("not found")
 // another one (see Changes for why that is exact).
 type settingsCache struct {
 	mu      sync.Mutex
-	changes uint64 // the Changes count vals were read under
+	changes uint64 // the highest Changes count seen; vals were read under it
 	vals    map[string]cachedSetting
 }
 
@@ -34,10 +34,11 @@ func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
 	c := &s.settings
 	n := s.Changes()
 	c.mu.Lock()
-	if c.changes != n {
+	if n > c.changes {
 		c.vals, c.changes = nil, n
 	}
 	v, hit := c.vals[key]
+	hit = hit && c.changes == n
 	c.mu.Unlock()
 	if hit {
 		if !v.found {
@@ -45,6 +46,7 @@ func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
 		}
 		return v.value, nil
 	}
+	v = cachedSetting{}
 	err := s.db.QueryRowContext(ctx, "SELECT value FROM settings WHERE key = ?", key).Scan(&v.value)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = ErrNotFound
