@@ -63,18 +63,20 @@ func (c *changes) close() {
 	}
 }
 
-// snapshot keeps one value read from the database (such as the machine
-// list) until Changes moves, so a value read again and again between
-// writes is read once.
-type snapshot[T any] struct {
+// Snapshot keeps one value read from the database, or computed from what
+// it holds (such as the machine list), until Changes moves, so a value
+// asked for again and again between writes is read once. The zero value
+// is ready to use.
+type Snapshot[T any] struct {
 	mu     sync.Mutex
-	latest uint64 // the highest count a get saw
+	latest uint64 // the highest count a Get saw
 	held   bool   // v was read under latest
 	v      T
 }
 
-// get returns the value held for the current count, or what load reads.
-func (c *snapshot[T]) get(s *Store, load func() (T, error)) (T, error) {
+// Get returns the value held for s's current count, or what load reads.
+// load must depend on nothing but the database (and what never changes).
+func (c *Snapshot[T]) Get(s *Store, load func() (T, error)) (T, error) {
 	n := s.Changes()
 	c.mu.Lock()
 	if n > c.latest {
@@ -94,7 +96,7 @@ func (c *snapshot[T]) get(s *Store, load func() (T, error)) (T, error) {
 	c.mu.Lock()
 	// Held only if no later count was seen meanwhile: a value read before
 	// a commit that the count has not shown yet is dropped by the next
-	// get, which sees the count move.
+	// Get, which sees the count move.
 	if c.latest == n {
 		c.v, c.held = v, true
 	}

@@ -326,9 +326,9 @@ func (s *Store) MachineByAgentTokenHash(ctx context.Context, h string) (Machine,
 //
 // The dashboard lists the machines on every refresh and several monitors
 // do on every round; the list read is kept until the next commit (see
-// snapshot), and each caller gets its own copy.
+// Snapshot), and each caller gets its own copy.
 func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
-	ms, err := s.machines.get(s, func() ([]Machine, error) { return s.listMachines(ctx) })
+	ms, err := s.machines.Get(s, func() ([]Machine, error) { return s.listMachines(ctx) })
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type Store struct {
 	dir      string
 	changes  changes
 	settings settingsCache
-	machines snapshot[[]Machine]
+	machines Snapshot[[]Machine]
 }
 
 // dsn sets every connection option in one place: WAL so readers never block
