@@ -4,14 +4,20 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // TestEndedSessionRefusedAtOnce: sessions are remembered between requests,
-// yet a session ended by a logout, or deleted by another process on the
-// same database (as `tunnelsvc reset-password` does), is refused on the
-// very next request, while the others go on.
+// yet a session ended by a logout, deleted by another process on the same
+// database (as `tunnelsvc reset-password` does; TestResetPasswordWhileRunning in
+// cmd/tunnelsvc runs the command itself against a running daemon), or
+// past its end is refused on the very next request, while the others go
+// on. These are every way a session ends: the 2FA routes and
+// `tunnelsvc disable-2fa` end none (spec §4.1 gives them no such effect).
 func TestEndedSessionRefusedAtOnce(t *testing.T) {
 	e := newEnv(t)
 	a := e.setup()
@@ -54,5 +60,16 @@ func TestEndedSessionRefusedAtOnce(t *testing.T) {
 	c := sessionCookie(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})).Value
 	if got := get(c); got != 200 {
 		t.Fatalf("a new session answered %d", got)
+	}
+
+	// Expiry needs no write at all: a session remembered a moment before
+	// its end is refused from its end on.
+	e.now = e.now.Add(auth.SessionTTL - time.Second)
+	if got := get(c); got != 200 {
+		t.Fatalf("a session one second before its end answered %d", got)
+	}
+	e.now = e.now.Add(time.Second)
+	if got := get(c); got != 401 {
+		t.Fatalf("an expired session answered %d", got)
 	}
 }

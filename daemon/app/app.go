@@ -82,6 +82,8 @@ type App struct {
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
 	Gate *gate.Gate
+
+	exposureSnap store.Snapshot[machines.Exposure] // see exposure
 }
 
 // Services builds everything that needs only the store, for the serve path

@@ -11,7 +11,16 @@ import (
 // exposure is what the dashboard's SSH commands and tunnel addresses follow:
 // the installed server host (else --server-host, else --base-url's host),
 // the domain, bind_ip and whether the svc firewall closes private ports.
+//
+// Every API answer that shows an address asks for it, and it is made only
+// of settings and flags: it is worked out once between two writes to the
+// database (one check of the store's change count instead of five reads,
+// and of decoding the VPS record twice).
 func (a *App) exposure(ctx context.Context) (machines.Exposure, error) {
+	return a.exposureSnap.Get(a.Store, func() (machines.Exposure, error) { return a.readExposure(ctx) })
+}
+
+func (a *App) readExposure(ctx context.Context) (machines.Exposure, error) {
 	var x machines.Exposure
 	set := a.Setup.Settings
 	v, err := set.VPS(ctx)

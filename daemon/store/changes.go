@@ -62,3 +62,44 @@ func (c *changes) close() {
 		c.watch = noWatch{}
 	}
 }
+
+// Snapshot keeps one value read from the database, or computed from what
+// it holds (such as the machine list), until Changes moves, so a value
+// asked for again and again between writes is read once. The zero value
+// is ready to use.
+type Snapshot[T any] struct {
+	mu     sync.Mutex
+	latest uint64 // the highest count a Get saw
+	held   bool   // v was read under latest
+	v      T
+}
+
+// Get returns the value held for s's current count, or what load reads.
+// load must depend on nothing but the database (and what never changes).
+func (c *Snapshot[T]) Get(s *Store, load func() (T, error)) (T, error) {
+	n := s.Changes()
+	c.mu.Lock()
+	if n > c.latest {
+		var zero T
+		c.latest, c.held, c.v = n, false, zero
+	}
+	if c.held && c.latest == n {
+		v := c.v
+		c.mu.Unlock()
+		return v, nil
+	}
+	c.mu.Unlock()
+	v, err := load()
+	if err != nil {
+		return v, err
+	}
+	c.mu.Lock()
+	// Held only if no later count was seen meanwhile: a value read before
+	// a commit that the count has not shown yet is dropped by the next
+	// Get, which sees the count move.
+	if c.latest == n {
+		c.v, c.held = v, true
+	}
+	c.mu.Unlock()
+	return v, nil
+}

@@ -326,7 +326,27 @@ func (s *Store) MachineByAgentTokenHash(ctx context.Context, h string) (Machine,
 }
 
 // ListMachines returns every machine, oldest first.
+//
+// The dashboard lists the machines on every refresh and several monitors
+// do on every round; the list read is kept until the next commit (see
+// Snapshot), and each caller gets its own copy.
 func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
+	ms, err := s.machines.Get(s, func() ([]Machine, error) { return s.listMachines(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Machine, len(ms))
+	for i, m := range ms {
+		if m.ConfigPush != nil {
+			p := *m.ConfigPush
+			m.ConfigPush = &p
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (s *Store) listMachines(ctx context.Context) ([]Machine, error) {
 	rows, err := s.db.QueryContext(ctx, machineSelect+" ORDER BY id")
 	if err != nil {
 		return nil, err

@@ -21,10 +21,12 @@ const DBFile = "tunnelsvc.db"
 
 // Store is the daemon's database handle. It is safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	notify  atomic.Pointer[notifier]
-	dir     string
-	changes changes
+	db       *sql.DB
+	notify   atomic.Pointer[notifier]
+	dir      string
+	changes  changes
+	settings settingsCache
+	machines Snapshot[[]Machine]
 }
 
 // dsn sets every connection option in one place: WAL so readers never block

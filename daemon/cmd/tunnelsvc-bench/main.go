@@ -17,6 +17,7 @@ import (
 )
 
 func main() {
+	bench.ServeBaseline()
 	var (
 		out      = flag.String("out", "BENCH.md", "where to write the table (- for standard output)")
 		runs     = flag.Int("runs", 5, "runs per figure; the median is reported")

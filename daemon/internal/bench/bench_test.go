@@ -57,4 +57,7 @@ func BenchmarkRender10kTunnels(b *testing.B) {
 	}
 }
 
-func TestMain(m *testing.M) { os.Exit(m.Run()) }
+func TestMain(m *testing.M) {
+	ServeBaseline()
+	os.Exit(m.Run())
+}

@@ -218,13 +218,14 @@ type Daemon struct {
 	Listen     string
 	PluginAddr string
 	GateAddr   string // the access gate's listener (--gate-listen)
-	// FRPSDashboard is frps's dashboard API (--frps-dashboard-listen).
-	FRPSDashboard string
-	FRPSPort      int
-	PortLo        int
-	PortHi        int
-	Client        *http.Client // carries the operator's session cookie
-	Anon          *http.Client
+	// DashAddr is frps's dashboard API (--frps-dashboard-listen): a free
+	// port, so that benches in two worktrees can run side by side.
+	DashAddr string
+	FRPSPort int
+	PortLo   int
+	PortHi   int
+	Client   *http.Client // carries the operator's session cookie
+	Anon     *http.Client
 }
 
 // StartDaemon runs the daemon binary on free loopback ports with its data
@@ -250,9 +251,7 @@ func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 	d.PluginAddr = fmt.Sprintf("127.0.0.1:%d", ports[1])
 	d.FRPSPort = ports[2]
 	d.GateAddr = fmt.Sprintf("127.0.0.1:%d", ports[3])
-	// frps's dashboard API on a port of its own too: the default (7383) may
-	// be held by an installed or a second frps.
-	d.FRPSDashboard = fmt.Sprintf("127.0.0.1:%d", ports[4])
+	d.DashAddr = fmt.Sprintf("127.0.0.1:%d", ports[4])
 	// A tunnel port range of our own, away from the ephemeral range.
 	d.PortLo = 21000 + int(time.Now().UnixNano()%80)*100
 	d.PortHi = d.PortLo + 99
@@ -264,9 +263,10 @@ func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 	var err error
 	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",
 		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr, "--gate-listen", d.GateAddr,
+		"--frps-dashboard-listen", d.DashAddr,
 		"--data-dir", filepath.Join(dir, "data"), "--system-root", filepath.Join(dir, "root"),
 		"--bin-dir", filepath.Dir(bins.FRPS), "--server-host", "127.0.0.1",
-		"--frps-port", strconv.Itoa(d.FRPSPort), "--frps-dashboard-listen", d.FRPSDashboard,
+		"--frps-port", strconv.Itoa(d.FRPSPort),
 		"--tunnel-ports", fmt.Sprintf("%d-%d", d.PortLo, d.PortHi), "--log-level", "warn")
 	if err != nil {
 		return nil, err
