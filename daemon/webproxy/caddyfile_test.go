@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,5 +257,79 @@ func TestRealCaddyRoutesByHost(t *testing.T) {
 	}
 	if code, body := fetch(t, port, "app.example.test"); code != 200 || body != "app says hi" {
 		t.Fatalf("tunnel: %d %q", code, body)
+	}
+}
+
+// TestRealCaddyBoundsConnectionsToATunnel: however many requests come in at
+// once, a real caddy running the rendered file opens at most
+// TunnelMaxConns connections to a tunnel's port; the others wait for one
+// and are answered once the back end answers.
+func TestRealCaddyBoundsConnectionsToATunnel(t *testing.T) {
+	needCaddy(t)
+	const clients = TunnelMaxConns + 60
+	var mu sync.Mutex
+	open, most := 0, 0
+	release := make(chan struct{})
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release
+		fmt.Fprint(w, "app says hi")
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			open++
+			most = max(most, open)
+		case http.StateClosed, http.StateHijacked:
+			open--
+		}
+	}
+	app.Start()
+	defer app.Close()
+	port := freePort(t)
+	file, err := Render(Input{
+		Domain: "example.test", Dashboard: "127.0.0.1:9",
+		Tunnels: []HTTPTunnel{{"app", app.Listener.Addr().(*net.TCPAddr).Port}}, PlainHTTPPort: port, Admin: "off",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, file, port)
+
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxConnsPerHost: clients, MaxIdleConnsPerHost: clients}}
+	errs := make(chan error, clients)
+	for i := 0; i < clients; i++ {
+		go func() {
+			req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+			req.Host = "app.example.test"
+			resp, err := client.Do(req)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(b) != "app says hi" {
+					err = fmt.Errorf("%d %q", resp.StatusCode, b)
+				}
+			}
+			errs <- err
+		}()
+	}
+	seen := func() int { mu.Lock(); defer mu.Unlock(); return most }
+	// Wait until caddy has opened as many connections as it may, then give
+	// it a moment in which any further one would show.
+	deadline := time.Now().Add(30 * time.Second)
+	for seen() < TunnelMaxConns && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	n := seen()
+	close(release)
+	for i := 0; i < clients; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("request through caddy: %v", err)
+		}
+	}
+	if n != TunnelMaxConns {
+		t.Fatalf("%d requests at once made caddy open %d connections to the tunnel's port, want %d", clients, n, TunnelMaxConns)
 	}
 }

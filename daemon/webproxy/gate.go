@@ -22,6 +22,7 @@ const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 			reverse_proxy 127.0.0.1:{{.T.Port}} {
 				transport http {
 					keepalive_idle_conns_per_host {{.V.IdleConns}}
+					max_conns_per_host {{.V.MaxConns}}
 				}
 			}
 		}

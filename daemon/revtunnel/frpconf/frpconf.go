@@ -138,7 +138,16 @@ type httpPlugin struct {
 }
 
 // PluginOps are the operations frps asks the daemon about.
-var PluginOps = []string{"Login", "NewProxy", "CloseProxy", "Ping", "NewWorkConn", "NewUserConn"}
+//
+// NewWorkConn is not among them: frps sends it the user and metadata of the
+// control connection the work connection joins (the Login's, not anything
+// the work connection itself presents), so the answer would only repeat
+// what the Ping before it and the NewUserConn that takes the work connection
+// already decide: whether that machine still exists. A work connection
+// carries nothing until a user connection the plugin accepted takes it.
+// Asking anyway cost one HTTP call to the daemon per connection opened
+// through a tunnel (frps asks for a new work connection for each one).
+var PluginOps = []string{"Login", "NewProxy", "CloseProxy", "Ping", "NewUserConn"}
 
 // ServerConfig renders frps's TOML with custom placed inside the custom
 // block (empty for the diagnostic view). Every table is written inline, so
