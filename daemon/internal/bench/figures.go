@@ -732,7 +732,7 @@ func LoadedRSS(o Options) Row {
 	}
 	wg.Wait()
 	if e := firstErr.Load(); e != nil {
-		row.Measured = fmt.Sprintf("error: %v", e)
+		row.Measured = fmt.Sprintf("error: %v (daemon: %s)", e, lastError(d.Out.String()))
 		return row
 	}
 	// Let the background pushes and the garbage collector settle.
@@ -751,6 +751,18 @@ func perRequest(cpu time.Duration, n uint64) string {
 		return "-"
 	}
 	return (cpu / time.Duration(n)).Round(100 * time.Nanosecond).String()
+}
+
+// lastError is the daemon's last logged error line, which says what a 500
+// hid from the client.
+func lastError(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "level=ERROR") {
+			return lines[i]
+		}
+	}
+	return "no error logged"
 }
 
 func mb(b int64) float64 { return float64(b) / 1e6 }
