@@ -19,7 +19,7 @@ func TestUpgradeWithDuplicateMachineNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := &Store{db: db}
+	old := &Store{db: db, writer: make(chan struct{}, 1)}
 	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT '')`); err != nil {
 		t.Fatal(err)
 	}
