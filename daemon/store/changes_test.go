@@ -59,16 +59,7 @@ func TestChangesSeesEveryWriter(t *testing.T) {
 func TestSettingsReadAfterEveryWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	s, other := openAt(t, dir), openAt(t, dir)
 	get := func(key string) string {
 		t.Helper()
 		v, err := s.GetSetting(ctx, key)
@@ -123,16 +114,7 @@ func TestSettingsReadAfterEveryWrite(t *testing.T) {
 func TestMachineListAfterEveryWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	other, err := Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
+	s, other := openAt(t, dir), openAt(t, dir)
 	list := func() []Machine {
 		t.Helper()
 		ms, err := s.ListMachines(ctx)

@@ -81,3 +81,16 @@ func TestSettingIfAbsentAndSessions(t *testing.T) {
 		t.Fatalf("expired session still there: %v", err)
 	}
 }
+
+// openAt opens the store in dir, closed when the test ends. Two calls on the
+// same dir are two handles on one file, as the daemon and an admin command
+// in another process are.
+func openAt(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}

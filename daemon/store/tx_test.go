@@ -14,11 +14,7 @@ import (
 // "database is locked"; queued in the store, every one commits.
 func TestConcurrentWritersAllCommit(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, t.TempDir())
 	const writers = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -55,17 +51,13 @@ func TestConcurrentWritersAllCommit(t *testing.T) {
 // context ends, and writes nothing.
 func TestTxWaitHonoursContext(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, t.TempDir())
 	held, release := make(chan struct{}), make(chan struct{})
 	go s.Tx(ctx, func(*sql.Tx) error { close(held); <-release; return nil })
 	<-held
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err = s.Tx(short, func(tx *sql.Tx) error {
+	err := s.Tx(short, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(short, "INSERT INTO settings(key, value) VALUES ('late', 'x')")
 		return err
 	})
