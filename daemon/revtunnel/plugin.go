@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -45,53 +44,17 @@ type Plugin struct {
 	OnLogin func(ctx context.Context, machineID int64, caPEM string)
 
 	// conns remembers the user connections NewUserConn let through.
-	conns userConnCache
+	conns store.Memo[userConnKey, struct{}]
 }
 
-// userConnCache remembers which (credential, user, proxy) NewUserConn
-// accepted, for as long as nothing is committed to the database. frps asks
-// for every connection to a tunnel port, and the two lookups cost ~0.1 ms
-// of the daemon's time each time; a burst of new connections (a web proxy
+// userConnKey is what Plugin.conns remembers NewUserConn accepting, for
+// as long as nothing is committed to the database. frps asks for every
+// connection to a tunnel port, and the two lookups cost ~0.1 ms of the
+// daemon's time each time; a burst of new connections (a web proxy
 // opening connections to an HTTP tunnel) queued behind them. Any commit,
 // by this process or another (store.Changes), empties it, so deleting a
 // machine or a tunnel still refuses the very next connection.
-type userConnCache struct {
-	mu      sync.Mutex
-	changes uint64
-	ok      map[userConnKey]struct{}
-}
-
 type userConnKey struct{ secretHash, user, proxy string }
-
-// userConnCacheMax bounds the cache; when full it starts over.
-const userConnCacheMax = 4096
-
-// allowed reports whether k was accepted since the last commit. It returns
-// the change count to pass to remember.
-func (c *userConnCache) allowed(st *store.Store, k userConnKey) (bool, uint64) {
-	changes := st.Changes()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if changes != c.changes {
-		c.ok, c.changes = nil, changes
-	}
-	_, hit := c.ok[k]
-	return hit, changes
-}
-
-// remember records that k was accepted by lookups that started when the
-// change count was changes; nothing is kept if a commit came since.
-func (c *userConnCache) remember(k userConnKey, changes uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if changes != c.changes {
-		return
-	}
-	if c.ok == nil || len(c.ok) >= userConnCacheMax {
-		c.ok = make(map[userConnKey]struct{})
-	}
-	c.ok[k] = struct{}{}
-}
 
 type pluginRequest struct {
 	Version string          `json:"version"`
@@ -393,21 +356,17 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 // newUserConn lets a connection through only while the machine and the
 // tunnel still exist: deleting either stops new traffic at once. A
 // connection like one accepted since the database last changed is let
-// through without the lookups (userConnCache).
+// through without the lookups (Plugin.conns).
 func (p *Plugin) newUserConn(ctx context.Context, c proxyContent) error {
 	secret := c.User.Metas[frpconf.MetaToken]
 	key := userConnKey{secretHash: auth.HashToken(secret), user: c.User.User, proxy: c.ProxyName}
-	hit, changes := p.conns.allowed(p.Store, key)
-	if hit && secret != "" {
-		return nil
-	}
-	m, err := p.machine(ctx, c.User.User, c.User.Metas)
-	if err != nil {
-		return err
-	}
-	if _, err = p.owned(ctx, m, c.ProxyName, 0, false); err != nil {
-		return err
-	}
-	p.conns.remember(key, changes)
-	return nil
+	_, err := p.conns.Get(p.Store, key, func() (struct{}, error) {
+		m, err := p.machine(ctx, c.User.User, c.User.Metas)
+		if err != nil {
+			return struct{}{}, err
+		}
+		_, err = p.owned(ctx, m, c.ProxyName, 0, false)
+		return struct{}{}, err
+	})
+	return err
 }

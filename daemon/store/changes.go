@@ -63,43 +63,59 @@ func (c *changes) close() {
 	}
 }
 
-// Snapshot keeps one value read from the database, or computed from what
-// it holds (such as the machine list), until Changes moves, so a value
-// asked for again and again between writes is read once. The zero value
-// is ready to use.
-type Snapshot[T any] struct {
+// MemoMax bounds the values one Memo keeps (a memo keyed by what a client
+// presents must not grow without bound).
+const MemoMax = 4096
+
+// Memo keeps values read from the database, or computed from what it
+// holds, one per key, until Changes moves: a value asked for again and
+// again between writes is read once, and any commit, by this process or
+// another, drops them all. Only successful loads are kept, at most
+// MemoMax of them: when full, the memo starts over. The zero value is
+// ready to use.
+type Memo[K comparable, V any] struct {
 	mu     sync.Mutex
-	latest uint64 // the highest count a Get saw
-	held   bool   // v was read under latest
-	v      T
+	latest uint64 // the highest count a Get saw; vals were read under it
+	vals   map[K]V
 }
 
-// Get returns the value held for s's current count, or what load reads.
-// load must depend on nothing but the database (and what never changes).
-func (c *Snapshot[T]) Get(s *Store, load func() (T, error)) (T, error) {
+// Get returns the value held for k under s's current count, or what load
+// reads. load must depend on nothing but the database and k.
+func (c *Memo[K, V]) Get(s *Store, k K, load func() (V, error)) (V, error) {
 	n := s.Changes()
 	c.mu.Lock()
 	if n > c.latest {
-		var zero T
-		c.latest, c.held, c.v = n, false, zero
+		c.latest, c.vals = n, nil
 	}
-	if c.held && c.latest == n {
-		v := c.v
-		c.mu.Unlock()
+	v, hit := c.vals[k]
+	hit = hit && c.latest == n
+	c.mu.Unlock()
+	if hit {
 		return v, nil
 	}
-	c.mu.Unlock()
 	v, err := load()
 	if err != nil {
 		return v, err
 	}
 	c.mu.Lock()
-	// Held only if no later count was seen meanwhile: a value read before
+	// Kept only if no later count was seen meanwhile: a value read before
 	// a commit that the count has not shown yet is dropped by the next
 	// Get, which sees the count move.
 	if c.latest == n {
-		c.v, c.held = v, true
+		if c.vals == nil || len(c.vals) >= MemoMax {
+			c.vals = make(map[K]V)
+		}
+		c.vals[k] = v
 	}
 	c.mu.Unlock()
 	return v, nil
+}
+
+// Snapshot is a Memo of one value (such as the machine list).
+type Snapshot[T any] struct{ m Memo[struct{}, T] }
+
+// Get returns the value held for s's current count, or what load reads.
+// load must depend on nothing but the database (and what never changes).
+func (c *Snapshot[T]) Get(s *Store, load func() (T, error)) (T, error) {
+	return c.m.Get(s, struct{}{}, load)
 }

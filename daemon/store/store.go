@@ -25,7 +25,7 @@ type Store struct {
 	notify   atomic.Pointer[notifier]
 	dir      string
 	changes  changes
-	settings settingsCache
+	settings Memo[string, cachedSetting]
 	machines Snapshot[[]Machine]
 	// writer admits one write transaction at a time (see Tx).
 	writer chan struct{}
