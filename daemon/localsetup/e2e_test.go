@@ -181,7 +181,7 @@ func startTunnelServer(t *testing.T, ctx context.Context, st *store.Store, dir s
 		t.Fatal(err)
 	}
 	frpsPort := testutil.FreePort(t)
-	lo := testutil.TunnelPortBase()
+	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 99}
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
 	t.Cleanup(plugin.Close)

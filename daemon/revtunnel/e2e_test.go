@@ -136,7 +136,7 @@ func TestRealEngine(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	echoPort := echoServer(t)
 	frpsPort := freePort(t)
-	lo := testutil.TunnelPortBase()
+	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 199}
 
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})

@@ -98,7 +98,7 @@ func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log 
 	dir := t.TempDir()
 	ca, st := testCAStore(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lo := testutil.TunnelPortBase()
+	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	frpsPort := freePort(t)
 	clientPath := filepath.Join(dir, "client.toml")

@@ -212,7 +212,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	ca, st := testCAStore(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	echoPort := echoServer(t)
-	lo := testutil.TunnelPortBase()
+	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	realPort, impostorPort := freePort(t), freePort(t)
 
@@ -396,7 +396,7 @@ func TestRenewalReachesMachines(t *testing.T) {
 	// The first certificate was issued 21 days ago (9 of 30 days left).
 	now := time.Now().Add(-21 * 24 * time.Hour)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	lo := testutil.TunnelPortBase()
+	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 19}
 	frpsPort := freePort(t)
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)

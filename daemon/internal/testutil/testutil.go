@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -212,8 +213,57 @@ func FRP() (frps, frpc string) {
 	return frps, frpc
 }
 
-// TunnelPortBase picks the start of a 100-port range for a test's tunnel
-// listeners, between 20000 and 32099: below the kernel's ephemeral range
-// (32768 and up), where any process's outgoing connection may hold a port
-// at the moment frps binds it, and above QuietPort's 10000–19999.
-func TunnelPortBase() int { return 20000 + mrand.IntN(12000) }
+// TunnelBlock is the number of ports TunnelPorts reserves at a time.
+const TunnelBlock = 200
+
+// tunnelLo and tunnelHi bound the tunnel blocks: below the kernel's
+// ephemeral range (32768 and up), where any process's outgoing connection
+// may hold a port at the moment frps binds it, and above QuietPort's
+// 10000–19999.
+const tunnelLo, tunnelHi = 20000, 32000
+
+// TunnelPorts reserves a block of TunnelBlock ports for a test's tunnel
+// listeners and returns its first port. The reservation is an flock on a
+// file named after the block, so tests in other packages' processes never
+// get the same block while this test runs; it ends with the test. Every
+// port of the block was free when it was reserved.
+func TunnelPorts(t testing.TB) int {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "tunnelsvc-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	blocks := (tunnelHi - tunnelLo) / TunnelBlock
+	start := mrand.IntN(blocks)
+	for i := range blocks {
+		lo := tunnelLo + (start+i)%blocks*TunnelBlock
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(lo)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		if !allFree(lo, lo+TunnelBlock-1) {
+			f.Close()
+			continue
+		}
+		t.Cleanup(func() { f.Close() })
+		return lo
+	}
+	t.Fatalf("no free block of %d ports between %d and %d", TunnelBlock, tunnelLo, tunnelHi)
+	return 0
+}
+
+// allFree tells whether every port from lo to hi can be bound on loopback.
+func allFree(lo, hi int) bool {
+	for p := lo; p <= hi; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}
