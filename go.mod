@@ -44,3 +44,5 @@ require (
 	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	google.golang.org/protobuf v1.34.2 // indirect
 )
+
+replace github.com/nbutton23/zxcvbn-go => ./third_party/zxcvbn-go

@@ -101,3 +101,29 @@ func TestPackageVersionsIncrease(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyrightPatchedModule: a module replaced by a patched copy in
+// third_party/ ships with that copy's licence, named by the module it
+// replaces.
+func TestCopyrightPatchedModule(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "tunnelsvc")
+	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./daemon/cmd/tunnelsvc").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command("bash", "scripts/copyright.sh", "packaging/copyright", bin).Output()
+	if err != nil {
+		t.Fatalf("copyright.sh: %v", err)
+	}
+	lic, err := os.ReadFile("third_party/zxcvbn-go/LICENSE.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	if !strings.Contains(text, "Comment: Go module github.com/nbutton23/zxcvbn-go (patched copy in third_party/zxcvbn-go)") {
+		t.Errorf("copyright file does not name the patched zxcvbn-go copy:\n%s", text)
+	}
+	firstLine, _, _ := strings.Cut(string(lic), "\n")
+	if !strings.Contains(text, " "+strings.TrimSpace(firstLine)) {
+		t.Errorf("copyright file lacks the licence of third_party/zxcvbn-go (%q)", firstLine)
+	}
+}

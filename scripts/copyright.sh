@@ -22,7 +22,12 @@ for bin in "$@"; do
       mod | dep) last="$path@$version" ;;
       "=>")
         unset "used_by[$last]"
-        last="$path@$version"
+        # A directory of this repository (third_party/): its licence is
+        # there, under the path of the module it replaces.
+        case $path in
+          ./* | ../* | /*) last="${last%@*}@dir:$path" ;;
+          *) last="$path@$version" ;;
+        esac
         ;;
       *) continue ;;
     esac
@@ -38,6 +43,11 @@ for mod in $(printf '%s\n' "${!used_by[@]}" | sort); do
   # Our own module: the header above.
   [ "$version" != "(devel)" ] || continue
   dir="$modcache/$(escape "$path")@$version"
+  case $version in dir:*)
+    dir=${version#dir:}
+    version="(patched copy in ${dir#./})"
+    ;;
+  esac
   lic=$(find "$dir" -maxdepth 1 -type f \( -iname 'LICEN[CS]E*' -o -iname 'COPYING*' -o -iname 'NOTICE*' \) 2>/dev/null | sort)
   [ -n "$lic" ] || { echo "copyright.sh: no licence file for $mod in $dir" >&2; exit 1; }
   printf '\nFiles: (compiled into:%s)\nComment: Go module %s %s\nLicense: see below\n' "${used_by[$mod]}" "$path" "$version"
