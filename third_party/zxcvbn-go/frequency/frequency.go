@@ -13,23 +13,21 @@ type List struct {
 	List []string
 }
 
-// Lists holds all the frequency list in a map
-var Lists = make(map[string]List)
-
-func init() {
-	maleFilePath := getAsset("data/MaleNames.json")
-	femaleFilePath := getAsset("data/FemaleNames.json")
-	surnameFilePath := getAsset("data/Surnames.json")
-	englishFilePath := getAsset("data/English.json")
-	passwordsFilePath := getAsset("data/Passwords.json")
-
-	Lists["MaleNames"] = getStringListFromAsset(maleFilePath, "MaleNames")
-	Lists["FemaleNames"] = getStringListFromAsset(femaleFilePath, "FemaleNames")
-	Lists["Surname"] = getStringListFromAsset(surnameFilePath, "Surname")
-	Lists["English"] = getStringListFromAsset(englishFilePath, "English")
-	Lists["Passwords"] = getStringListFromAsset(passwordsFilePath, "Passwords")
-
+// Load decodes every frequency list from the embedded data. Each call
+// decodes them anew (about 6 MB once built into dictionaries): the caller
+// decides how long to keep them. Upstream decoded them into a package
+// variable at init, so every program importing the package held them for
+// its whole life.
+func Load() map[string]List {
+	return map[string]List{
+		"MaleNames":   getStringListFromAsset(getAsset("data/MaleNames.json"), "MaleNames"),
+		"FemaleNames": getStringListFromAsset(getAsset("data/FemaleNames.json"), "FemaleNames"),
+		"Surname":     getStringListFromAsset(getAsset("data/Surnames.json"), "Surname"),
+		"English":     getStringListFromAsset(getAsset("data/English.json"), "English"),
+		"Passwords":   getStringListFromAsset(getAsset("data/Passwords.json"), "Passwords"),
+	}
 }
+
 func getAsset(name string) []byte {
 	data, err := data.Asset(name)
 	if err != nil {

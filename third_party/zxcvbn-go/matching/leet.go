@@ -15,13 +15,13 @@ func FilterL33tMatcher(m match.Matcher) bool {
 	return m.ID == L33TMatcherName
 }
 
-func l33tMatch(password string) []match.Match {
+func (s *matcherSet) l33tMatch(password string) []match.Match {
 	permutations := getPermutations(password)
 
 	var matches []match.Match
 
 	for _, permutation := range permutations {
-		for _, mather := range dictionaryMatchers {
+		for _, mather := range s.dictionaryMatchers {
 			matches = append(matches, mather.MatchingFunc(permutation)...)
 		}
 	}
