@@ -45,7 +45,10 @@ type Gate struct {
 	waiting  list.List // of *waiter, non-priority
 	inflight map[netip.Prefix]bool
 	runs     atomic.Uint64
-	freeing  atomic.Bool // a return of memory to the system is under way
+	// freeing: a run is returning memory to the system; again: another
+	// run ended meanwhile, so the memory it held is returned once more.
+	freeing, again bool
+	freeOS         func() // debug.FreeOSMemory; tests count the calls
 }
 
 // Runs reports how many argon2id runs g has done.
@@ -56,7 +59,7 @@ type waiter struct{ ready chan struct{} }
 // NewGate returns a Gate with slots runs at once, reserved of them for
 // priority runs, and queue waiters.
 func NewGate(slots, reserved, queue int) *Gate {
-	return &Gate{free: slots, normal: max(1, slots-reserved), queue: queue, inflight: map[netip.Prefix]bool{}}
+	return &Gate{free: slots, normal: max(1, slots-reserved), queue: queue, inflight: map[netip.Prefix]bool{}, freeOS: debug.FreeOSMemory}
 }
 
 // Ticket says who a run is for: Key is the client (LimitKey); Keyed false
@@ -189,17 +192,44 @@ func (g *Gate) IDKey(ctx context.Context, t Ticket, password, salt []byte, time,
 // system once no run is in flight or waiting: the heap it grew stays
 // otherwise, and an idle daemon kept about 160 MB resident for minutes
 // after one login. Under a flood runs follow each other and nothing is
-// freed between them; the collection runs in the background.
+// freed between them.
+//
+// It returns the memory before the caller answers (a collection and the
+// release take about 5 ms, against the hash's hundreds): a client that
+// logs in right after the setup then finds the setup's memory returned,
+// instead of growing the heap while a collection in the background still
+// ran. A run that ends while another returns memory is not skipped: the
+// one returning goes round once more, as the memory that run held was
+// still in use during the first collection.
 func (g *Gate) returnMemory() {
 	g.mu.Lock()
-	idle := g.running == 0 && g.priRuns == 0 && g.waiting.Len() == 0 && g.priority.Len() == 0
-	g.mu.Unlock()
-	if idle && g.freeing.CompareAndSwap(false, true) {
-		go func() {
-			defer g.freeing.Store(false)
-			debug.FreeOSMemory()
-		}()
+	if !g.idle() {
+		g.mu.Unlock()
+		return
 	}
+	if g.freeing {
+		g.again = true
+		g.mu.Unlock()
+		return
+	}
+	g.freeing = true
+	for {
+		g.mu.Unlock()
+		g.freeOS()
+		g.mu.Lock()
+		if !g.again || !g.idle() {
+			// A run that has started since will return memory when it ends.
+			g.freeing, g.again = false, false
+			g.mu.Unlock()
+			return
+		}
+		g.again = false
+	}
+}
+
+// idle reports whether no run is in flight or waiting; g.mu is held.
+func (g *Gate) idle() bool {
+	return g.running == 0 && g.priRuns == 0 && g.waiting.Len() == 0 && g.priority.Len() == 0
 }
 
 // defaultGate is the daemon's one bound (the command line's too, in its own
