@@ -61,3 +61,19 @@ func TestMain(m *testing.M) {
 	ServeBaseline()
 	os.Exit(m.Run())
 }
+
+// TestFreePortNeverRepeats: the ports one process is handed are distinct,
+// so that the daemon's five listeners never get the same one.
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for i := range 300 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d handed out twice (call %d)", p, i+1)
+		}
+		seen[p] = true
+	}
+}

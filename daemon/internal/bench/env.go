@@ -55,17 +55,30 @@ func FindBins(root string) (Bins, error) {
 	return b, nil
 }
 
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
+
 // FreePort returns a loopback port that was free a moment ago.
 //
 // It picks from 12000–19999, below the kernel's ephemeral range: a port the
 // kernel handed out as free there may be taken a moment later by any
 // outgoing connection, and the load phases open thousands of them, which
-// made later figures fail with "address already in use".
+// made later figures fail with "address already in use". A port is never
+// handed out twice by one process: the five ports of one daemon used to be
+// able to collide, and the daemon then failed to bind one of them.
 func FreePort() (int, error) {
+	handedMu.Lock()
+	defer handedMu.Unlock()
 	for range 500 {
 		port := 12000 + mrand.IntN(8000)
+		if handed[port] {
+			continue
+		}
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			l.Close()
+			handed[port] = true
 			return port, nil
 		}
 	}
