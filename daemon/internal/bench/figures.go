@@ -485,7 +485,7 @@ func (w *World) HTTPOpenLoop() Row {
 	row := Row{
 		Figure:   "HTTP through the tunnel at a constant rate (open loop)",
 		Goal:     "holds 0.8 × the highest rate Caddy alone holds (0 errors, p99 < 20 ms); above it no errors",
-		Baseline: "highest rate Caddy → origin holds, same run",
+		Baseline: "highest rate Caddy → origin holds, same run; value: p99 in ms at 0.8 of it",
 	}
 	if best == 0 {
 		row.Measured = "Caddy alone held none of the rates tried"
@@ -495,7 +495,10 @@ func (w *World) HTTPOpenLoop() Row {
 	above := attack(url, hostHeader(tunnelHost), best*12/10, 50, d)
 	row.Measured = fmt.Sprintf("Caddy alone holds %d req/s; tunnel at %d: success %.2f%%, p99 %s; at %d: success %.2f%%, mean %s",
 		best, best*8/10, at.Success*100, at.P99.Round(10*time.Microsecond), best*12/10, above.Success*100, above.Mean.Round(10*time.Microsecond))
-	row.Value = at.Success
+	// The value is what the goal bounds: the p99 at 0.8 of Caddy's rate,
+	// in milliseconds, so that the median of several runs is the median
+	// p99 (success is 1 in nearly every run and would pick any of them).
+	row.Value = float64(at.P99) / float64(time.Millisecond)
 	row.Met = holds(at) && above.Success == 1
 	return row
 }
