@@ -25,12 +25,14 @@ all: build
 build: ui daemon frp static
 
 ## frp: frps and frpc, built from the one pinned version in tools/frp/go.mod
-## (bump it there with `go get github.com/fatedier/frp@vX.Y.Z`). Rebuilt only
-## when that module changes; Go's build cache makes a rebuild cheap.
+## (bump it there with `go get github.com/fatedier/frp@vX.Y.Z`), with the
+## patched yamux of third_party/yamux. Rebuilt only when either changes; Go's
+## build cache makes a rebuild cheap.
 FRP_DIR := tools/frp
+YAMUX_SRC := $(filter-out %_test.go,$(wildcard third_party/yamux/*.go)) third_party/yamux/go.mod
 frp: bin/frps bin/frpc
 ## Static (no cgo, no libc needed) and stripped.
-bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum Makefile
+bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
 	cd $(FRP_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
 ## pebble: Let's Encrypt's ACME test server, only for the tests that prove
@@ -57,7 +59,7 @@ CLIENT_BINS := $(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-
 $(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC) Makefile
 	@mkdir -p $(@D)
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/tunnel-agent
-$(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum Makefile
+$(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
 	@mkdir -p $(@D)
 	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
 $(addsuffix .sha256,$(STATIC_BINS)): %.sha256: %
@@ -93,6 +95,7 @@ test-ui:
 
 test-go:
 	$(GO) vet ./...
+	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway' .
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).

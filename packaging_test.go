@@ -127,3 +127,23 @@ func TestCopyrightPatchedModule(t *testing.T) {
 		t.Errorf("copyright file lacks the licence of third_party/zxcvbn-go (%q)", firstLine)
 	}
 }
+
+// TestCopyrightPatchedEngineModule: frps is built in tools/frp, whose
+// go.mod names the patched yamux by a path relative to itself; the
+// copyright file still carries that copy's licence.
+func TestCopyrightPatchedEngineModule(t *testing.T) {
+	if _, err := os.Stat("bin/frps"); err != nil {
+		t.Fatalf("bin/frps (built by `make frp`): %v", err)
+	}
+	out, err := exec.Command("bash", "scripts/copyright.sh", "packaging/copyright", "bin/frps").Output()
+	if err != nil {
+		t.Fatalf("copyright.sh: %v", err)
+	}
+	text := string(out)
+	if !strings.Contains(text, "Comment: Go module github.com/hashicorp/yamux (patched copy in third_party/yamux)") {
+		t.Fatalf("copyright file does not name the patched yamux copy:\n%s", text)
+	}
+	if !strings.Contains(text, " Mozilla Public License, version 2.0") {
+		t.Errorf("copyright file lacks the licence of third_party/yamux (MPL-2.0)")
+	}
+}

@@ -23,9 +23,16 @@ for bin in "$@"; do
       "=>")
         unset "used_by[$last]"
         # A directory of this repository (third_party/): its licence is
-        # there, under the path of the module it replaces.
+        # there, under the path of the module it replaces. The path is
+        # relative to the module that built the binary (tools/frp for the
+        # engines), so the copy is found by the module its go.mod declares.
         case $path in
-          ./* | ../* | /*) last="${last%@*}@dir:$path" ;;
+          ./* | ../* | /*)
+            mod=${last%@*}
+            copy=$(grep -lx "module $mod" third_party/*/go.mod 2>/dev/null | head -n1)
+            [ -n "$copy" ] || { echo "copyright.sh: $mod is replaced by $path, which is no copy in third_party/" >&2; exit 1; }
+            last="$mod@dir:./$(dirname "$copy")"
+            ;;
           *) last="$path@$version" ;;
         esac
         ;;

@@ -3,6 +3,7 @@ package revtunnel_test
 import (
 	"debug/buildinfo"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,9 @@ import (
 // fixes frp relies on). A dependency's replace directives do not apply to
 // the module that builds it, so tools/frp must carry them itself; this
 // reads them from the pinned frp's go.mod and checks that the shipped
-// frps and frpc were built with each one.
+// frps and frpc were built with each one, or with a patched copy of it in
+// third_party/ whose README.tunnelsvc.md names that very version as its
+// upstream.
 func TestEnginesBuiltLikeUpstream(t *testing.T) {
 	root, err := testutil.RepoRoot()
 	if err != nil {
@@ -54,6 +57,20 @@ func TestEnginesBuiltLikeUpstream(t *testing.T) {
 					continue
 				}
 				found = true
+				if d.Replace != nil && d.Replace.Version == "(devel)" {
+					// A directory, relative to tools/frp.
+					readme := filepath.Join(tools, d.Replace.Path, "README.tunnelsvc.md")
+					b, err := os.ReadFile(readme)
+					if err != nil {
+						t.Errorf("%s is built with the copy in %s, which has no README.tunnelsvc.md naming its upstream: %v", filepath.Base(bin), d.Replace.Path, err)
+						continue
+					}
+					if want := "Upstream: " + r.New.Path + " " + r.New.Version + "\n"; !strings.Contains(string(b), want) {
+						t.Errorf("%s is built with the copy in %s, whose README.tunnelsvc.md lacks %q: frp's go.mod replaces %s with %s@%s (bring the copy to that version)",
+							filepath.Base(bin), d.Replace.Path, strings.TrimSpace(want), r.Old.Path, r.New.Path, r.New.Version)
+					}
+					continue
+				}
 				if d.Replace == nil || d.Replace.Path != r.New.Path || d.Replace.Version != r.New.Version {
 					got := d.Path + "@" + d.Version
 					if d.Replace != nil {
