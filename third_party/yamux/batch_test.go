@@ -71,14 +71,10 @@ func TestSendLoopWritesFramesTogether(t *testing.T) {
 		}
 		out = append(out, s)
 	}
-	// The streams are open (their SYNs written); from now on the first
-	// stream's frame is held in the connection while the others queue.
-	for _, s := range out {
-		// Wait for the server's ACK, so that no window update is due.
-		if err := s.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// OpenStream returns once its SYN is written, so the client has
+	// nothing more to write but the frames below; the server's ACKs go the
+	// other way. From here on the first frame is held in the connection
+	// while the others queue.
 	var accepted []*Stream
 	for range streams {
 		s, err := server.AcceptStream()
@@ -87,7 +83,6 @@ func TestSendLoopWritesFramesTogether(t *testing.T) {
 		}
 		accepted = append(accepted, s)
 	}
-	time.Sleep(50 * time.Millisecond)
 	conn.mu.Lock()
 	conn.armed = true
 	conn.mu.Unlock()
