@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -176,16 +177,6 @@ func TestDeployRestoresOnReloadFailure(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startCaddy runs a real caddy on the rendered file and waits until it serves.
 func startCaddy(t *testing.T, file []byte, port int) {
 	t.Helper()
@@ -243,7 +234,7 @@ func TestRealCaddyRoutesByHost(t *testing.T) {
 	}))
 	defer app.Close()
 	appPort := app.Listener.Addr().(*net.TCPAddr).Port
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	file, err := Render(Input{
 		Domain: "example.test", Dashboard: dash.Listener.Addr().String(),
 		Tunnels: []HTTPTunnel{{"app", appPort}}, PlainHTTPPort: port, Admin: "off",
@@ -287,7 +278,7 @@ func TestRealCaddyBoundsConnectionsToATunnel(t *testing.T) {
 	}
 	app.Start()
 	defer app.Close()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	file, err := Render(Input{
 		Domain: "example.test", Dashboard: "127.0.0.1:9",
 		Tunnels: []HTTPTunnel{{"app", app.Listener.Addr().(*net.TCPAddr).Port}}, PlainHTTPPort: port, Admin: "off",

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -25,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/portlock"
 )
 
 // Password is the operator password every bench environment is set up with.
@@ -55,34 +56,15 @@ func FindBins(root string) (Bins, error) {
 	return b, nil
 }
 
-var (
-	handedMu sync.Mutex
-	handed   = map[int]bool{}
-)
-
-// FreePort returns a loopback port that was free a moment ago.
-//
-// It picks from 12000–19999, below the kernel's ephemeral range: a port the
-// kernel handed out as free there may be taken a moment later by any
-// outgoing connection, and the load phases open thousands of them, which
-// made later figures fail with "address already in use". A port is never
-// handed out twice by one process: the five ports of one daemon used to be
-// able to collide, and the daemon then failed to bind one of them.
+// FreePort returns a loopback port reserved for this process until it
+// exits (portlock.Port: below the kernel's ephemeral range, where
+// the thousands of outgoing connections of the load phases cannot take it,
+// and never handed to another process or twice to this one; a bench run
+// used to fail with "address already in use" when two of one daemon's five
+// ports were the same).
 func FreePort() (int, error) {
-	handedMu.Lock()
-	defer handedMu.Unlock()
-	for range 500 {
-		port := 12000 + mrand.IntN(8000)
-		if handed[port] {
-			continue
-		}
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
-			handed[port] = true
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no free loopback port between 12000 and 19999")
+	port, _, err := portlock.Port()
+	return port, err
 }
 
 // Proc is a child process in its own process group.

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -44,21 +43,10 @@ func PebbleBin() string {
 	return bin
 }
 
-// QuietPort returns a free loopback TCP port below Linux's ephemeral range
-// (32768 and up), where no outgoing connection of another process can take
-// it between now and the moment a server binds it.
+// QuietPort is FreePort: a reserved port below Linux's ephemeral range.
 func QuietPort(t testing.TB) int {
 	t.Helper()
-	for range 200 {
-		port := 10000 + mrand.IntN(10000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free loopback port between 10000 and 19999")
-	return 0
+	return FreePort(t)
 }
 
 // Pebble is a running ACME server on loopback.

@@ -13,20 +13,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/portlock"
 )
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port for a server a test starts (frps,
+// Caddy, the daemon), reserved until the test ends: see portlock.Port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, release, err := portlock.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(release)
+	return port
 }
 
 // EchoServer answers every connection on 127.0.0.1 by echoing what it reads.
@@ -214,56 +216,17 @@ func FRP() (frps, frpc string) {
 }
 
 // TunnelBlock is the number of ports TunnelPorts reserves at a time.
-const TunnelBlock = 200
-
-// tunnelLo and tunnelHi bound the tunnel blocks: below the kernel's
-// ephemeral range (32768 and up), where any process's outgoing connection
-// may hold a port at the moment frps binds it, and above QuietPort's
-// 10000–19999.
-const tunnelLo, tunnelHi = 20000, 32000
+const TunnelBlock = portlock.BlockSize
 
 // TunnelPorts reserves a block of TunnelBlock ports for a test's tunnel
-// listeners and returns its first port. The reservation is an flock on a
-// file named after the block, so tests in other packages' processes never
-// get the same block while this test runs; it ends with the test. Every
-// port of the block was free when it was reserved.
+// listeners until the test ends, and returns its first port: see
+// portlock.Block.
 func TunnelPorts(t testing.TB) int {
 	t.Helper()
-	dir := filepath.Join(os.TempDir(), "tunnelsvc-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	lo, release, err := portlock.Block()
+	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := (tunnelHi - tunnelLo) / TunnelBlock
-	start := mrand.IntN(blocks)
-	for i := range blocks {
-		lo := tunnelLo + (start+i)%blocks*TunnelBlock
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprint(lo)), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			f.Close()
-			continue
-		}
-		if !allFree(lo, lo+TunnelBlock-1) {
-			f.Close()
-			continue
-		}
-		t.Cleanup(func() { f.Close() })
-		return lo
-	}
-	t.Fatalf("no free block of %d ports between %d and %d", TunnelBlock, tunnelLo, tunnelHi)
-	return 0
-}
-
-// allFree tells whether every port from lo to hi can be bound on loopback.
-func allFree(lo, hi int) bool {
-	for p := lo; p <= hi; p++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-	}
-	return true
+	t.Cleanup(release)
+	return lo
 }
