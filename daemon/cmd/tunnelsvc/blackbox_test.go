@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 var (
@@ -76,7 +78,10 @@ func (d *daemonProc) logText() string {
 func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	t.Helper()
 	d := &daemonProc{dataDir: t.TempDir()}
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir(), "--gate-listen", "127.0.0.1:0"}, extra...)
+	// No listener on a fixed port: the plugin's default 127.0.0.1:7381 was
+	// at times held by another test process running in parallel.
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir(), "--gate-listen", "127.0.0.1:0",
+		"--frps-plugin-listen", fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}, extra...)
 	d.cmd = exec.Command(binary(t), args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET=")
 	stderr, err := d.cmd.StderrPipe()
