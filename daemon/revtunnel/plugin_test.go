@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,91 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
+// pluginRig is the plugin as the daemon wires it: a store on a data
+// directory of its own, the machines service over it, and the plugin.
+type pluginRig struct {
+	dir    string
+	svc    *machines.Service
+	plugin *revtunnel.Plugin
+}
+
+func newPluginRig(tb testing.TB, ports store.PortRange) *pluginRig {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "data")
+	st, err := store.Open(context.Background(), dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	sealer, _ := seal.LoadOrCreate(dir)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	sp, _ := ssh.NewPublicKey(pub)
+	svc := &machines.Service{Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: 7000}
+	return &pluginRig{dir: dir, svc: svc, plugin: &revtunnel.Plugin{Store: st, Log: log}}
+}
+
+// pluginMachine is a registered machine as frps presents it to the plugin:
+// the user and secret of its login, and its tunnels.
+type pluginMachine struct {
+	id           int64
+	user, secret string
+	tunnels      []int64
+}
+
+// proxy is the name frps gives the machine's i-th tunnel.
+func (m pluginMachine) proxy(i int) string { return m.user + "." + frpconf.TunnelProxy(m.tunnels[i]) }
+
+// register bootstraps a machine named name with the given number of TCP
+// tunnels.
+func (r *pluginRig) register(tb testing.TB, name string, tunnels int) pluginMachine {
+	tb.Helper()
+	ctx := context.Background()
+	tok, err := r.svc.CreateToken(ctx, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := r.svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: name, Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m := pluginMachine{id: reg.MachineID}
+	m.user, m.secret = loginOf(reg.ClientConfig)
+	for i := range tunnels {
+		kind, tname, port := "tcp", fmt.Sprintf("t%d", i), 8000+i
+		tun, err := r.svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &tname, Kind: &kind, LocalPort: &port})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m.tunnels = append(m.tunnels, tun.ID)
+	}
+	return m
+}
+
+// loginOf reads the user and the secret a rendered frpc config logs in with.
+func loginOf(clientConfig string) (user, secret string) {
+	return regexp.MustCompile(`(?m)^user = '([^']+)'`).FindStringSubmatch(clientConfig)[1],
+		regexp.MustCompile(`(?m)^token = '([^']+)'`).FindStringSubmatch(clientConfig)[1]
+}
+
+// newUserConn is frps's NewUserConn call for user's connection to proxy,
+// with the client's metadatas.
+func newUserConn(user, proxy string, metas map[string]string) string {
+	m, _ := json.Marshal(metas)
+	return fmt.Sprintf(`{"version":"0.1.0","op":"NewUserConn","content":{"user":{"user":%q,"metas":%s},"proxy_name":%q,"proxy_type":"tcp","remote_addr":"127.0.0.1:40000"}}`,
+		user, m, proxy)
+}
+
+// call posts body to the plugin as frps does and returns the answer.
+func (r *pluginRig) call(body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", frpconf.PluginPath+"?op=NewUserConn", strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:5555"
+	w := httptest.NewRecorder()
+	r.plugin.ServeHTTP(w, req)
+	return w
+}
+
 // TestNewUserConnAfterDelete: frps asks about every connection to a tunnel
 // port. Once a tunnel or its machine is deleted, the very next connection is
 // refused, even right after the same connection was let through, and also
@@ -32,57 +118,12 @@ import (
 // the same database, as the admin commands open it).
 func TestNewUserConnAfterDelete(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	st, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sealer, _ := seal.LoadOrCreate(dir)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: store.PortRange{Lo: 20000, Hi: 20099}, ServerHost: "127.0.0.1", FRPSPort: 7000}
-	plugin := &revtunnel.Plugin{Store: st, Log: log}
-
-	type machine struct {
-		id            int64
-		user, secret  string
-		tunnelProxies []string
-	}
-	register := func(name string) machine {
-		tok, err := svc.CreateToken(ctx, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: name, Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := machine{id: reg.MachineID,
-			user:   regexp.MustCompile(`(?m)^user = '([^']+)'`).FindStringSubmatch(reg.ClientConfig)[1],
-			secret: regexp.MustCompile(`(?m)^token = '([^']+)'`).FindStringSubmatch(reg.ClientConfig)[1]}
-		for i := 0; i < 2; i++ {
-			kind, tname, port := "tcp", fmt.Sprintf("t%d", i), 8000+i
-			tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &tname, Kind: &kind, LocalPort: &port})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.tunnelProxies = append(m.tunnelProxies, fmt.Sprintf("%s.%s", m.user, frpconf.TunnelProxy(tun.ID)))
-		}
-		return m
-	}
-	// newUserConn answers frps's call as frps makes it and reports whether
-	// the connection is let through.
-	newUserConn := func(m machine, proxy string) bool {
+	r := newPluginRig(t, store.PortRange{Lo: 20000, Hi: 20099})
+	// allowed answers frps's call and reports whether the connection is let
+	// through.
+	allowed := func(m pluginMachine, proxy string) bool {
 		t.Helper()
-		body := fmt.Sprintf(`{"version":"0.1.0","op":"NewUserConn","content":{"user":{"user":%q,"metas":{"token":%q}},"proxy_name":%q,"proxy_type":"tcp","remote_addr":"127.0.0.1:40000"}}`,
-			m.user, m.secret, proxy)
-		r := httptest.NewRequest("POST", frpconf.PluginPath+"?op=NewUserConn", strings.NewReader(body))
-		r.RemoteAddr = "127.0.0.1:5555"
-		w := httptest.NewRecorder()
-		plugin.ServeHTTP(w, r)
+		w := r.call(newUserConn(m.user, proxy, map[string]string{"token": m.secret}))
 		switch {
 		case w.Code != 200:
 			t.Fatalf("NewUserConn for %s: %d %s", proxy, w.Code, w.Body)
@@ -95,34 +136,33 @@ func TestNewUserConnAfterDelete(t *testing.T) {
 		return false
 	}
 
-	a, b := register("alpha"), register("beta")
+	a, b := r.register(t, "alpha", 2), r.register(t, "beta", 2)
 	for i := 0; i < 3; i++ {
-		for _, m := range []machine{a, b} {
-			for _, p := range m.tunnelProxies {
-				if !newUserConn(m, p) {
-					t.Fatalf("connection to %s refused while its machine and tunnel exist", p)
+		for _, m := range []pluginMachine{a, b} {
+			for j := range m.tunnels {
+				if !allowed(m, m.proxy(j)) {
+					t.Fatalf("connection to %s refused while its machine and tunnel exist", m.proxy(j))
 				}
 			}
 		}
 	}
-	if newUserConn(a, b.tunnelProxies[0]) {
+	if allowed(a, b.proxy(0)) {
 		t.Fatal("alpha's credential opened a connection to beta's tunnel")
 	}
 
 	// The tunnel deleted through the API's code path.
-	id, _ := parseTunnelID(a.tunnelProxies[0])
-	if err := svc.DeleteTunnel(ctx, id); err != nil {
+	if err := r.svc.DeleteTunnel(ctx, a.tunnels[0]); err != nil {
 		t.Fatal(err)
 	}
-	if newUserConn(a, a.tunnelProxies[0]) {
+	if allowed(a, a.proxy(0)) {
 		t.Fatal("a deleted tunnel was let through")
 	}
-	if !newUserConn(a, a.tunnelProxies[1]) {
+	if !allowed(a, a.proxy(1)) {
 		t.Fatal("the machine's other tunnel was refused")
 	}
 
 	// The machine deleted by another process.
-	other, err := store.Open(ctx, dir)
+	other, err := store.Open(ctx, r.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,18 +170,12 @@ func TestNewUserConnAfterDelete(t *testing.T) {
 	if err := other.DeleteMachine(ctx, b.id); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range b.tunnelProxies {
-		if newUserConn(b, p) {
-			t.Fatalf("a connection to %s of a machine deleted by another process was let through", p)
+	for j := range b.tunnels {
+		if allowed(b, b.proxy(j)) {
+			t.Fatalf("a connection to %s of a machine deleted by another process was let through", b.proxy(j))
 		}
 	}
-	if !newUserConn(a, a.tunnelProxies[1]) {
+	if !allowed(a, a.proxy(1)) {
 		t.Fatal("another machine's tunnel was refused")
 	}
-}
-
-func parseTunnelID(proxy string) (int64, error) {
-	var id int64
-	_, err := fmt.Sscanf(proxy[strings.Index(proxy, ".tunnel-")+len(".tunnel-"):], "%d", &id)
-	return id, err
 }

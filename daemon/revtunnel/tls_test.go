@@ -19,7 +19,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -231,7 +230,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := regexp.MustCompile(`(?m)^token = '([^']+)'`).FindStringSubmatch(reg.ClientConfig)[1]
+	_, secret := loginOf(reg.ClientConfig)
 
 	// The impostor: real frps, own certificate, a plugin that records every
 	// call and allows it.
