@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -45,29 +42,16 @@ func TestBindIPKeepsTunnelListenersOnLoopback(t *testing.T) {
 
 	ctx := context.Background()
 	frps, _ := testutil.FRP()
-	cfg := config.Default()
-	cfg.DataDir, cfg.SystemRoot, cfg.BinDir = t.TempDir(), t.TempDir(), filepath.Dir(frps)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := Services(ctx, &cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Store.Close() })
+	a := testApp(t, filepath.Dir(frps))
+	cfg := a.Config
 	a.tunnelServices(a.SSHKeys, nil)
 	a.Publish = publish.New(publish.Options{
-		Store: a.Store, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Log: log,
+		Store: a.Store, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Log: a.Log,
 		RulesetPath: cfg.SystemPath(PublishRulesetPath), Params: a.publishParams,
 	})
 	a.setupServices(nil)
 
-	tok, err := a.Machines.CreateToken(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := a.Machines.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", FallbackHost: "vps.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := bootstrapNAS(t, a)
 	kind, name, port, public := "tcp", "game", 25565, true
 	tun, err := a.Machines.CreateTunnel(ctx, machines.TunnelInput{MachineID: &reg.MachineID, Name: &name, Kind: &kind, LocalPort: &port, Public: &public})
 	if err != nil {

@@ -3,15 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"testing"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
-	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -23,24 +19,11 @@ import (
 func TestSSHCommandFollowsSettingsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	frps, _ := testutil.FRP()
-	cfg := config.Default()
-	cfg.DataDir, cfg.SystemRoot, cfg.BinDir = t.TempDir(), t.TempDir(), filepath.Dir(frps)
-	a, err := Services(ctx, &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Store.Close() })
+	a := testApp(t, filepath.Dir(frps))
 	a.tunnelServices(a.SSHKeys, nil)
 	a.setupServices(nil)
 	a.guardServices(nil)
-	tok, err := a.Machines.CreateToken(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := a.Machines.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", FallbackHost: "vps.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := bootstrapNAS(t, a)
 	ms, err := a.Machines.Machines(ctx, "asked.example.com")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +50,7 @@ func TestSSHCommandFollowsSettingsAtOnce(t *testing.T) {
 	}
 	want("installed", jump("a.example.com"))
 
-	other, err := store.Open(ctx, cfg.DataDir)
+	other, err := store.Open(ctx, a.Config.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

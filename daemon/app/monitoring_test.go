@@ -2,12 +2,9 @@ package app
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
@@ -17,13 +14,7 @@ import (
 // bind_ip once it is set.
 func TestHTTPSSites(t *testing.T) {
 	ctx := context.Background()
-	cfg := config.Default()
-	cfg.DataDir, cfg.SystemRoot = t.TempDir(), t.TempDir()
-	a, err := Services(ctx, &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Store.Close()
+	a := testApp(t, "")
 	a.tunnelServices(a.SSHKeys, nil)
 	if addr, names, err := a.httpsSites(ctx); err != nil || addr != "" || names != nil {
 		t.Fatalf("before install: %q %v %v", addr, names, err)
@@ -32,11 +23,7 @@ func TestHTTPSSites(t *testing.T) {
 	if err := set.SaveVPS(ctx, localsetup.VPS{Domain: "example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	tok, _ := a.Machines.CreateToken(ctx, 0)
-	reg, err := a.Machines.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", FallbackHost: "vps.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := bootstrapNAS(t, a)
 	for _, tu := range []struct{ name, kind, sub string }{{"wiki", "http", "wiki"}, {"db", "tcp", ""}} {
 		port := 8080
 		in := machines.TunnelInput{MachineID: &reg.MachineID, Name: &tu.name, Kind: &tu.kind, LocalPort: &port}
