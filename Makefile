@@ -95,7 +95,7 @@ test-ui:
 
 test-go:
 	$(GO) vet ./...
-	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway' .
+	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).

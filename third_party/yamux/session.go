@@ -476,6 +476,7 @@ func (s *Session) send() {
 
 func (s *Session) sendLoop() error {
 	defer close(s.sendDoneCh)
+	cork := corker(s.conn)
 	var buf bytes.Buffer
 	var errs []chan error
 	for {
@@ -513,7 +514,17 @@ func (s *Session) sendLoop() error {
 				}
 			}
 			if buf.Len() > 0 {
-				if _, err := s.conn.Write(buf.Bytes()); err != nil {
+				// More than a record: corked, so that the records
+				// leave together (see corker).
+				corked := cork != nil && buf.Len() > sendBatch
+				if corked {
+					cork(true)
+				}
+				_, err := s.conn.Write(buf.Bytes())
+				if corked {
+					cork(false)
+				}
+				if err != nil {
 					s.logger.Printf("[ERR] yamux: Failed to write frames: %v", err)
 					for _, e := range errs {
 						asyncSendErr(e, err)

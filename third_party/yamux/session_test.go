@@ -77,7 +77,7 @@ func testConnPipe(testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
 }
 
 func testConnTCP(t testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
-	l, err := net.ListenTCP("tcp", nil)
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatalf("error creating listener: %v", err)
 	}
@@ -119,7 +119,7 @@ func testConnTLS(t testing.TB) (io.ReadWriteCloser, io.ReadWriteCloser) {
 		t.Fatalf("error loading certificate: %v", err)
 	}
 
-	l, err := net.ListenTCP("tcp", nil)
+	l, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatalf("error creating listener: %v", err)
 	}
