@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,15 @@ func TestSmoke(t *testing.T) {
 		if strings.Contains(r.Measured, "error:") || r.Value <= 0 {
 			t.Errorf("%s: %q (value %v)", Figures[i].Key, r.Measured, r.Value)
 		}
+		// The tunnel figures carry their floor, and the relays carried
+		// traffic.
+		switch Figures[i].Key {
+		case "tcp", "http", "openloop":
+			m := relayFloor.FindStringSubmatch(r.Measured)
+			if m == nil || m[1] == "0" || m[1] == "0.00" || strings.Contains(m[0], "success 0.00%") {
+				t.Errorf("%s: no floor through the relays in %q", Figures[i].Key, r.Measured)
+			}
+		}
 	}
 	var md strings.Builder
 	WriteMarkdown(&md, rows, o, 1)
@@ -47,6 +57,8 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Log("\n" + md.String())
 }
+
+var relayFloor = regexp.MustCompile(relayPair + ` (?:at \d+: success [\d.]+%, p99 )?([\d.]+)`)
 
 // BenchmarkRender10kTunnels: every generated file for 10,000 tunnels.
 func BenchmarkRender10kTunnels(b *testing.B) {

@@ -69,21 +69,27 @@ type World struct {
 	Iperf     *Proc
 	MachineID int64
 
-	OriginPort   int // the machine's web app
-	IperfPort    int // the machine's iperf3 server
-	HTTPTunnel   Tunnel
-	IperfTunnel  Tunnel
-	CaddyPort    int
-	Baseline     *Proc // the bare handler, in a process of its own (see ServeBaseline)
-	BaselineAddr string
-	origin       *http.Server
-	cuts         int // silent cuts so far (each makes its own machine and namespace)
+	OriginPort int // the machine's web app
+	IperfPort  int // the machine's iperf3 server
+	// The relay pairs (relay.go) in front of the web app and the iperf3
+	// server: the floor of the tunnel figures.
+	Relays         []*Proc
+	RelayHTTPPort  int
+	RelayIperfPort int
+	HTTPTunnel     Tunnel
+	IperfTunnel    Tunnel
+	CaddyPort      int
+	Baseline       *Proc // the bare handler, in a process of its own (see ServeBaseline)
+	BaselineAddr   string
+	origin         *http.Server
+	cuts           int // silent cuts so far (each makes its own machine and namespace)
 }
 
 const (
 	domain     = "bench.test"
 	tunnelHost = "app." + domain
 	directHost = "direct." + domain
+	relayHost  = "relay." + domain
 )
 
 // body is what both the origin and the bare baseline handler answer: the
@@ -106,7 +112,8 @@ const baselineEnv = "TUNNELSVC_BENCH_BASELINE"
 
 // ServeBaseline serves the bare net/http JSON handler and never returns
 // when the environment asks for it (baselineEnv); otherwise it returns at
-// once. The bench's main and TestMain call it first.
+// once. The bench's main and TestMain call it first. It serves a relay of
+// the relay pair (startRelayPair) instead when the environment asks for one.
 //
 // The baseline runs in a process of its own, like the daemon it is compared
 // with. Served inside the bench's process, next to the load generator, a
@@ -116,6 +123,9 @@ const baselineEnv = "TUNNELSVC_BENCH_BASELINE"
 // handler 85–125 µs median instead of 33 µs, which the figures blamed on
 // the daemon.
 func ServeBaseline() {
+	if spec := os.Getenv(relayEnv); spec != "" {
+		serveRelay(spec)
+	}
 	addr := os.Getenv(baselineEnv)
 	if addr == "" {
 		return
@@ -201,6 +211,19 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		return nil, err
 	}
 
+	for _, r := range []struct {
+		name   string
+		target int
+		port   *int
+	}{{"web", w.OriginPort, &w.RelayHTTPPort}, {"iperf3", w.IperfPort, &w.RelayIperfPort}} {
+		entry, procs, err := startRelayPair(r.name, fmt.Sprintf("127.0.0.1:%d", r.target))
+		w.Relays = append(w.Relays, procs...)
+		if err != nil {
+			return nil, err
+		}
+		*r.port, _ = strconv.Atoi(entry[strings.LastIndex(entry, ":")+1:])
+	}
+
 	tok, err := d.NewToken()
 	if err != nil {
 		return nil, err
@@ -231,6 +254,7 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		Tunnels: []webproxy.HTTPTunnel{
 			{Subdomain: "app", Port: w.HTTPTunnel.RemotePort},
 			{Subdomain: "direct", Port: w.OriginPort},
+			{Subdomain: "relay", Port: w.RelayHTTPPort},
 		},
 		PlainHTTPPort: w.CaddyPort, Admin: "off",
 	})
@@ -249,7 +273,7 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 	if err := waitTCP(fmt.Sprintf("127.0.0.1:%d", w.CaddyPort), 15*time.Second, w.Caddy); err != nil {
 		return nil, err
 	}
-	for _, host := range []string{tunnelHost, directHost} {
+	for _, host := range []string{tunnelHost, directHost, relayHost} {
 		if err := waitFor(ctx, 20*time.Second, "GET "+host+" through caddy", func() error { return w.get(host) }); err != nil {
 			return nil, err
 		}
@@ -295,7 +319,7 @@ func (w *World) get(host string) error {
 
 // Close stops everything the world started.
 func (w *World) Close() {
-	for _, p := range []*Proc{w.Caddy, w.FRPC, w.FRPS, w.Iperf, w.Baseline} {
+	for _, p := range append([]*Proc{w.Caddy, w.FRPC, w.FRPS, w.Iperf, w.Baseline}, w.Relays...) {
 		p.Kill(syscall.SIGTERM)
 	}
 	if w.Daemon != nil && w.Daemon.Proc != nil {
@@ -336,22 +360,27 @@ func attack(url string, header http.Header, rate int, workers uint64, d time.Dur
 	return load{Rate: m.Throughput, Success: m.Success, Requests: m.Requests, P99: m.Latencies.P99, Mean: m.Latencies.Mean, Errors: m.Errors}
 }
 
-// alternate runs a and b in turns of one second each until both have run
-// for d, so that what else runs on the machine weighs on the figure and its
-// baseline alike. Rates are averaged over the turns; p99 and mean are the
+// alternate runs each of fs in turns of one second until each has run for
+// d, so that what else runs on the machine weighs on the figure and its
+// baselines alike. Rates are averaged over the turns; p99 and mean are the
 // worst turn's.
-func alternate(d time.Duration, a, b func(time.Duration) load) (load, load) {
+func alternate(d time.Duration, fs ...func(time.Duration) load) []load {
 	turns := int(d / time.Second)
 	if turns < 1 {
 		turns = 1
 	}
 	slice := d / time.Duration(turns)
-	var la, lb []load
+	ls := make([][]load, len(fs))
 	for i := 0; i < turns; i++ {
-		la = append(la, a(slice))
-		lb = append(lb, b(slice))
+		for j, f := range fs {
+			ls[j] = append(ls[j], f(slice))
+		}
 	}
-	return merge(la), merge(lb)
+	out := make([]load, len(fs))
+	for j := range fs {
+		out[j] = merge(ls[j])
+	}
+	return out
 }
 
 func merge(ls []load) load {
@@ -381,9 +410,10 @@ func (w *World) APIThroughput() Row {
 	d := w.opts.Duration
 	cookie := http.Header{"Cookie": []string{w.Daemon.SessionCookie()}}
 	cpu0 := w.Daemon.CPU()
-	api, bare := alternate(d,
+	ls := alternate(d,
 		func(d time.Duration) load { return attack(w.Daemon.Base+"/api/machines", cookie, 0, 50, d) },
 		func(d time.Duration) load { return attack("http://"+w.BaselineAddr+"/", nil, 0, 50, d) })
+	api, bare := ls[0], ls[1]
 	return Row{
 		Figure:   "authenticated `GET /api/machines` / a bare net/http JSON handler (50 concurrent)",
 		Goal:     "≥ 0.5",
@@ -394,33 +424,39 @@ func (w *World) APIThroughput() Row {
 	}
 }
 
+// relayPair names the floor in the measured column (see relay.go).
+const relayPair = "floor, two bare TLS relays"
+
 // TCPThroughput: iperf3 through frps/frpc (TLS on, the daemon's configs)
-// against iperf3 straight to the machine's port on loopback.
+// against iperf3 straight to the machine's port on loopback, and through
+// the relay pair.
 func (w *World) TCPThroughput() Row {
 	secs := int(w.opts.Duration.Seconds())
 	if secs < 1 {
 		secs = 1
 	}
 	// In turns of a second, like alternate.
-	var through, direct float64
-	var err1, err2 error
-	for i := 0; i < secs && err1 == nil && err2 == nil; i++ {
-		var t, d float64
+	var through, direct, relay float64
+	var err1, err2, err3 error
+	for i := 0; i < secs && err1 == nil && err2 == nil && err3 == nil; i++ {
+		var t, d, r float64
 		t, err1 = iperf(w.IperfTunnel.RemotePort, 1)
 		d, err2 = iperf(w.IperfPort, 1)
+		r, err3 = iperf(w.RelayIperfPort, 1)
 		through += t / float64(secs)
 		direct += d / float64(secs)
+		relay += r / float64(secs)
 	}
 	row := Row{
 		Figure:   "TCP through frps/frpc, TLS on / direct loopback (iperf3)",
 		Goal:     "≥ 0.25",
 		Baseline: "iperf3 to the same server directly, same run",
 	}
-	if err := firstErr(err1, err2); err != nil {
+	if err := firstErr(err1, err2, err3); err != nil {
 		row.Measured = "error: " + err.Error()
 		return row
 	}
-	row.Measured = fmt.Sprintf("%.2f / %.2f Gbit/s", through/1e9, direct/1e9)
+	row.Measured = fmt.Sprintf("%.2f / %.2f Gbit/s; %s %.2f Gbit/s (%.3f)", through/1e9, direct/1e9, relayPair, relay/1e9, ratio(relay, direct))
 	row.Value = ratio(through, direct)
 	row.Met = row.Value >= 0.25
 	return row
@@ -454,15 +490,22 @@ func (w *World) HTTPClosedLoop() Row {
 	d := w.opts.Duration
 	url := fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort)
 	tunnel := []*Proc{w.FRPS, w.FRPC, w.Daemon.Proc}
-	cpu0 := cpuOf(tunnel...)
-	through, direct := alternate(d,
-		func(d time.Duration) load { return attack(url, hostHeader(tunnelHost), 0, 50, d) },
-		func(d time.Duration) load { return attack(url, hostHeader(directHost), 0, 50, d) })
+	var cpu time.Duration
+	ls := alternate(d,
+		func(d time.Duration) load {
+			c0 := cpuOf(tunnel...)
+			defer func() { cpu += cpuOf(tunnel...) - c0 }()
+			return attack(url, hostHeader(tunnelHost), 0, 50, d)
+		},
+		func(d time.Duration) load { return attack(url, hostHeader(directHost), 0, 50, d) },
+		func(d time.Duration) load { return attack(url, hostHeader(relayHost), 0, 50, d) })
+	through, direct, relay := ls[0], ls[1], ls[2]
 	v := ratio(through.Rate, direct.Rate)
 	return Row{
-		Figure:   "HTTP through Caddy → frps → frpc → origin / Caddy → origin (closed loop, 50 concurrent)",
-		Goal:     "≥ 0.8",
-		Measured: fmt.Sprintf("%.0f / %.0f req/s (success %.1f%% / %.1f%%); frps+frpc+daemon CPU %s per request", through.Rate, direct.Rate, through.Success*100, direct.Success*100, perRequest(cpuOf(tunnel...)-cpu0, through.Requests)),
+		Figure: "HTTP through Caddy → frps → frpc → origin / Caddy → origin (closed loop, 50 concurrent)",
+		Goal:   "≥ 0.8",
+		Measured: fmt.Sprintf("%.0f / %.0f req/s (success %.1f%% / %.1f%%); frps+frpc+daemon CPU %s per request; %s %.0f req/s (%.3f)",
+			through.Rate, direct.Rate, through.Success*100, direct.Success*100, perRequest(cpu, through.Requests), relayPair, relay.Rate, ratio(relay.Rate, direct.Rate)),
 		Baseline: "Caddy straight to the origin, same run",
 		Value:    v,
 		Met:      v >= 0.8 && through.Success == 1,
@@ -493,8 +536,10 @@ func (w *World) HTTPOpenLoop() Row {
 	}
 	at := attack(url, hostHeader(tunnelHost), best*8/10, 50, d)
 	above := attack(url, hostHeader(tunnelHost), best*12/10, 50, d)
-	row.Measured = fmt.Sprintf("Caddy alone holds %d req/s; tunnel at %d: success %.2f%%, p99 %s; at %d: success %.2f%%, mean %s",
-		best, best*8/10, at.Success*100, at.P99.Round(10*time.Microsecond), best*12/10, above.Success*100, above.Mean.Round(10*time.Microsecond))
+	relay := attack(url, hostHeader(relayHost), best*8/10, 50, d)
+	row.Measured = fmt.Sprintf("Caddy alone holds %d req/s; tunnel at %d: success %.2f%%, p99 %s; at %d: success %.2f%%, mean %s; %s at %d: success %.2f%%, p99 %s",
+		best, best*8/10, at.Success*100, at.P99.Round(10*time.Microsecond), best*12/10, above.Success*100, above.Mean.Round(10*time.Microsecond),
+		relayPair, best*8/10, relay.Success*100, relay.P99.Round(10*time.Microsecond))
 	// The value is what the goal bounds: the p99 at 0.8 of Caddy's rate,
 	// in milliseconds, so that the median of several runs is the median
 	// p99 (success is 1 in nearly every run and would pick any of them).

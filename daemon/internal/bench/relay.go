@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The relay pair is the floor the tunnel figures are read against: two
+// processes that do the least a tunnel of two processes with TLS between
+// them can do, accept, dial the next hop and copy both ways, with nothing of
+// frp's (no multiplexing, no control connection, no plugin). Traffic crosses
+// loopback three times and is encrypted and decrypted once, as through
+// frps and frpc. A figure the relay pair cannot reach on this machine, no
+// change to frps and frpc can reach either.
+
+// relayEnv, set to "LISTEN TO in|out", makes the bench's own binary a
+// relay: "in" accepts TLS and dials plain TCP, "out" accepts plain TCP and
+// dials TLS.
+const relayEnv = "TUNNELSVC_BENCH_RELAY"
+
+func serveRelay(spec string) {
+	f := strings.Fields(spec)
+	if len(f) != 3 || (f[2] != "in" && f[2] != "out") {
+		fmt.Fprintf(os.Stderr, "relay: %s=%q: want \"LISTEN TO in|out\"\n", relayEnv, spec)
+		os.Exit(2)
+	}
+	listen, to, tlsIn := f[0], f[1], f[2] == "in"
+	var l net.Listener
+	var err error
+	if tlsIn {
+		var cert tls.Certificate
+		if cert, err = selfSigned(); err == nil {
+			l, err = tls.Listen("tcp", listen, &tls.Config{Certificates: []tls.Certificate{cert}})
+		}
+	} else {
+		l, err = net.Listen("tcp", listen)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		os.Exit(1)
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "relay:", err)
+			os.Exit(1)
+		}
+		go func() {
+			defer c.Close()
+			var o net.Conn
+			var err error
+			if tlsIn {
+				o, err = dialer.Dial("tcp", to)
+			} else {
+				o, err = tls.DialWithDialer(dialer, "tcp", to, &tls.Config{InsecureSkipVerify: true})
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "relay:", err)
+				return
+			}
+			defer o.Close()
+			done := make(chan struct{})
+			go func() {
+				io.Copy(o, c)
+				o.Close()
+				close(done)
+			}()
+			io.Copy(c, o)
+			c.Close()
+			<-done
+		}()
+	}
+}
+
+// selfSigned is the relay's TLS certificate; the other relay does not
+// check it (nothing but the cost of TLS is measured).
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Minute),
+		NotAfter: time.Now().Add(24 * time.Hour), DNSNames: []string{"relay"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// startRelayPair runs two relays in front of target and returns the
+// address that reaches it through both.
+func startRelayPair(name, target string) (string, []*Proc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	var procs []*Proc
+	fail := func(err error) (string, []*Proc, error) {
+		for _, p := range procs {
+			p.Kill(syscall.SIGTERM)
+		}
+		return "", nil, err
+	}
+	next := target
+	for _, mode := range []string{"in", "out"} {
+		port, err := FreePort()
+		if err != nil {
+			return fail(err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p, err := StartProcEnv(name+" relay "+mode, []string{relayEnv + "=" + addr + " " + next + " " + mode}, exe)
+		if err != nil {
+			return fail(err)
+		}
+		procs = append(procs, p)
+		if err := waitTCP(addr, 10*time.Second, p); err != nil {
+			return fail(err)
+		}
+		next = addr
+	}
+	return next, procs, nil
+}
