@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,21 @@ func TestMachineJoin(t *testing.T) {
 	})
 
 	t.Run("frps's traffic reaches /metrics", func(t *testing.T) { checkMetrics(t, h, v) })
+
+	t.Run("frps and frpc run their Go code on one thread", func(t *testing.T) {
+		// Environment=GOMAXPROCS=1 of revtunnel-server.service and of the
+		// unit bootstrap.sh writes: the process's own environment says it.
+		for _, p := range []struct {
+			host *testbed.Host
+			unit string
+		}{{h, "revtunnel-server"}, {m, "revtunnel-client"}} {
+			pid := strings.TrimSpace(p.host.Must("systemctl", "show", "-p", "MainPID", "--value", p.unit))
+			env := strings.Split(p.host.Must("sh", "-c", "tr '\\0' '\\n' </proc/"+pid+"/environ"), "\n")
+			if !slices.Contains(env, "GOMAXPROCS=1") {
+				t.Errorf("%s (pid %s) runs without GOMAXPROCS=1: %q", p.unit, pid, env)
+			}
+		}
+	})
 
 	t.Run("frpc runs unprivileged and sandboxed", func(t *testing.T) {
 		if u := strings.TrimSpace(m.Must("systemctl", "show", "-p", "User", "--value", "revtunnel-client")); u != "revtunnel" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,27 @@ func TestFreePortNeverRepeats(t *testing.T) {
 			t.Fatalf("port %d handed out twice (call %d)", p, i+1)
 		}
 		seen[p] = true
+	}
+}
+
+// TestEnginesRunAsInstalled: the bench starts frps and frpc (and the relays
+// in their places) with the environment their installed units give them.
+func TestEnginesRunAsInstalled(t *testing.T) {
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.FRP()
+	bins, err := FindBins(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string][]string{"revtunnel-server.service": bins.ServerEnv, "bootstrap.sh's frpc unit": bins.ClientEnv} {
+		if !slices.Contains(env, "GOMAXPROCS=1") {
+			t.Errorf("%s: environment %q, want GOMAXPROCS=1", name, env)
+		}
+	}
+	if _, ok := clientUnit("#!/bin/sh\necho no unit\n"); ok {
+		t.Error("a frpc unit found in a script without one")
 	}
 }

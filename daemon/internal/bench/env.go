@@ -34,6 +34,11 @@ const Password = "correct horse battery staple"
 // Bins are the binaries a bench runs.
 type Bins struct {
 	Tunnelsvc, FRPS, FRPC, Caddy string
+	// ServerEnv and ClientEnv: the Environment= of the units frps and frpc
+	// run under when installed (systemd/revtunnel-server.service, and the
+	// unit scripts/bootstrap.sh writes), so that the bench runs the engines
+	// as operators do.
+	ServerEnv, ClientEnv []string
 }
 
 // FindBins locates the built binaries under root/bin and caddy on PATH.
@@ -53,7 +58,42 @@ func FindBins(root string) (Bins, error) {
 		return b, fmt.Errorf("caddy is missing: run scripts/install-deps.sh")
 	}
 	b.Caddy = c
+	unit, err := os.ReadFile(filepath.Join(root, "systemd", "revtunnel-server.service"))
+	if err != nil {
+		return b, err
+	}
+	b.ServerEnv = unitEnvironment(string(unit))
+	script, err := os.ReadFile(filepath.Join(root, "scripts", "bootstrap.sh"))
+	if err != nil {
+		return b, err
+	}
+	client, ok := clientUnit(string(script))
+	if !ok {
+		return b, fmt.Errorf("scripts/bootstrap.sh: no frpc unit (cat >\"$TMP/$UNIT.service\" <<EOF) found")
+	}
+	b.ClientEnv = unitEnvironment(client)
 	return b, nil
+}
+
+// unitEnvironment is the variables the Environment= lines of a unit set.
+func unitEnvironment(unit string) []string {
+	var env []string
+	for _, line := range strings.Split(unit, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "Environment="); ok {
+			env = append(env, strings.Fields(v)...)
+		}
+	}
+	return env
+}
+
+// clientUnit is the text of the frpc unit bootstrap.sh writes.
+func clientUnit(script string) (string, bool) {
+	_, rest, ok := strings.Cut(script, `cat >"$TMP/$UNIT.service" <<EOF`+"\n")
+	if !ok {
+		return "", false
+	}
+	unit, _, ok := strings.Cut(rest, "\nEOF\n")
+	return unit, ok
 }
 
 // FreePort returns a loopback port reserved for this process until it
@@ -433,7 +473,7 @@ func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		return nil, err
 	}
-	p, err := StartProc("frps", bins.FRPS, "-c", path)
+	p, err := StartProcEnv("frps", bins.ServerEnv, bins.FRPS, "-c", path)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +501,7 @@ func StartFRPC(bins Bins, dir, name, conf string) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartProc("frpc "+name, bins.FRPC, "-c", path)
+	return StartProcEnv("frpc "+name, bins.ClientEnv, bins.FRPC, "-c", path)
 }
 
 // writeClientConfig writes a machine's frpc config to dir/name.toml. The

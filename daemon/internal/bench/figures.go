@@ -216,7 +216,7 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		target int
 		port   *int
 	}{{"web", w.OriginPort, &w.RelayHTTPPort}, {"iperf3", w.IperfPort, &w.RelayIperfPort}} {
-		entry, procs, err := startRelayPair(r.name, fmt.Sprintf("127.0.0.1:%d", r.target))
+		entry, procs, err := startRelayPair(o.Bins, r.name, fmt.Sprintf("127.0.0.1:%d", r.target))
 		w.Relays = append(w.Relays, procs...)
 		if err != nil {
 			return nil, err

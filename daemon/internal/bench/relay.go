@@ -101,8 +101,9 @@ func selfSigned() (tls.Certificate, error) {
 }
 
 // startRelayPair runs two relays in front of target and returns the
-// address that reaches it through both.
-func startRelayPair(name, target string) (string, []*Proc, error) {
+// address that reaches it through both. The relay that faces the target
+// runs in frpc's environment, the other in frps's.
+func startRelayPair(bins Bins, name, target string) (string, []*Proc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", nil, err
@@ -116,12 +117,16 @@ func startRelayPair(name, target string) (string, []*Proc, error) {
 	}
 	next := target
 	for _, mode := range []string{"in", "out"} {
+		env := bins.ClientEnv
+		if mode == "out" {
+			env = bins.ServerEnv
+		}
 		port, err := FreePort()
 		if err != nil {
 			return fail(err)
 		}
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p, err := StartProcEnv(name+" relay "+mode, []string{relayEnv + "=" + addr + " " + next + " " + mode}, exe)
+		p, err := StartProcEnv(name+" relay "+mode, append([]string{relayEnv + "=" + addr + " " + next + " " + mode}, env...), exe)
 		if err != nil {
 			return fail(err)
 		}

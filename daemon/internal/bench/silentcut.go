@@ -92,7 +92,7 @@ func (w *World) SilentCut(ctx context.Context) Row {
 	if err != nil {
 		return fail(err)
 	}
-	if frpc, err = StartProc("frpc "+name, "ip", "netns", "exec", ns, w.opts.Bins.FRPC, "-c", path); err != nil {
+	if frpc, err = StartProcEnv("frpc "+name, w.opts.Bins.ClientEnv, "ip", "netns", "exec", ns, w.opts.Bins.FRPC, "-c", path); err != nil {
 		return fail(err)
 	}
 	if err := waitFor(ctx, 20*time.Second, name+" online", func() error { return w.statusOf(id, "online") }); err != nil {
