@@ -222,6 +222,33 @@ func cpuOf(ps ...*Proc) time.Duration {
 	return t
 }
 
+// machineCPU is the time every processor of the machine has been busy
+// since boot (/proc/stat: all but idle and iowait), or 0 where it cannot be
+// read.
+func machineCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / userHZ
+}
+
+// userHZ is the unit of /proc/stat's times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
 // waitTCP waits until addr accepts a connection or d passes.
 func waitTCP(addr string, d time.Duration, p *Proc) error {
 	deadline := time.Now().Add(d)
