@@ -109,7 +109,8 @@ func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error)
 func WriteMarkdown(w io.Writer, rows []Row, o Options, runs int) {
 	fmt.Fprintf(w, "# Benchmarks\n\nMeasured by `make bench` on %s: %d CPUs (%s/%s, %s), %d run(s) per figure, %s load phases. ",
 		time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), runs, o.Duration)
-	fmt.Fprintf(w, "Every ratio is taken against a baseline measured in the same run; the value column is that ratio, or the figure itself where there is no baseline.\n\n")
+	fmt.Fprintf(w, "Every ratio is taken against a baseline measured in the same run; the value column is that ratio, or the figure itself where there is no baseline. "+
+		"The tunnel figures also give, measured in the same turns, two bare TLS relays in the tunnel's place: processes that only accept, dial and copy (see docs/development.md).\n\n")
 	fmt.Fprintf(w, "| figure | goal | measured | value | baseline | goal met | reproduce |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		met := "no"
