@@ -71,18 +71,18 @@ type World struct {
 
 	OriginPort int // the machine's web app
 	IperfPort  int // the machine's iperf3 server
+
 	// The relay pairs (relay.go) in front of the web app and the iperf3
 	// server: the reference of the tunnel figures.
-	Relays         []*Proc
-	RelayHTTPPort  int
-	RelayIperfPort int
-	HTTPTunnel     Tunnel
-	IperfTunnel    Tunnel
-	CaddyPort      int
-	Baseline       *Proc // the bare handler, in a process of its own (see ServeBaseline)
-	BaselineAddr   string
-	origin         *http.Server
-	cuts           int // silent cuts so far (each makes its own machine and namespace)
+	RelayHTTP, RelayIperf RelayPair
+
+	HTTPTunnel   Tunnel
+	IperfTunnel  Tunnel
+	CaddyPort    int
+	Baseline     *Proc // the bare handler, in a process of its own (see ServeBaseline)
+	BaselineAddr string
+	origin       *http.Server
+	cuts         int // silent cuts so far (each makes its own machine and namespace)
 }
 
 const (
@@ -211,17 +211,11 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		return nil, err
 	}
 
-	for _, r := range []struct {
-		name   string
-		target int
-		port   *int
-	}{{"web", w.OriginPort, &w.RelayHTTPPort}, {"iperf3", w.IperfPort, &w.RelayIperfPort}} {
-		entry, procs, err := startRelayPair(o.Bins, r.name, fmt.Sprintf("127.0.0.1:%d", r.target))
-		w.Relays = append(w.Relays, procs...)
-		if err != nil {
-			return nil, err
-		}
-		*r.port, _ = strconv.Atoi(entry[strings.LastIndex(entry, ":")+1:])
+	if w.RelayHTTP, err = startRelayPair(o.Bins, "web", fmt.Sprintf("127.0.0.1:%d", w.OriginPort)); err != nil {
+		return nil, err
+	}
+	if w.RelayIperf, err = startRelayPair(o.Bins, "iperf3", fmt.Sprintf("127.0.0.1:%d", w.IperfPort)); err != nil {
+		return nil, err
 	}
 
 	tok, err := d.NewToken()
@@ -254,7 +248,7 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 		Tunnels: []webproxy.HTTPTunnel{
 			{Subdomain: "app", Port: w.HTTPTunnel.RemotePort},
 			{Subdomain: "direct", Port: w.OriginPort},
-			{Subdomain: "relay", Port: w.RelayHTTPPort},
+			{Subdomain: "relay", Port: w.RelayHTTP.Port},
 		},
 		PlainHTTPPort: w.CaddyPort, Admin: "off",
 	})
@@ -319,7 +313,8 @@ func (w *World) get(host string) error {
 
 // Close stops everything the world started.
 func (w *World) Close() {
-	for _, p := range append([]*Proc{w.Caddy, w.FRPC, w.FRPS, w.Iperf, w.Baseline}, w.Relays...) {
+	procs := []*Proc{w.Caddy, w.FRPC, w.FRPS, w.Iperf, w.Baseline}
+	for _, p := range append(append(procs, w.RelayHTTP.Procs...), w.RelayIperf.Procs...) {
 		p.Kill(syscall.SIGTERM)
 	}
 	if w.Daemon != nil && w.Daemon.Proc != nil {
@@ -454,24 +449,27 @@ func (w *World) TCPThroughput() Row {
 	if secs < 1 {
 		secs = 1
 	}
-	// In turns of a second, like alternate.
-	var through, direct, relay float64
-	var err1, err2, err3 error
-	for i := 0; i < secs && err1 == nil && err2 == nil && err3 == nil; i++ {
-		var t, d, r float64
-		t, err1 = iperf(w.IperfTunnel.RemotePort, 1)
-		d, err2 = iperf(w.IperfPort, 1)
-		r, err3 = iperf(w.RelayIperfPort, 1)
-		through += t / float64(secs)
-		direct += d / float64(secs)
-		relay += r / float64(secs)
+	// In turns of a second, like alternate: through the tunnel, directly,
+	// through the relays.
+	ports := []int{w.IperfTunnel.RemotePort, w.IperfPort, w.RelayIperf.Port}
+	var bps [3]float64
+	var err error
+	for i := 0; i < secs && err == nil; i++ {
+		for j, port := range ports {
+			var b float64
+			if b, err = iperf(port, 1); err != nil {
+				break
+			}
+			bps[j] += b / float64(secs)
+		}
 	}
+	through, direct, relay := bps[0], bps[1], bps[2]
 	row := Row{
 		Figure:   "TCP through frps/frpc, TLS on / direct loopback (iperf3)",
 		Goal:     "≥ 0.25",
 		Baseline: "iperf3 to the same server directly, same run",
 	}
-	if err := firstErr(err1, err2, err3); err != nil {
+	if err != nil {
 		row.Measured = "error: " + err.Error()
 		return row
 	}
@@ -512,23 +510,21 @@ func (w *World) HTTPClosedLoop() Row {
 	// Processor time per phase: the engines' during the tunnel's turns,
 	// the relays' during theirs, and the whole machine's in each (busy
 	// time from /proc/stat), which says what a request costs end to end.
-	var cpu, relayCPU time.Duration
-	var machine [3]time.Duration
-	phase := func(i int, host string, procs []*Proc, into *time.Duration) func(time.Duration) load {
+	type spent struct{ procs, machine time.Duration }
+	var tunnelCPU, directCPU, relayCPU spent
+	phase := func(host string, procs []*Proc, s *spent) func(time.Duration) load {
 		return func(d time.Duration) load {
 			c0, m0 := cpuOf(procs...), machineCPU()
 			l := attack(url, hostHeader(host), 0, 50, d)
-			machine[i] += machineCPU() - m0
-			if into != nil {
-				*into += cpuOf(procs...) - c0
-			}
+			s.procs += cpuOf(procs...) - c0
+			s.machine += machineCPU() - m0
 			return l
 		}
 	}
 	ls := alternate(d,
-		phase(0, tunnelHost, tunnel, &cpu),
-		phase(1, directHost, nil, nil),
-		phase(2, relayHost, w.Relays[:2], &relayCPU))
+		phase(tunnelHost, tunnel, &tunnelCPU),
+		phase(directHost, nil, &directCPU),
+		phase(relayHost, w.RelayHTTP.Procs, &relayCPU))
 	through, direct, relay := ls[0], ls[1], ls[2]
 	v := ratio(through.Rate, direct.Rate)
 	return Row{
@@ -536,9 +532,9 @@ func (w *World) HTTPClosedLoop() Row {
 		Goal:   "≥ 0.8",
 		Measured: fmt.Sprintf("%.0f / %.0f req/s (success %.1f%% / %.1f%%); frps+frpc+daemon CPU %s per request; "+
 			"machine CPU per request %s / %s; %s %.0f req/s (%.3f), relays' CPU %s and machine's %s per request",
-			through.Rate, direct.Rate, through.Success*100, direct.Success*100, perRequest(cpu, through.Requests),
-			perRequest(machine[0], through.Requests), perRequest(machine[1], direct.Requests),
-			relayPair, relay.Rate, ratio(relay.Rate, direct.Rate), perRequest(relayCPU, relay.Requests), perRequest(machine[2], relay.Requests)),
+			through.Rate, direct.Rate, through.Success*100, direct.Success*100, perRequest(tunnelCPU.procs, through.Requests),
+			perRequest(tunnelCPU.machine, through.Requests), perRequest(directCPU.machine, direct.Requests),
+			relayPair, relay.Rate, ratio(relay.Rate, direct.Rate), perRequest(relayCPU.procs, relay.Requests), perRequest(relayCPU.machine, relay.Requests)),
 		Baseline: "Caddy straight to the origin, same run",
 		Value:    v,
 		Met:      v >= 0.8 && through.Success == 1,
@@ -862,13 +858,4 @@ func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }

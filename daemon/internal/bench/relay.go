@@ -102,20 +102,26 @@ func selfSigned() (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
-// startRelayPair runs two relays in front of target and returns the
-// address that reaches it through both. The relay that faces the target
-// runs in frpc's environment, the other in frps's.
-func startRelayPair(bins Bins, name, target string) (string, []*Proc, error) {
+// RelayPair is two relays in front of a target: Port reaches it through
+// both.
+type RelayPair struct {
+	Port  int
+	Procs []*Proc
+}
+
+// startRelayPair runs two relays in front of target. The relay that faces
+// the target runs in frpc's environment, the other in frps's.
+func startRelayPair(bins Bins, name, target string) (RelayPair, error) {
+	var r RelayPair
 	exe, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return r, err
 	}
-	var procs []*Proc
-	fail := func(err error) (string, []*Proc, error) {
-		for _, p := range procs {
+	fail := func(err error) (RelayPair, error) {
+		for _, p := range r.Procs {
 			p.Kill(syscall.SIGTERM)
 		}
-		return "", nil, err
+		return RelayPair{}, err
 	}
 	next := target
 	for _, mode := range []string{"in", "out"} {
@@ -132,11 +138,11 @@ func startRelayPair(bins Bins, name, target string) (string, []*Proc, error) {
 		if err != nil {
 			return fail(err)
 		}
-		procs = append(procs, p)
+		r.Procs = append(r.Procs, p)
 		if err := waitTCP(addr, 10*time.Second, p); err != nil {
 			return fail(err)
 		}
-		next = addr
+		next, r.Port = addr, port
 	}
-	return next, procs, nil
+	return r, nil
 }
