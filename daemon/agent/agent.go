@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,6 +67,9 @@ type Server struct {
 	Now func() time.Time
 
 	challenges challenges
+	// applied is the generation of the config this agent last applied
+	// (0: none since it started).
+	applied atomic.Int64
 }
 
 func (s *Server) later(f func()) {
@@ -87,6 +91,17 @@ type Status struct {
 	UptimeSeconds int64  `json:"uptime_seconds"`
 	AgentVersion  string `json:"agent_version"`
 	ClientVersion string `json:"revtunnel_client_version"`
+	// ConfigGeneration is the generation of the client config this agent
+	// last applied; absent when it applied none since it started.
+	ConfigGeneration int64 `json:"config_generation,omitempty"`
+}
+
+// ConfigAnswer is PUT /config's answer.
+type ConfigAnswer struct {
+	Message string `json:"message"`
+	// Generation is the applied config's generation (absent when its
+	// first line names none).
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // ToolError is a failure whose text is the tool's own words.
@@ -236,7 +251,8 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 		s.fail(w, "read the state of "+s.Unit, err)
 		return
 	}
-	st := Status{Unit: s.Unit, ActiveState: props["ActiveState"], SubState: props["SubState"], AgentVersion: s.Version}
+	st := Status{Unit: s.Unit, ActiveState: props["ActiveState"], SubState: props["SubState"], AgentVersion: s.Version,
+		ConfigGeneration: s.applied.Load()}
 	if st.ActiveState == "active" {
 		if since, err := strconv.ParseInt(props["ActiveEnterTimestampMonotonic"], 10, 64); err == nil && since > 0 {
 			if now, err := s.Sys.Monotonic(); err == nil && now > time.Duration(since)*time.Microsecond {
@@ -265,7 +281,13 @@ func (s *Server) putConfig(ctx context.Context, w http.ResponseWriter, body []by
 		s.fail(w, "apply the config", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"message": "config installed and " + s.Unit + " reloaded"})
+	ans := ConfigAnswer{Message: "config installed and " + s.Unit + " reloaded"}
+	if gen, ok := Generation(body); ok {
+		s.applied.Store(gen)
+		ans.Generation = gen
+		ans.Message = "config generation " + strconv.FormatInt(gen, 10) + " installed and " + s.Unit + " reloaded"
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 func (s *Server) fail(w http.ResponseWriter, what string, err error) {

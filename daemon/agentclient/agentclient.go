@@ -323,21 +323,35 @@ func (c *Client) RestartTunnel(ctx context.Context, id int64) (string, error) {
 	return m.Message, nil
 }
 
-// PushConfig renders the machine's current client config and installs it
-// through the agent.
-func (c *Client) PushConfig(ctx context.Context, id int64) error {
-	cfg, err := c.Machines.ClientConfig(ctx, id, c.ServerHost)
-	if err != nil {
-		return fmt.Errorf("render the client config: %w", err)
+// PutConfig installs config, which carries its generation line
+// (agent.WithGeneration), through the machine's agent, and returns the
+// generation the agent reports applied. An agent too old to report one
+// answered success for this very config: gen is then what it applied.
+func (c *Client) PutConfig(ctx context.Context, id int64, config string, gen int64) (int64, error) {
+	var ans agent.ConfigAnswer
+	if err := c.do(ctx, id, "PUT", "/config", []byte(config), &ans); err != nil {
+		return 0, err
 	}
-	if err := c.do(ctx, id, "PUT", "/config", []byte(cfg), nil); err != nil {
-		return err
+	if ans.Generation == 0 {
+		return gen, nil
 	}
-	if c.Rollout != nil && c.Rollout.NeedsRestart(ctx, id) {
-		// frpc reload does not apply TLS settings: restart it onto the pin.
-		if _, err := c.RestartTunnel(ctx, id); err != nil {
-			return fmt.Errorf("config installed, but restarting the tunnel client to pin the tunnel CA failed: %w", err)
-		}
+	return ans.Generation, nil
+}
+
+// Words says in words why a delivery to a machine's agent failed.
+func Words(err error) string {
+	var unreachable *UnreachableError
+	var refused *AgentError
+	var notAgent *NotAgentError
+	switch {
+	case errors.As(err, &unreachable):
+		return "the machine's agent does not answer (the machine is offline, or tunnel-agent is stopped or not installed)"
+	case errors.As(err, &notAgent):
+		return fmt.Sprintf("another program answers on the machine's agent port %d, not its agent; nothing was sent to it", notAgent.Port)
+	case errors.As(err, &refused) && refused.Status == 400:
+		return "the machine refused the config: " + refused.Msg
+	case errors.As(err, &refused):
+		return fmt.Sprintf("the machine's agent failed (HTTP %d): %s", refused.Status, refused.Msg)
 	}
-	return nil
+	return err.Error()
 }

@@ -100,11 +100,16 @@ func TestClientAndAgent(t *testing.T) {
 	if msg, err := c.RestartTunnel(ctx, 7); err != nil || !strings.Contains(msg, "restart started") {
 		t.Fatalf("restart: %q %v", msg, err)
 	}
-	if err := c.PushConfig(ctx, 7); err != nil {
-		t.Fatal(err)
+	if gen, err := c.PutConfig(ctx, 7, agent.WithGeneration("serverAddr = '127.0.0.1'", 5), 5); err != nil || gen != 5 {
+		t.Fatalf("put config: generation %d, %v", gen, err)
 	}
-	if got := sys.Calls(); got != "state,restart,apply serverAddr = '127.0.0.1'" {
+	if got := sys.Calls(); got != "state,restart,apply # tunnelsvc config generation: 5\nserverAddr = '127.0.0.1'" {
 		t.Fatalf("the machine did %q", got)
+	}
+	// The agent now reports what it applied.
+	st, err = c.Status(ctx, 7)
+	if err != nil || st.(agent.Status).ConfigGeneration != 5 {
+		t.Fatalf("status after the config: %+v %v", st, err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,11 +28,8 @@ type RevtunnelServer interface {
 	Reconcile(ctx context.Context) (message string, err error)
 }
 
-// baseURL is --base-url, else the scheme and host this request came by.
-func (s *Server) baseURL(r *http.Request) string {
-	if s.cfg.BaseURL != "" {
-		return s.cfg.BaseURL
-	}
+// requestBaseURL is the scheme and host this request came by.
+func (s *Server) requestBaseURL(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil || (r.Header.Get("X-Forwarded-Proto") == "https" && s.peerIsLocal(r)) {
 		scheme = "https"
@@ -50,35 +46,15 @@ type baseURLRule struct{}
 // MatchString reports whether s may go into shell text.
 func (baseURLRule) MatchString(s string) bool { return validate.BaseURL(s) == nil }
 
-// shellBaseURL is baseURL when it may go into shell text (the served
-// bootstrap.sh and the join command), else a 400 that says how to fix it.
-func (s *Server) shellBaseURL(r *http.Request) (string, error) {
-	base := s.baseURL(r)
-	if !safeBaseURL.MatchString(base) {
-		err := validate.BaseURL(base)
-		return "", Errorf(http.StatusBadRequest, "cannot use base URL %q in the machine scripts (%v): set --base-url to the address machines use (scheme://host[:port])", base, err)
-	}
-	return base, nil
-}
-
 // joinCommand is the one line an operator runs on a machine. Each value is
 // shell-quoted (a plain URL and token come out unchanged).
 func quotedJoinCommand(base, token string) string {
 	return "curl -fsSL " + shellescape.Quote(base+"/static/bootstrap.sh") + " -o bootstrap.sh && bash bootstrap.sh " + shellescape.Quote(token)
 }
 
-// fallbackHost is the host machines reached the dashboard by, without port.
-func (s *Server) fallbackHost(r *http.Request) string {
-	host := s.baseHost
-	if host == "" {
-		host = r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.Trim(host, "[]")
-	}
-	return host
-}
+// fallbackHost is the host r reached the dashboard by, which the
+// machines service passes to the resolver as its last resort.
+func (s *Server) fallbackHost(r *http.Request) string { return requestHost(r) }
 
 func pathID(r *http.Request, name string) (int64, error) {
 	id, err := strconv.ParseInt(mux.Vars(r)[name], 10, 64)

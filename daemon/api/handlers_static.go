@@ -30,7 +30,7 @@ func (s *Server) staticBootstrap(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The script carries the base URL inside single quotes and a comment;
 	// validate.BaseURL admits nothing the shell would interpret there.
-	base, err := s.shellBaseURL(r)
+	base, _, err := s.joinBase(r)
 	if err != nil {
 		return err
 	}

@@ -1,58 +1,70 @@
 package api
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
 
-// joinBase is the address a join command sends machines to. The request's
-// own address is often one no machine can reach (the dashboard over
-// loopback or an SSH forward), so the first of these that is known wins:
-//
-//  1. --base-url;
-//  2. https://router.<domain> once the web proxy is installed;
-//  3. the server host (the install's, else --server-host) on the port this
-//     request reached the dashboard at.
-//
-// When none is known, the request's address is used and warning says what
-// to set. A router name or server host that could not be substituted
-// safely into the shell command is passed over; a base URL or request
-// address that could not is refused.
+// resolver is where machines reach this server: Options.Reach, else one
+// over --base-url, --server-host and the set-up's settings.
+func (s *Server) resolver() *reach.Resolver {
+	if s.reach != nil {
+		return s.reach
+	}
+	r := &reach.Resolver{BaseURL: s.cfg.BaseURL, ServerHost: s.cfg.ServerHost}
+	if s.setup != nil {
+		r.Settings = s.setup.Settings.Reach
+	}
+	return r
+}
+
+// reachRequest is how r reached the dashboard, the resolver's last resort.
+func (s *Server) reachRequest(r *http.Request) *reach.Request {
+	return &reach.Request{Host: requestHost(r), BaseURL: s.requestBaseURL(r), Port: s.dashboardPort(r)}
+}
+
+// joinBase is the address a join command (and the bootstrap.sh it
+// downloads) sends machines to: reach.Resolver's answer. The request's own
+// address is often one no machine can reach (the dashboard over loopback or
+// an SSH forward); when nothing configured names a better one, it is used
+// and warning says what to set.
 func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
-	if s.cfg.BaseURL != "" {
-		if !safeBaseURL.MatchString(s.cfg.BaseURL) {
+	a, err := s.resolver().Resolve(r.Context(), s.reachRequest(r))
+	if err != nil {
+		return "", "", Internal("could not read the settings", err)
+	}
+	if a.JoinBase == "" {
+		if s.cfg.BaseURL != "" {
 			return "", "", Errorf(http.StatusBadRequest, "cannot build the join command from --base-url %q: give it as scheme://host[:port]", s.cfg.BaseURL)
 		}
-		return s.cfg.BaseURL, "", nil
+		return "", "", Errorf(http.StatusBadRequest, "cannot build the join command from the address %q: set --base-url to the address machines use (scheme://host[:port])", s.requestBaseURL(r))
 	}
-	serverHost := s.cfg.ServerHost
-	if s.setup != nil {
-		v, err := s.setup.Settings.VPS(r.Context())
-		if err != nil {
-			return "", "", Internal("could not read the settings", err)
-		}
-		if v != nil && v.Domain != "" && !v.SkipWebproxy && !v.InstalledAt.IsZero() {
-			if u := "https://router." + v.Domain; safeBaseURL.MatchString(u) {
-				return u, "", nil
-			}
-		}
-		if v != nil && v.ServerHost != "" {
-			serverHost = v.ServerHost
-		}
+	if a.JoinBaseFrom == reach.FromRequest {
+		warning = "No address machines can reach is set, so this command uses " + a.JoinBase +
+			", the address this page was opened at; a machine cannot join through loopback or an SSH forward. " +
+			"Set --base-url (TUNNELSVC_BASE_URL), or install the web proxy with a domain (router.<domain>), or give the server host."
 	}
-	if serverHost != "" {
-		if u := "http://" + net.JoinHostPort(serverHost, s.dashboardPort(r)); safeBaseURL.MatchString(u) {
-			return u, "", nil
-		}
+	return a.JoinBase, warning, nil
+}
+
+// tunnelHost is where machines dial the tunnel server as r would be told.
+func (s *Server) tunnelHost(ctx context.Context, r *http.Request) (string, error) {
+	a, err := s.resolver().Resolve(ctx, s.reachRequest(r))
+	return a.TunnelHost, err
+}
+
+// requestHost is r's host without port or brackets.
+func requestHost(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	base = s.baseURL(r)
-	if !safeBaseURL.MatchString(base) {
-		return "", "", Errorf(http.StatusBadRequest, "cannot build the join command from the address %q: set --base-url to the address machines use (scheme://host[:port])", base)
-	}
-	return base, "No address machines can reach is set, so this command uses " + base +
-		", the address this page was opened at; a machine cannot join through loopback or an SSH forward. " +
-		"Set --base-url (TUNNELSVC_BASE_URL), or install the web proxy with a domain (router.<domain>), or give the server host.", nil
+	return strings.Trim(host, "[]")
 }
 
 // dashboardPort is the port of the listener r arrived on, else --listen's.

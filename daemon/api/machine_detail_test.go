@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
 
 // TestMachineNamesUnique: a name another machine has (in any ASCII case)
@@ -81,8 +82,9 @@ func TestMachineDetail(t *testing.T) {
 	}
 
 	// Listeners bound to a public address, no svc firewall: direct.
-	x := machines.Exposure{Host: "router.example.com", BindIP: "203.0.113.5"}
+	x := machines.Exposure{BindIP: "203.0.113.5"}
 	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return x, nil }
+	e.svc.Reach = &reach.Resolver{ServerHost: "router.example.com"}
 	if want := fmt.Sprintf("ssh -p %d pi@router.example.com", port); get()["ssh_command"] != want {
 		t.Fatalf("ssh_command = %q, want %q", get()["ssh_command"], want)
 	}
@@ -149,8 +151,9 @@ func TestTunnelAddresses(t *testing.T) {
 		t.Fatalf("tcp tunnel on loopback listeners = %v", db)
 	}
 	e.svc.Exposure = func(context.Context) (machines.Exposure, error) {
-		return machines.Exposure{Host: "router.example.com", Domain: "example.com", BindIP: "203.0.113.5"}, nil
+		return machines.Exposure{Domain: "example.com", BindIP: "203.0.113.5"}, nil
 	}
+	e.svc.Reach = &reach.Resolver{ServerHost: "router.example.com"}
 	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + mid, body: `{"name":"nas"}`, cookie: e.cookie}), 200)
 	byName := map[string]map[string]any{}
 	for _, x := range e.list(t, "/api/tunnels") {
@@ -201,8 +204,9 @@ func TestMachineActivity(t *testing.T) {
 func TestSSHCommandIPv6(t *testing.T) {
 	e := newMachinesEnv(t, wide)
 	e.data(t, e.bootstrap(t, e.token(t), "pi"), 200)
-	x := machines.Exposure{Host: "2001:db8::5"}
+	var x machines.Exposure
 	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return x, nil }
+	e.svc.Reach = &reach.Resolver{ServerHost: "2001:db8::5"}
 	d := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
 	port := int(d["tunnel_port"].(float64))
 	if want := fmt.Sprintf("ssh -J root@[2001:db8::5] -p %d pi@127.0.0.1", port); d["ssh_command"] != want {

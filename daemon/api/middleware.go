@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
@@ -142,5 +143,5 @@ func (s *Server) isRebindableHost(host string) bool {
 	if _, err := validate.IP(trimBrackets(host)); err == nil {
 		return false
 	}
-	return host != "localhost" && host != s.baseHost
+	return host != "localhost" && (s.cfg.BaseURL == "" || host != reach.HostOf(s.cfg.BaseURL))
 }

@@ -6,11 +6,11 @@ package api
 import (
 	_ "embed"
 
-	"github.com/gorilla/mux"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
+
+	"github.com/gorilla/mux"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -22,6 +22,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -41,6 +42,9 @@ type Options struct {
 	SSHKeys *sshkeys.Service
 	// Machines is the machines, tunnels and bootstrap domain.
 	Machines *machines.Service
+	// Reach says where machines reach this server (nil: a resolver over
+	// Config and Setup's settings).
+	Reach *reach.Resolver
 	// Revtunnel renders and deploys the tunnel server's config.
 	Revtunnel RevtunnelServer
 	// Banner manages the ban tool; Firewall the firewall mode.
@@ -96,7 +100,7 @@ type Server struct {
 	hub       *logstream.Hub
 	log       *slog.Logger
 	now       func() time.Time
-	baseHost  string
+	reach     *reach.Resolver
 	handler   http.Handler
 	banner    *banner.Service
 	firewall  *firewall.Service
@@ -116,16 +120,13 @@ func New(o Options) *Server {
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
 		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
 		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober,
-		gate: o.Gate}
+		gate: o.Gate, reach: o.Reach}
 	s.mon = o.Monitoring
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if u, err := url.Parse(s.cfg.BaseURL); err == nil {
-		s.baseHost = u.Hostname()
 	}
 	if s.units == nil {
 		s.units = units.Unavailable{}

@@ -2,95 +2,48 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
-// PushTimeout bounds one config push to a machine's agent.
+// PushTimeout bounds one exchange with a machine's agent.
 const PushTimeout = 20 * time.Second
 
-// agentServices builds the agent client and chains a config push onto the
-// machines' change hook (after setupServices installed its own): whenever a
-// machine's tunnels change, its agent gets the new client config, so a new
-// tunnel works without anyone touching the machine. Pushes run in the
-// background, one at a time, each bounded; failures are logged.
+// agentServices builds the agent client and the delivery reconciler, which
+// brings every machine's client config to its desired generation and keeps
+// it there (see package delivery). frps's plugin tells it of every Login
+// and Ping, so a machine that is behind is delivered to as soon as it is
+// heard from.
 func (a *App) agentServices() {
-	cfg := a.Config
-	serverHost := cfg.ServerHost
-	if serverHost == "" {
-		if u, err := url.Parse(cfg.BaseURL); err == nil {
-			serverHost = u.Hostname()
-		}
-	}
-	var mu sync.Mutex
-	pending := map[int64]bool{}
-	wake := make(chan struct{}, 1)
-	push := func(id int64) {
-		mu.Lock()
-		pending[id] = true
-		mu.Unlock()
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
 	// Machines whose frpc does not pin the tunnel CA get their config (and
 	// a restart of frpc) at their next Login.
-	rollout := &agentclient.Rollout{Push: push, CurrentCA: func(ctx context.Context) (string, error) {
+	rollout := &agentclient.Rollout{CurrentCA: func(ctx context.Context) (string, error) {
 		ca, err := a.Machines.TunnelCA(ctx)
 		if err != nil {
 			return "", err
 		}
 		return string(ca.CertPEM), nil
 	}}
-	a.Plugin.OnLogin = rollout.Login
 	a.Agents = &agentclient.Client{
-		Machines: a.Machines, Host: "127.0.0.1", ServerHost: serverHost, Log: a.Log,
-		HTTP: &http.Client{Timeout: PushTimeout}, Rollout: rollout, ServerUID: a.tunnelServerUID,
+		Machines: a.Machines, Host: "127.0.0.1", Log: a.Log,
+		HTTP: &http.Client{Timeout: PushTimeout}, ServerUID: a.tunnelServerUID,
 	}
-	prev := a.Machines.OnChange
-	a.Machines.OnChange = func(id int64) {
-		if prev != nil {
-			prev(id)
-		}
-		push(id)
+	a.Delivery = delivery.New(delivery.Options{
+		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,
+		NeedsRestart: rollout.NeedsRestart,
+	})
+	rollout.Push = a.Delivery.Redeliver
+	a.Plugin.OnLogin = func(ctx context.Context, machineID int64, caPEM string) {
+		rollout.Login(ctx, machineID, caPEM)
+		a.Delivery.Nudge(machineID)
 	}
-	go func() {
-		for range wake {
-			mu.Lock()
-			ids := pending
-			pending = map[int64]bool{}
-			mu.Unlock()
-			for id := range ids {
-				ctx, cancel := context.WithTimeout(context.Background(), PushTimeout)
-				err := a.Agents.PushConfig(ctx, id)
-				cancel()
-				if !errors.Is(err, store.ErrNotFound) {
-					// Shown on the machine until a push works.
-					if rerr := a.Machines.RecordConfigPush(context.Background(), id, err); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
-						a.Log.Warn("recording the config push failed", "machine_id", id, "err", rerr)
-					}
-				}
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					// The machine was deleted: nothing to push.
-				case err != nil:
-					a.Log.Warn("pushing the client config to the machine's agent failed; the machine keeps its previous config", "machine_id", id, "err", err)
-				default:
-					a.Log.Info("client config pushed to the machine's agent", "machine_id", id)
-				}
-			}
-		}
-	}()
+	a.Plugin.OnPing = a.Delivery.Nudge
 }
 
 // tunnelServerUID is the uid revtunnel-server (frps) runs as: its dynamic

@@ -22,6 +22,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
@@ -30,6 +31,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
@@ -62,6 +64,10 @@ type App struct {
 	// call answers units.ErrUnavailable.
 	Units units.Manager
 	HTTP  *http.Server
+	// Handler is the dashboard's and the API's handler.
+	Handler http.Handler
+	// Loops runs the background work; Close stops it.
+	Loops *Supervisor
 
 	Machines  *machines.Service
 	Plugin    *revtunnel.Plugin
@@ -78,12 +84,22 @@ type App struct {
 	Firewall *firewall.Service
 	// Agents reaches machines' tunnel-agents.
 	Agents *agentclient.Client
+	// Delivery brings each machine's client config to its desired
+	// generation.
+	Delivery *delivery.Reconciler
+	// follow applies tunnel changes to Caddy, the publish table and the
+	// firewall, always the latest state.
+	follow *follower
 	// Prober checks http tunnels through the web proxy.
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
 	Gate *gate.Gate
 
+	// Reach says where machines reach this server; every caller asks it.
+	Reach *reach.Resolver
+
 	exposureSnap store.Snapshot[machines.Exposure] // see exposure
+	reachSnap    store.Snapshot[reach.Settings]    // see Services
 }
 
 // Services builds everything that needs only the store, for the serve path
@@ -115,6 +131,12 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 		log.Warn("could not read the addresses of earlier logins", "err", err)
 	}
 	a.SSHKeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: now})
+	// Asked at every use, read from the store between two writes.
+	settings := localsetup.Settings{Store: st}
+	a.Reach = &reach.Resolver{BaseURL: cfg.BaseURL, ServerHost: cfg.ServerHost,
+		Settings: func(ctx context.Context) (reach.Settings, error) {
+			return a.reachSnap.Get(st, func() (reach.Settings, error) { return settings.Reach(ctx) })
+		}}
 	return a, nil
 }
 
@@ -204,57 +226,59 @@ func (ls *Listeners) close() {
 	}
 }
 
-// Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
-// server (draining requests), then the store.
-func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+// Deps are what New takes from the process around it.
+type Deps struct {
+	// Units drives systemd units (nil: no systemd).
+	Units units.Manager
+	// Dashboard is the dashboard listener's address (nil: none yet); the
+	// web proxy and the firewall follow it.
+	Dashboard net.Addr
+}
+
+// New builds the whole daemon, every service wired as it serves, without
+// listening or starting anything: main's Serve and the tests build it the
+// same way. Start the background work with a.Loops.Start; Close stops it
+// and closes the store.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (*App, error) {
 	a, err := Services(ctx, cfg, log)
 	if err != nil {
-		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
-		return err
+		return nil, err
 	}
-	defer a.Store.Close()
-	unitMgr := sdbus.New(sdbus.Options{Log: log})
-	defer unitMgr.Close()
-	a.Units = unitMgr
-	if !sdbus.Booted() {
-		log.Info("systemd is not the init system: unit control is unavailable")
+	a.Units = deps.Units
+	a.Loops = &Supervisor{Log: log}
+	var restarter revtunnel.UnitRestarter
+	if a.Units != nil {
+		restarter = a.Units
 	}
-	lis, err := TakeListeners(cfg)
-	if err != nil {
-		return err
-	}
-	// The Caddyfile names the gate's real address (with --gate-listen
-	// 127.0.0.1:0 the kernel picks the port).
-	gl := lis.Gate
-	cfg.GateListen = gl.Addr().String()
-	ls := lis.Dashboard
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
-	a.tunnelServices(a.SSHKeys, unitMgr)
-	a.setupServices(ls[0].Addr())
+	a.tunnelServices(a.SSHKeys, restarter)
+	a.setupServices(deps.Dashboard)
 	a.agentServices()
-	a.guardServices(ls[0].Addr())
-	a.probeServices(ctx)
+	a.guardServices(deps.Dashboard)
+	a.probeServices()
 	if err := a.gateServices(ctx); err != nil {
-		return err
+		a.Store.Close()
+		return nil, err
 	}
-
-	if err := a.announceSetupCode(ctx); err != nil {
-		return err
-	}
-	// In svc mode our table is put back at every start (it does not survive
-	// a reboot by itself).
-	if err := a.Firewall.Reconcile(ctx); err != nil {
-		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
-	}
-
-	mon, startMonitoring, err := a.monitoringServices(ctx)
+	// One place decides who follows a change of tunnels: the access gate
+	// at once (a new password ends old sessions before the API answers),
+	// then, in the background, Caddy, the publish table, the firewall and
+	// the prober. Client configs follow through the delivery reconciler,
+	// which hears of every write (below).
+	a.Machines.OnChange = a.tunnelsChanged
+	a.Store.OnChange(func(topic string) {
+		a.Hub.Notify(topic)
+		a.Delivery.Changed(topic)
+	})
+	mon, err := a.monitoringServices(ctx)
 	if err != nil {
-		return err
+		a.Store.Close()
+		return nil, err
 	}
-	handler := api.New(api.Options{
+	a.Handler = api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
-		Machines: a.Machines, Revtunnel: a.Revtunnel,
+		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
 		Health:     func(r *http.Request) error { return a.Store.Ping(r.Context()) },
@@ -266,8 +290,81 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Gate:       a.Gate,
 		Monitoring: mon,
 	})
+	a.Loops.Loop("client config delivery", a.Delivery.Run)
+	a.Loops.Loop("tunnel followers (web proxy, publish table, firewall)", a.follow.Run)
+	a.Loops.Loop("tunnel prober", func(ctx context.Context) error { a.Prober.Run(ctx); return nil })
+	a.Loops.Loop("access gate reload", a.reloadGate)
+	a.Loops.Loop("frps certificate renewal", a.renewCertificates)
+	a.Loops.Loop("retention", func(ctx context.Context) error { a.pruneLoop(ctx); return nil })
+	// Bring server.toml up to date with this version and the settings; a
+	// failure is logged and the previous file stays.
+	a.Loops.Once("revtunnel-server reconcile at start", func(ctx context.Context) error {
+		msg, err := a.Revtunnel.Reconcile(ctx)
+		if err == nil {
+			log.Info(msg)
+		}
+		return err
+	})
+	// The Caddyfile names the gate's address and this version's site
+	// blocks: bring a deployed one up to date (nothing happens when it is).
+	a.Loops.Once("web proxy update at start (the previous Caddyfile stays)", func(ctx context.Context) error {
+		return a.Setup.DeployProxy(ctx, false)
+	})
+	return a, nil
+}
+
+// Close stops the background work, then closes the store.
+func (a *App) Close() {
+	if a.Loops != nil {
+		a.Loops.Stop()
+	}
+	a.Store.Close()
+}
+
+// tunnelsChanged is the machines service's change hook: one place, in
+// order, instead of a chain of hooks.
+func (a *App) tunnelsChanged(machineID int64) {
+	if err := a.Gate.Reload(context.Background()); err != nil {
+		a.Log.Error("the access gate could not reload the tunnels", "err", err)
+	}
+	a.follow.Poke()
+	a.Prober.Kick()
+}
+
+// Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
+// server (draining requests), the background loops, then the store.
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	lis, err := TakeListeners(cfg)
+	if err != nil {
+		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
+		return err
+	}
+	// The Caddyfile names the gate's real address (with --gate-listen
+	// 127.0.0.1:0 the kernel picks the port).
+	cfg.GateListen = lis.Gate.Addr().String()
+	unitMgr := sdbus.New(sdbus.Options{Log: log})
+	defer unitMgr.Close()
+	if !sdbus.Booted() {
+		log.Info("systemd is not the init system: unit control is unavailable")
+	}
+	ls := lis.Dashboard
+	a, err := New(ctx, cfg, log, Deps{Units: unitMgr, Dashboard: ls[0].Addr()})
+	if err != nil {
+		lis.close()
+		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
+		return err
+	}
+	defer a.Store.Close()
+	if err := a.announceSetupCode(ctx); err != nil {
+		return err
+	}
+	// In svc mode our table is put back at every start (it does not survive
+	// a reboot by itself).
+	if err := a.Firewall.Reconcile(ctx); err != nil {
+		log.Error("firewall: could not restore table inet tunnelsvc", "err", err)
+	}
 	a.HTTP = &http.Server{
-		Handler: handler,
+		Handler: a.Handler,
 		// Bodies are small (api.MaxBodyBytes); a client that trickles one
 		// is cut off. The log WebSocket lifts the deadline after upgrading.
 		ReadTimeout:       ReadTimeout,
@@ -283,34 +380,16 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	go plugin.Serve(lis.Plugin)
 	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
 	defer plugin.Close()
-	gateSrv := a.serveGate(gl)
+	gateSrv := a.serveGate(lis.Gate)
 	defer gateSrv.Close()
-	// Bring server.toml up to date with this version and the settings; a
-	// failure is logged and the previous file stays.
-	go func() {
-		if msg, err := a.Revtunnel.Reconcile(ctx); err != nil {
-			log.Warn("revtunnel-server reconcile at start failed", "err", err)
-		} else {
-			log.Info(msg)
-		}
-	}()
-	go a.renewCertificates(ctx)
-	// The Caddyfile names the gate's address and this version's site
-	// blocks: bring a deployed one up to date (nothing happens when it is).
-	go func() {
-		if err := a.Setup.DeployProxy(ctx, false); err != nil {
-			log.Warn("web proxy update at start failed; the previous Caddyfile stays", "err", err)
-		}
-	}()
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
 	}
-	// The traffic collector and the notification watcher stop before the
-	// store closes.
-	monCtx, stopMonitoring := context.WithCancel(ctx)
-	defer stopMonitoring()
-	startMonitoring(monCtx)
+	a.Loops.Loop("systemd watchdog", func(ctx context.Context) error { a.watchdog(ctx); <-ctx.Done(); return nil })
+	// Every loop stops before the store closes (defers run in reverse).
+	a.Loops.Start(ctx)
+	defer a.Loops.Stop()
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())
@@ -318,8 +397,6 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
-	go a.watchdog(ctx)
-	go a.pruneLoop(ctx)
 
 	select {
 	case <-ctx.Done():

@@ -2,15 +2,14 @@ package app
 
 import (
 	"context"
-	"net/url"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
-// exposure is what the dashboard's SSH commands and tunnel addresses follow:
-// the installed server host (else --server-host, else --base-url's host),
-// the domain, bind_ip and whether the svc firewall closes private ports.
+// exposure is what the dashboard's SSH commands and tunnel addresses follow
+// besides the host (the machines service asks a.Reach for that): the
+// domain, bind_ip and whether the svc firewall closes private ports.
 //
 // Every API answer that shows an address asks for it, and it is made only
 // of settings and flags: it is worked out once between two writes to the
@@ -23,21 +22,7 @@ func (a *App) exposure(ctx context.Context) (machines.Exposure, error) {
 func (a *App) readExposure(ctx context.Context) (machines.Exposure, error) {
 	var x machines.Exposure
 	set := a.Setup.Settings
-	v, err := set.VPS(ctx)
-	if err != nil {
-		return x, err
-	}
-	if v != nil {
-		x.Host = v.ServerHost
-	}
-	if x.Host == "" {
-		x.Host = a.Config.ServerHost
-	}
-	if x.Host == "" {
-		if u, err := url.Parse(a.Config.BaseURL); err == nil {
-			x.Host = u.Hostname()
-		}
-	}
+	var err error
 	if x.Domain, err = set.Domain(ctx); err != nil {
 		return x, err
 	}

@@ -10,10 +10,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 )
 
-// gateServices builds the access gate of HTTP tunnels and makes every
-// tunnel change reach it at once (before the API answers), so a new
-// password or access mode ends the old sessions immediately. Call it after
-// the other services have set Machines.OnChange.
+// gateServices builds the access gate of HTTP tunnels. Every tunnel change
+// reaches it at once (tunnelsChanged, before the API answers), so a new
+// password or access mode ends the old sessions immediately.
 func (a *App) gateServices(ctx context.Context) error {
 	a.Gate = gate.New(gate.Options{
 		Store:   a.Store,
@@ -23,32 +22,24 @@ func (a *App) gateServices(ctx context.Context) error {
 		Log:     a.Log,
 		Now:     time.Now,
 	})
-	prev := a.Machines.OnChange
-	a.Machines.OnChange = func(id int64) {
-		if err := a.Gate.Reload(context.Background()); err != nil {
+	return a.Gate.Reload(ctx)
+}
+
+// reloadGate reloads the gate every gateReloadEvery: the domain is set at
+// install, outside the tunnels' changes.
+func (a *App) reloadGate(ctx context.Context) error {
+	t := time.NewTicker(gateReloadEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := a.Gate.Reload(ctx); err != nil {
 			a.Log.Error("the access gate could not reload the tunnels", "err", err)
 		}
-		if prev != nil {
-			prev(id)
-		}
 	}
-	// The domain is set at install, outside the tunnels' changes: a
-	// periodic reload picks it up.
-	go func() {
-		t := time.NewTicker(gateReloadEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := a.Gate.Reload(ctx); err != nil {
-				a.Log.Error("the access gate could not reload the tunnels", "err", err)
-			}
-		}
-	}()
-	return a.Gate.Reload(ctx)
 }
 
 // gateReloadEvery bounds how long a new domain takes to reach the gate

@@ -34,11 +34,11 @@ func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
 }
 
 // monitoringServices builds /metrics, the traffic collector and the
-// notifier. start runs the collector and the watcher until its ctx ends.
-func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start func(context.Context), err error) {
+// notifier, and adds the collector and the watcher to a.Loops.
+func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	d, err := a.frpsDashboard(ctx)
 	if err != nil {
-		return api.Monitoring{}, nil, err
+		return api.Monitoring{}, err
 	}
 	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
@@ -50,11 +50,9 @@ func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner)}
-	start = func(ctx context.Context) {
-		go traffic.Run(ctx)
-		go watcher.Run(ctx)
-	}
-	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, start, nil
+	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
+	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
+	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
 }
 
 // httpsSites is where Caddy serves HTTPS (bind_ip, else loopback) and the

@@ -9,8 +9,8 @@ import (
 
 // probeServices builds the tunnel prober: http tunnels are checked through
 // Caddy on this box (at bind_ip when set, else loopback) in the background
-// and after every tunnel change, until ctx ends.
-func (a *App) probeServices(ctx context.Context) {
+// and after every tunnel change (a.Loops runs it; tunnelsChanged kicks it).
+func (a *App) probeServices() {
 	a.Prober = probe.New(probe.Options{
 		Store: a.Store, Log: a.Log,
 		Domain: a.Setup.Settings.Domain,
@@ -22,12 +22,4 @@ func (a *App) probeServices(ctx context.Context) {
 			return net.JoinHostPort(bind, "443"), nil
 		},
 	})
-	prev := a.Machines.OnChange
-	a.Machines.OnChange = func(id int64) {
-		if prev != nil {
-			prev(id)
-		}
-		a.Prober.Kick()
-	}
-	go a.Prober.Run(ctx)
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -49,19 +48,56 @@ func (a *App) setupServices(dashboard net.Addr) {
 	// tunnels, tokens, activity and the audit log is pushed to the
 	// dashboards watching the log WebSocket.
 	a.Hub.OnDone = a.Setup.RecordOperation
-	a.Store.OnChange(a.Hub.Notify)
 	a.Machines.Exposure = a.exposure
-	// Tunnel changes reach Caddy (and the firewall, once built) through one
-	// worker that always applies the latest state.
-	a.Machines.OnChange = a.Setup.FollowTunnels(context.Background(), func(ctx context.Context) error {
-		if err := a.Publish.Reconcile(ctx); err != nil {
-			return fmt.Errorf("publishing public tcp tunnels: %w", err)
+	// Tunnel changes reach Caddy, the publish table and the firewall
+	// through one loop that always applies the latest state.
+	a.follow = &follower{wake: make(chan struct{}, 1), apply: a.followTunnels}
+}
+
+// followTunnels applies the current tunnels to Caddy, the publish table
+// and the firewall; each failure is logged and leaves that part's
+// previous configuration in place.
+func (a *App) followTunnels(ctx context.Context) {
+	if err := a.Setup.DeployProxy(ctx, false); err != nil {
+		a.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
+	}
+	if err := a.Publish.Reconcile(ctx); err != nil {
+		a.Log.Error("publishing public tcp tunnels after a tunnel change failed", "err", err)
+	}
+	if a.Firewall != nil {
+		if err := a.Firewall.Reconcile(ctx); err != nil {
+			a.Log.Error("updating the firewall after a tunnel change failed", "err", err)
 		}
-		if a.Firewall == nil {
+	}
+}
+
+// follower runs apply after every Poke, coalescing pokes that arrive while
+// it runs into one more run.
+type follower struct {
+	wake  chan struct{}
+	apply func(ctx context.Context)
+}
+
+// Poke asks for one more run; it never blocks.
+func (f *follower) Poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run applies until ctx ends; each run is bounded by 30 s.
+func (f *follower) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-f.wake:
 		}
-		return a.Firewall.Reconcile(ctx)
-	})
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		f.apply(rctx)
+		cancel()
+	}
 }
 
 // loopbackOf turns a listener address into one the proxy on this box can

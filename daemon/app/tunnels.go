@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -39,7 +39,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 	a.Machines = &machines.Service{
 		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: time.Now,
 		Limiter: auth.NewLimiter(time.Now), Ports: ports,
-		ServerHost: cfg.ServerHost, FRPSPort: cfg.FRPSPort, CA: ca,
+		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 	}
 	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now}
 	a.Revtunnel = &revtunnel.Deployer{
@@ -92,35 +92,27 @@ func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
 	return p, nil
 }
 
-// serverHost is the host machines dial, named in frps's certificate:
-// --server-host, else the one saved at install, else --base-url's host.
+// serverHost is the host machines dial, named in frps's certificate (""
+// when nothing names one yet: the certificate then carries only
+// tunnelca.ServerName, which is what clients verify).
 func (a *App) serverHost(ctx context.Context) (string, error) {
-	if h := a.Config.ServerHost; h != "" {
-		return h, nil
+	h, err := a.Reach.TunnelHost(ctx)
+	if errors.Is(err, reach.ErrNoAddress) {
+		return "", nil
 	}
-	v, err := localsetup.Settings{Store: a.Store}.VPS(ctx)
-	if err != nil {
-		return "", err
-	}
-	if v != nil && v.ServerHost != "" {
-		return v.ServerHost, nil
-	}
-	if u, err := url.Parse(a.Config.BaseURL); err == nil {
-		return u.Hostname(), nil
-	}
-	return "", nil
+	return h, err
 }
 
 // renewCertificates reconciles the tunnel server every
 // tunnelca.CheckInterval, which renews frps's certificate (and restarts
 // frps) once less than a third of its lifetime is left.
-func (a *App) renewCertificates(ctx context.Context) {
+func (a *App) renewCertificates(ctx context.Context) error {
 	t := time.NewTicker(tunnelca.CheckInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if msg, err := a.Revtunnel.Reconcile(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -47,7 +48,7 @@ func newEnv(t testing.TB, n int, spec map[string]string) *env {
 	sealer, _ := seal.LoadOrCreate(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := &machines.Service{Store: st, Sealer: sealer, Keys: noKeys{}, Log: log, Limiter: auth.NewLimiter(nil),
-		Ports: store.PortRange{Lo: 20000, Hi: 29999}, ServerHost: "127.0.0.1", FRPSPort: 7000}
+		Ports: store.PortRange{Lo: 20000, Hi: 29999}, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: 7000}
 	tok, err := svc.CreateToken(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
@@ -139,13 +140,18 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	}
 
 	// Once the proxy is installed, renaming the tunnel's subdomain redeploys
-	// the Caddyfile within a second, through the change hook.
+	// the Caddyfile within a second, through the change hook (the daemon
+	// runs the same deploy from its follower loop).
 	if err := setup.Settings.SaveVPS(ctx, localsetup.VPS{Domain: "example.test", ServerHost: "127.0.0.1", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	svc.OnChange = setup.FollowTunnels(fctx)
+	svc.OnChange = func(int64) {
+		if err := setup.DeployProxy(fctx, false); err != nil {
+			t.Errorf("deploy after the change: %v", err)
+		}
+	}
 	newSub := "docs"
 	if _, err := svc.UpdateTunnel(ctx, tun.ID, machines.TunnelInput{Subdomain: &newSub}); err != nil {
 		t.Fatal(err)
@@ -189,7 +195,7 @@ func startTunnelServer(t *testing.T, ctx context.Context, st *store.Store, dir s
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
+		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
 		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
 		ClientConfigPath: filepath.Join(dir, "client.toml"),
 	}

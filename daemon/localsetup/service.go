@@ -317,40 +317,6 @@ func (s *Service) DeployProxy(ctx context.Context, force bool) error {
 	return err
 }
 
-// FollowTunnels returns the function to call whenever tunnels change. One
-// goroutine then deploys the latest state of the Caddyfile (when the proxy
-// is installed) and runs each of also; a burst of changes costs one round,
-// since a change that arrives while a round runs just schedules the next.
-// The goroutine ends with ctx.
-func (s *Service) FollowTunnels(ctx context.Context, also ...func(context.Context) error) func(machineID int64) {
-	dirty := make(chan struct{}, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-dirty:
-			}
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			if err := s.DeployProxy(rctx, false); err != nil {
-				s.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
-			}
-			for _, f := range also {
-				if err := f(rctx); err != nil {
-					s.Log.Error("following a tunnel change failed", "err", err)
-				}
-			}
-			cancel()
-		}
-	}()
-	return func(int64) {
-		select {
-		case dirty <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Skip saves the domain (if given) without installing anything.
 func (s *Service) Skip(ctx context.Context, domain string) error {
 	domain = strings.ToLower(strings.TrimSpace(domain))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -168,4 +169,24 @@ func (s Settings) SetACME(ctx context.Context, a ACME) error {
 		return err
 	}
 	return s.Store.SetSetting(ctx, keyACMECARoot, a.CARoot)
+}
+
+// Reach is what reach.Resolver needs of the settings: the server host saved
+// at installation, the domain, and whether the web proxy serves
+// router.<domain>.
+func (s Settings) Reach(ctx context.Context) (reach.Settings, error) {
+	v, err := s.VPS(ctx)
+	if err != nil {
+		return reach.Settings{}, err
+	}
+	d, err := s.Domain(ctx)
+	if err != nil {
+		return reach.Settings{}, err
+	}
+	out := reach.Settings{Domain: d}
+	if v != nil {
+		out.ServerHost = v.ServerHost
+		out.ProxyInstalled = v.Domain != "" && !v.SkipWebproxy && !v.InstalledAt.IsZero()
+	}
+	return out, nil
 }

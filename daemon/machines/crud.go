@@ -33,24 +33,68 @@ type Machine struct {
 	SSHKeyID       string            `json:"ssh_key_id"`
 	SSHCommand     string            `json:"ssh_command"`
 	SSHDirect      bool              `json:"ssh_direct"`
+	// Config is the machine's desired and applied client-config generation.
+	Config ConfigView `json:"config"`
+}
+
+// ConfigView says whether a machine runs the client config it should.
+type ConfigView struct {
+	// State is "applied" or "pending".
+	State             string `json:"state"`
+	DesiredGeneration int64  `json:"desired_generation"`
+	AppliedGeneration int64  `json:"applied_generation"`
+	// PendingSince is when the machine fell behind (pending only).
+	PendingSince *time.Time `json:"pending_since,omitempty"`
+	// LastError is why the last delivery failed, in words (pending only).
+	LastError string `json:"last_error,omitempty"`
+	// Summary says it in one line: "config applied (generation N)" or
+	// "pending since <time>: <last error>".
+	Summary string `json:"summary"`
+}
+
+// ErrorAfter is how long a machine's config may stay undelivered, with
+// deliveries failing, before its pending tunnels show "error".
+const ErrorAfter = 2 * time.Minute
+
+func configView(m store.Machine) ConfigView {
+	c := m.Config
+	v := ConfigView{DesiredGeneration: c.DesiredGen, AppliedGeneration: c.AppliedGen}
+	if c.InStep() || c.DesiredHash == "" && c.DesiredGen == 0 {
+		v.State = "applied"
+		v.Summary = fmt.Sprintf("config applied (generation %d)", c.AppliedGen)
+		if c.DesiredHash == "" {
+			v.Summary = "config not checked yet"
+		}
+		return v
+	}
+	v.State = "pending"
+	since := c.PendingSince
+	if since.IsZero() {
+		since = m.CreatedAt
+	}
+	v.PendingSince = &since
+	if m.ConfigPush != nil && !m.ConfigPush.OK {
+		v.LastError = m.ConfigPush.Message
+	}
+	why := v.LastError
+	if why == "" {
+		why = fmt.Sprintf("delivering generation %d", c.DesiredGen)
+	}
+	v.Summary = fmt.Sprintf("pending since %s: %s", since.UTC().Format("2006-01-02 15:04:05 UTC"), why)
+	return v
 }
 
 // exposure is Exposure with the host filled in from the fallbacks.
 func (s *Service) exposure(ctx context.Context, fallbackHost string) (Exposure, error) {
 	var x Exposure
+	var err error
 	if s.Exposure != nil {
-		var err error
 		if x, err = s.Exposure(ctx); err != nil {
 			return x, err
 		}
 	}
-	if x.Host == "" {
-		x.Host = s.ServerHost
-	}
-	if x.Host == "" {
-		x.Host = fallbackHost
-	}
-	return x, nil
+	x.Host, err = s.tunnelHost(ctx, fallbackHost)
+	return x, err
 }
 
 // listensOutside reports whether tunnel listeners bind an address other
@@ -63,7 +107,8 @@ func (x Exposure) listensOutside() bool {
 func toMachine(m store.Machine, x Exposure) Machine {
 	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: m.Status, CreatedAt: m.CreatedAt,
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
-		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m)}
+		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m),
+		Config: configView(m)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen
@@ -208,16 +253,19 @@ func (s *Service) SelfDelete(ctx context.Context, agentToken string) (string, er
 
 // Tunnel is a tunnel as the API shows it (spec issue 6).
 type Tunnel struct {
-	ID           int64         `json:"id"`
-	MachineID    int64         `json:"machine_id"`
-	MachineName  string        `json:"machine_name"`
-	Name         string        `json:"name"`
-	Kind         string        `json:"kind"`
-	LocalPort    int           `json:"local_port"`
-	Subdomain    *string       `json:"subdomain"`
-	Public       bool          `json:"public"`
-	RemotePort   int           `json:"remote_port"`
+	ID          int64   `json:"id"`
+	MachineID   int64   `json:"machine_id"`
+	MachineName string  `json:"machine_name"`
+	Name        string  `json:"name"`
+	Kind        string  `json:"kind"`
+	LocalPort   int     `json:"local_port"`
+	Subdomain   *string `json:"subdomain"`
+	Public      bool    `json:"public"`
+	RemotePort  int     `json:"remote_port"`
+	// Status is active, pending, error or offline; StatusReason says why
+	// when it is not active.
 	Status       string        `json:"status"`
+	StatusReason string        `json:"status_reason,omitempty"`
 	CreatedAt    time.Time     `json:"created_at"`
 	URL          *string       `json:"url,omitempty"`
 	Address      *string       `json:"address,omitempty"`
@@ -242,8 +290,9 @@ type Reachability struct {
 // tunnelContext is what a tunnel's view needs besides its row.
 type tunnelContext struct {
 	x        Exposure
-	machines map[int64]string
+	machines map[int64]store.Machine
 	probes   map[int64]store.TunnelProbe
+	now      time.Time
 }
 
 func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunnelContext, error) {
@@ -256,17 +305,20 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 	if err != nil {
 		return c, err
 	}
-	c.machines = make(map[int64]string, len(ms))
+	c.machines = make(map[int64]store.Machine, len(ms))
 	for _, m := range ms {
-		c.machines[m.ID] = m.Name
+		c.machines[m.ID] = m
 	}
+	c.now = s.now()
 	c.probes, err = s.Store.TunnelProbes(ctx)
 	return c, err
 }
 
 func (c tunnelContext) view(t store.Tunnel) Tunnel {
-	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: c.machines[t.MachineID], Name: t.Name, Kind: t.Kind,
-		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, Status: t.Status, CreatedAt: t.CreatedAt}
+	m := c.machines[t.MachineID]
+	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: m.Name, Name: t.Name, Kind: t.Kind,
+		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, CreatedAt: t.CreatedAt}
+	out.Status, out.StatusReason = tunnelStatus(t, m, c.now)
 	switch t.Kind {
 	case "http":
 		sub := t.Subdomain
@@ -292,6 +344,38 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 		out.Address = &a
 	}
 	return out
+}
+
+// tunnelStatus is what a tunnel's state is, and why:
+//   - active: frps accepted its proxy (NewProxy through the plugin);
+//   - pending: not yet, and the machine's config is on its way;
+//   - error: deliveries of the machine's config have failed for more
+//     than ErrorAfter;
+//   - offline: its proxy closed (the machine disconnected).
+func tunnelStatus(t store.Tunnel, m store.Machine, now time.Time) (string, string) {
+	if t.Status == "online" {
+		return "active", ""
+	}
+	c := m.Config
+	failing := m.ConfigPush != nil && !m.ConfigPush.OK
+	if !c.InStep() && failing && !c.PendingSince.IsZero() && now.Sub(c.PendingSince) > ErrorAfter {
+		return "error", fmt.Sprintf("the config of %s has not been delivered for %s: %s", m.Name,
+			now.Sub(c.PendingSince).Round(time.Second), m.ConfigPush.Message)
+	}
+	if t.Status == "offline" {
+		return "offline", "its machine's tunnel client closed it (the machine disconnected)"
+	}
+	if !c.InStep() && c.DesiredHash != "" {
+		why := fmt.Sprintf("waiting for %s to apply config generation %d", m.Name, c.DesiredGen)
+		if failing {
+			why += ": " + m.ConfigPush.Message
+		}
+		return "pending", why
+	}
+	if failing {
+		return "pending", "the config of " + m.Name + " cannot be rendered: " + m.ConfigPush.Message
+	}
+	return "pending", "waiting for the tunnel server to accept it from " + m.Name
 }
 
 // tcpHost is where a tcp tunnel's port is reached: this server's public

@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -73,10 +75,12 @@ type Service struct {
 	Limiter *auth.Limiter
 	// Ports is the range tunnel and agent ports come from.
 	Ports store.PortRange
-	// ServerHost, when set, is the address machines dial frps at; otherwise
-	// the caller's fallback (the host machines reached the dashboard by).
-	ServerHost string
-	FRPSPort   int
+	// Reach says where machines reach this server (the frps address in
+	// client configs, the host in SSH commands), asked at every use; nil
+	// means only the caller's fallback (the host a request reached the
+	// dashboard by).
+	Reach    *reach.Resolver
+	FRPSPort int
 	// AgentLocalPort is where the agent listens on machines.
 	AgentLocalPort int
 	// SSHLocalPort is the machines' sshd port (22); tests point it at an
@@ -95,9 +99,9 @@ type Service struct {
 	// tunnel created, updated or deleted, or the machine deleted), so the
 	// web proxy and the machine's client configuration can follow.
 	OnChange func(machineID int64)
-	// Exposure says how machines and tunnels are reached from outside; nil
-	// means ServerHost (or the caller's fallback), no domain, loopback
-	// listeners.
+	// Exposure says how machines and tunnels are reached from outside
+	// besides the host (which Reach answers); nil means no domain and
+	// loopback listeners.
 	Exposure func(ctx context.Context) (Exposure, error)
 }
 
@@ -246,9 +250,9 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		s.stale(ctx, req.Client, err.Error())
 		return Registration{}, err
 	}
-	host := s.ServerHost
-	if host == "" {
-		host = req.FallbackHost
+	host, err := s.tunnelHost(ctx, req.FallbackHost)
+	if err != nil {
+		return Registration{}, err
 	}
 	if _, err := validate.Host(host); err != nil {
 		// The address goes into the machine's frpc config; refuse before
@@ -257,7 +261,6 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		return Registration{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
 	}
 	var vpsKey, keyID string
-	var err error
 	if ki, ok := s.Keys.(KeyIdentifier); ok {
 		keyID, vpsKey, err = ki.DefaultKey(ctx)
 	} else {
@@ -297,6 +300,10 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	}
 	cfg, err := s.clientConfig(ctx, m, secret, host, nil)
 	if err != nil {
+		return Registration{}, err
+	}
+	// The machine installs this very config: it is generation 1, applied.
+	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), true, host, s.now()); err != nil {
 		return Registration{}, err
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "registered", MachineID: m.ID,
@@ -413,8 +420,57 @@ func (s *Service) TunnelCA(ctx context.Context) (*tunnelca.CA, error) {
 	return ca, nil
 }
 
+// ConfigDigest identifies a rendered client config (without its generation
+// line): a change of digest is a new desired generation.
+func ConfigDigest(cfg string) string {
+	sum := sha256.Sum256([]byte(cfg))
+	return hex.EncodeToString(sum[:])
+}
+
+// DesiredConfig renders the config machine m should run now, and says
+// which tunnel-server address it names: the resolver's answer, else the
+// address the machine already uses (when nothing configured names one, a
+// machine that joined through the request's own address keeps it).
+func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
+	host, err := s.tunnelHost(ctx, "")
+	if err != nil {
+		return "", "", err
+	}
+	if host == "" {
+		host = m.Config.AppliedServer
+	}
+	if host == "" {
+		return "", "", reach.ErrNoAddress
+	}
+	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
+	if err != nil {
+		return "", "", fmt.Errorf("machine %d credential: %w", m.ID, err)
+	}
+	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	if err != nil {
+		return "", "", err
+	}
+	cfg, err = s.clientConfig(ctx, m, string(secret), host, tunnels)
+	return cfg, host, err
+}
+
+// tunnelHost is where machines dial the tunnel server: the resolver's
+// answer, else fallbackHost (the host a request reached the dashboard by;
+// "" for none).
+func (s *Service) tunnelHost(ctx context.Context, fallbackHost string) (string, error) {
+	if s.Reach == nil {
+		return fallbackHost, nil
+	}
+	a, err := s.Reach.Resolve(ctx, &reach.Request{Host: fallbackHost})
+	if err != nil {
+		return "", fmt.Errorf("read the settings: %w", err)
+	}
+	return a.TunnelHost, nil
+}
+
 // ClientConfig renders a machine's current frpc config (its tunnels
-// included) from its sealed secret.
+// included) from its sealed secret. fallbackHost names the server when
+// nothing configured does ("" for none: then reach.ErrNoAddress).
 func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost string) (string, error) {
 	m, err := s.Store.GetMachine(ctx, id)
 	if err != nil {
@@ -428,9 +484,12 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if err != nil {
 		return "", err
 	}
-	host := s.ServerHost
+	host, err := s.tunnelHost(ctx, fallbackHost)
+	if err != nil {
+		return "", err
+	}
 	if host == "" {
-		host = fallbackHost
+		return "", reach.ErrNoAddress
 	}
 	return s.clientConfig(ctx, m, string(secret), host, tunnels)
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
@@ -236,7 +237,7 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	clientConf := filepath.Join(dir, "client.toml")
 	svc := &machines.Service{
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
+		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
 		SSHLocalPort: echoPort, ClientAdminPort: testutil.FreePort(t), ClientConfigPath: clientConf,
 	}
 	password, err := monitor.DashboardPassword(ctx, st, sealer)

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 
 	"golang.org/x/crypto/ssh"
 
@@ -147,7 +149,7 @@ func TestRealEngine(t *testing.T) {
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
 		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort,
+		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
 		SSHLocalPort: echoPort, // the machine's "sshd" is the echo server
 	}
 	deployer := &revtunnel.Deployer{

@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
 // TestRolloutReachesOldAgent: a machine installed before signed requests
@@ -189,22 +190,33 @@ func TestSquatterOnOldAgentPortGetsNoToken(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("status through the squatter: %v, want %q", err, want)
 	}
+	// The rollout asks the reconciler for a delivery; it fails (and is
+	// retried with backoff), and the machine says why.
 	r.rollout.Push(id)
-	m, err := r.svc.Machine(ctx, id, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(m.StatusReason, "config not delivered: "+want) {
-		t.Fatalf("machine's status reason %q, want %q", m.StatusReason, want)
-	}
+	var m machines.Machine
+	testutil.Eventually(t, 20*time.Second, "the failed delivery shows on the machine", func() error {
+		if m, err = r.svc.Machine(ctx, id, ""); err != nil {
+			return err
+		}
+		if !strings.Contains(m.StatusReason, "config not delivered: "+want) {
+			return fmt.Errorf("machine's status reason %q, want %q", m.StatusReason, want)
+		}
+		return nil
+	})
 	if m.AgentOutdated {
 		t.Fatalf("the squatter's answer marked the machine's agent outdated")
 	}
 
-	sent := []byte(got.String())
-	if n := bytes.Count(sent, []byte("GET /challenge ")); n != 2 {
-		t.Fatalf("the squatter saw %d challenge requests, want 2 (status, push):\n%s", n, sent)
-	}
+	// The squatter's output is read only once it holds both the status
+	// request's challenge and the delivery's.
+	var sent []byte
+	testutil.Eventually(t, 20*time.Second, "the squatter saw the status and the delivery", func() error {
+		sent = []byte(got.String())
+		if n := bytes.Count(sent, []byte("GET /challenge ")); n < 2 {
+			return fmt.Errorf("the squatter saw %d challenge requests, want at least 2 (status, delivery):\n%s", n, sent)
+		}
+		return nil
+	})
 	for _, leak := range []string{r.reg.AgentToken, "Authorization", "/status", "/config"} {
 		if bytes.Contains(sent, []byte(leak)) {
 			t.Fatalf("the squatter received %q:\n%s", leak, sent)

@@ -42,6 +42,9 @@ type Plugin struct {
 	// the machine's config carries (frpconf.MetaCA; "" for configs that
 	// predate it). It must not block.
 	OnLogin func(ctx context.Context, machineID int64, caPEM string)
+	// OnPing, when set, hears of every accepted Ping (every
+	// frpconf.HeartbeatInterval seconds per machine); it must not block.
+	OnPing func(machineID int64)
 
 	// conns remembers the user connections NewUserConn let through.
 	conns store.Memo[userConnKey, struct{}]
@@ -178,6 +181,9 @@ func (p *Plugin) handle(ctx context.Context, req pluginRequest) error {
 			return err
 		}
 		if req.Op == "Ping" {
+			if p.OnPing != nil {
+				p.OnPing(m.ID)
+			}
 			return p.Store.TouchMachine(ctx, m.ID, p.now())
 		}
 		return nil

@@ -23,8 +23,10 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -88,9 +90,9 @@ type rolloutRig struct {
 	sys     *machineSys
 	frps    *testutil.Proc
 
-	pushes   sync.WaitGroup
-	mu       sync.Mutex
-	pushErrs []error
+	// delivery is the daemon's reconciler, which the rollout asks for
+	// a delivery (and restart) of the machine's config.
+	delivery *delivery.Reconciler
 }
 
 func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log *slog.Logger) http.Handler) *rolloutRig {
@@ -107,7 +109,7 @@ func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log 
 	r := &rolloutRig{t: t}
 	r.svc = &machines.Service{
 		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Ports: ports, ServerHost: "127.0.0.1", FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
+		Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
 		AgentLocalPort: freePort(t), ClientAdminPort: freePort(t), ClientConfigPath: clientPath,
 	}
 	r.client = &agentclient.Client{Machines: r.svc, Host: "127.0.0.1", HTTP: &http.Client{Timeout: 20 * time.Second}, Log: log,
@@ -122,18 +124,13 @@ func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log 
 			}
 			return string(ca.CertPEM), nil
 		},
-		Push: func(id int64) {
-			r.pushes.Add(1)
-			defer r.pushes.Done()
-			err := r.client.PushConfig(ctx, id)
-			r.svc.RecordConfigPush(ctx, id, err)
-			r.mu.Lock()
-			r.pushErrs = append(r.pushErrs, err)
-			r.mu.Unlock()
-		},
 	}
-	r.client.Rollout = r.rollout
-	t.Cleanup(r.pushes.Wait)
+	r.delivery = delivery.New(delivery.Options{Store: st, Configs: r.svc, Agents: r.client, Log: log, NeedsRestart: r.rollout.NeedsRestart})
+	r.rollout.Push = r.delivery.Redeliver
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.delivery.Run(rctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
 
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log, OnLogin: r.rollout.Login})
 	t.Cleanup(plugin.Close)
@@ -199,11 +196,9 @@ func (r *rolloutRig) waitPinned() {
 	if restarts != 1 {
 		t.Fatalf("frpc restarted %d times, want 1", restarts)
 	}
-	r.pushes.Wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.pushErrs) != 1 || r.pushErrs[0] != nil {
-		t.Fatalf("pushes: %v", r.pushErrs)
+	m, err := r.svc.Store.GetMachine(ctx, r.reg.MachineID)
+	if err != nil || m.ConfigPush == nil || !m.ConfigPush.OK || !m.Config.InStep() {
+		t.Fatalf("delivery not recorded as applied: %+v %+v %v", m.ConfigPush, m.Config, err)
 	}
 }
 

@@ -140,7 +140,27 @@ type Machine struct {
 	// AgentOutdated: the machine's agent, when last reached, predated
 	// signed requests.
 	AgentOutdated bool
+	// Config is the machine's desired and applied client-config generation.
+	Config ConfigState
 }
+
+// ConfigState is a machine's desired and applied client-config generation.
+type ConfigState struct {
+	// DesiredGen rises with every change of the config the daemon renders
+	// for the machine; DesiredHash is that config's digest ("" before the
+	// first reconcile).
+	DesiredGen  int64
+	DesiredHash string
+	// AppliedGen is the generation the machine's agent reported applied.
+	AppliedGen int64
+	// PendingSince is when the machine fell behind (zero while in step).
+	PendingSince time.Time
+	// AppliedServer is the tunnel-server address of the applied config.
+	AppliedServer string
+}
+
+// InStep reports whether the machine runs the config the daemon wants.
+func (c ConfigState) InStep() bool { return c.DesiredHash != "" && c.AppliedGen >= c.DesiredGen }
 
 // ConfigPush is the outcome of one client-config delivery.
 type ConfigPush struct {
@@ -285,20 +305,25 @@ func isUniqueViolation(err error) bool {
 
 const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
 	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port,
-	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated FROM machines`
+	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated,
+	config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
 func scanMachine(r rowScanner) (Machine, error) {
 	var m Machine
 	var created int64
-	var seen, pushOK, pushAt sql.NullInt64
+	var seen, pushOK, pushAt, pendingSince sql.NullInt64
 	var pushMsg string
 	err := r.Scan(&m.ID, &m.Name, &m.Username, &m.Status, &created, &seen, &m.ClientAddr, &m.SecretHash, &m.SecretSealed,
 		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort,
-		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated)
+		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated,
+		&m.Config.DesiredGen, &m.Config.DesiredHash, &m.Config.AppliedGen, &pendingSince, &m.Config.AppliedServer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
+	}
+	if pendingSince.Valid {
+		m.Config.PendingSince = time.UnixMilli(pendingSince.Int64).UTC()
 	}
 	if pushOK.Valid {
 		m.ConfigPush = &ConfigPush{OK: pushOK.Int64 == 1, Message: pushMsg, At: time.UnixMilli(pushAt.Int64).UTC()}
@@ -389,6 +414,60 @@ func (s *Store) SetConfigPush(ctx context.Context, id int64, p ConfigPush) error
 	return s.announce(affectOne(s.db.ExecContext(ctx,
 		"UPDATE machines SET config_push_ok = ?, config_push_message = ?, config_push_at = ? WHERE id = ?",
 		p.OK, p.Message, p.At.UnixMilli(), id)), TopicMachines)
+}
+
+// SetDesiredConfig records hash as the digest of the config the daemon now
+// renders for machine id. When it differs from the one recorded, the
+// desired generation rises by one and the machine is pending from now (if
+// it was not already). applied marks the new generation applied at once
+// (the machine got this very config another way, at registration). It
+// returns the machine's config state.
+func (s *Store) SetDesiredConfig(ctx context.Context, id int64, hash string, applied bool, server string, now time.Time) (ConfigState, error) {
+	var st ConfigState
+	updated := false
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		var pending sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server
+			FROM machines WHERE id = ?`, id).Scan(&st.DesiredGen, &st.DesiredHash, &st.AppliedGen, &pending, &st.AppliedServer)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if pending.Valid {
+			st.PendingSince = time.UnixMilli(pending.Int64).UTC()
+		}
+		if st.DesiredHash == hash {
+			return nil
+		}
+		st.DesiredGen++
+		st.DesiredHash = hash
+		if applied {
+			st.AppliedGen, st.AppliedServer, st.PendingSince = st.DesiredGen, server, time.Time{}
+		} else if st.PendingSince.IsZero() {
+			st.PendingSince = now.UTC()
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE machines SET config_desired_gen = ?, config_desired_hash = ?, config_applied_gen = ?,
+			config_pending_since = ?, config_applied_server = ? WHERE id = ?`,
+			st.DesiredGen, st.DesiredHash, st.AppliedGen, nullTime(st.PendingSince), st.AppliedServer, id)
+		updated = err == nil
+		return err
+	})
+	if err == nil && updated {
+		s.changed(TopicMachines)
+	}
+	return st, err
+}
+
+// SetConfigApplied records that machine id's agent applied generation gen
+// of its config, whose tunnel server address is server, at time at. The
+// machine is in step again when gen is the desired generation.
+func (s *Store) SetConfigApplied(ctx context.Context, id, gen int64, server string, at time.Time) error {
+	return s.announce(affectOne(s.db.ExecContext(ctx, `UPDATE machines SET config_applied_gen = ?, config_applied_server = ?,
+		config_pending_since = CASE WHEN ? >= config_desired_gen THEN NULL ELSE config_pending_since END,
+		config_push_ok = 1, config_push_message = '', config_push_at = ? WHERE id = ?`,
+		gen, server, gen, at.UnixMilli(), id)), TopicMachines)
 }
 
 // SetAgentOutdated records whether the machine's agent predates signed

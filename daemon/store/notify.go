@@ -8,6 +8,8 @@ const (
 	TopicActivity = "activity"
 	TopicTokens   = "tokens"
 	TopicAudit    = "audit"
+	// TopicSettings: a setting changed (domain, server host, bind address…).
+	TopicSettings = "settings"
 )
 
 type notifier struct{ fn func(topic string) }

@@ -47,6 +47,9 @@ func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
 func (s *Store) SetSetting(ctx context.Context, key, value string) error {
 	_, err := s.db.ExecContext(ctx,
 		"INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
+	if err == nil {
+		s.changed(TopicSettings)
+	}
 	return err
 }
 
@@ -59,5 +62,8 @@ func (s *Store) SetSettingIfAbsent(ctx context.Context, key, value string) (bool
 		return false, err
 	}
 	n, err := res.RowsAffected()
+	if n == 1 {
+		s.changed(TopicSettings)
+	}
 	return n == 1, err
 }

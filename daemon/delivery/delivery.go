@@ -1,0 +1,359 @@
+// Package delivery brings every machine's client config to the desired
+// state and keeps it there.
+//
+// Each machine has a desired config generation, raised whenever the config
+// the daemon would render for it changes (a tunnel created, changed or
+// deleted, a new domain or server host, a new tunnel CA), and an applied
+// generation, which its agent reports after each delivery. The Reconciler
+// delivers until the two are equal: at once when a machine falls behind,
+// then with backoff (1 s, 2 s, 4 s … capped at 60 s), and again at once
+// whenever a machine that is behind logs in or pings its tunnel server. No
+// change is fired and forgotten: a machine whose agent was unreachable for a
+// while gets what it missed as soon as it answers.
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// Agents is what the reconciler needs of machines' agents.
+type Agents interface {
+	PutConfig(ctx context.Context, id int64, config string, gen int64) (int64, error)
+	RestartTunnel(ctx context.Context, id int64) (string, error)
+}
+
+// Configs renders what a machine should run.
+type Configs interface {
+	DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error)
+}
+
+// Defaults.
+const (
+	MinBackoff = time.Second
+	MaxBackoff = 60 * time.Second
+	// FullPass is how often every machine's desired config is rendered
+	// again even when nothing announced a change.
+	FullPass = 30 * time.Second
+	// AttemptTimeout bounds one delivery.
+	AttemptTimeout = 20 * time.Second
+	// Workers bounds deliveries in flight.
+	Workers = 8
+)
+
+// Reconciler delivers client configs until every machine runs its desired
+// generation. Build it with New; run it with Run.
+type Reconciler struct {
+	store   *store.Store
+	configs Configs
+	agents  Agents
+	// needsRestart says whether a machine's running tunnel client must
+	// restart to take a config (it pins another tunnel CA).
+	needsRestart func(ctx context.Context, id int64) bool
+	log          *slog.Logger
+	now          func() time.Time
+
+	wake chan struct{}
+
+	mu    sync.Mutex
+	dirty bool
+	last  time.Time // of the last full pass
+	ms    map[int64]*state
+	busy  int
+}
+
+// state is what the reconciler remembers of a machine that is behind.
+type state struct {
+	failures int
+	next     time.Time
+	inFlight bool
+	// forced: deliver even when the machine reports the desired
+	// generation (its running client must restart onto it).
+	forced bool
+}
+
+// Options are New's.
+type Options struct {
+	Store   *store.Store
+	Configs Configs
+	Agents  Agents
+	// NeedsRestart (may be nil) says whether the machine's tunnel client
+	// must restart to take its config besides a new server address.
+	NeedsRestart func(ctx context.Context, id int64) bool
+	Log          *slog.Logger
+	Now          func() time.Time
+}
+
+// New builds a Reconciler.
+func New(o Options) *Reconciler {
+	r := &Reconciler{store: o.Store, configs: o.Configs, agents: o.Agents, needsRestart: o.NeedsRestart,
+		log: o.Log, now: o.Now, wake: make(chan struct{}, 1), ms: map[int64]*state{}, dirty: true}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r
+}
+
+// Backoff is the wait after the n-th failed delivery in a row (n ≥ 1).
+func Backoff(n int) time.Duration {
+	d := MinBackoff
+	for i := 1; i < n && d < MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxBackoff)
+}
+
+func (r *Reconciler) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Changed is the store's change hook: a change to tunnels or settings may
+// change what machines should run. It never blocks.
+func (r *Reconciler) Changed(topic string) {
+	switch topic {
+	case store.TopicTunnels, store.TopicSettings:
+		r.mu.Lock()
+		r.dirty = true
+		r.mu.Unlock()
+		r.poke()
+	}
+}
+
+// Nudge is called when a machine logs in or pings: if it is behind, it is
+// delivered to now, whatever its backoff. It never blocks.
+func (r *Reconciler) Nudge(id int64) {
+	r.mu.Lock()
+	st, behind := r.ms[id]
+	if behind && !st.inFlight {
+		st.next = time.Time{}
+	}
+	r.mu.Unlock()
+	if behind {
+		r.poke()
+	}
+}
+
+// Redeliver delivers machine id's config once more even if it is in step:
+// its running tunnel client must restart to take it (see
+// agentclient.Rollout). It never blocks.
+func (r *Reconciler) Redeliver(id int64) {
+	r.mu.Lock()
+	st, ok := r.ms[id]
+	if !ok {
+		st = &state{}
+		r.ms[id] = st
+	}
+	st.forced = true
+	if !st.inFlight {
+		st.next = time.Time{}
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// Run reconciles until ctx ends.
+func (r *Reconciler) Run(ctx context.Context) error {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		r.pass(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// pass renders desired configs when something changed (or FullPass went
+// by), then starts the deliveries that are due.
+func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
+	now := r.now()
+	r.mu.Lock()
+	full := r.dirty || now.Sub(r.last) >= FullPass
+	if full {
+		r.dirty, r.last = false, now
+	}
+	r.mu.Unlock()
+	if full {
+		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("config delivery: could not read the machines; trying again", "err", err)
+			r.mu.Lock()
+			r.dirty = true
+			r.mu.Unlock()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, st := range r.ms {
+		if r.busy >= Workers {
+			return
+		}
+		if st.inFlight || now.Before(st.next) {
+			continue
+		}
+		st.inFlight = true
+		forced := st.forced
+		st.forced = false
+		r.busy++
+		wg.Add(1)
+		go func(id int64) {
+			defer wg.Done()
+			r.deliver(ctx, id, forced)
+		}(id)
+	}
+}
+
+// refresh records every machine's desired generation and which are behind.
+func (r *Reconciler) refresh(ctx context.Context) error {
+	ms, err := r.store.ListMachines(ctx)
+	if err != nil {
+		return err
+	}
+	behind := map[int64]bool{}
+	for _, m := range ms {
+		cs, err := r.desire(ctx, m)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			// Nothing can be delivered: say why on the machine.
+			r.record(ctx, m, err)
+			behind[m.ID] = false
+			continue
+		}
+		if !cs.InStep() {
+			behind[m.ID] = true
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, st := range r.ms {
+		if _, ok := behind[id]; !ok && !st.inFlight && !st.forced {
+			delete(r.ms, id)
+		}
+	}
+	for id, deliverable := range behind {
+		if !deliverable {
+			delete(r.ms, id)
+			continue
+		}
+		if _, ok := r.ms[id]; !ok {
+			r.ms[id] = &state{}
+		}
+	}
+	return nil
+}
+
+// desire renders machine m's config and records its digest; the desired
+// generation rises when it changed.
+func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigState, error) {
+	cfg, server, err := r.configs.DesiredConfig(ctx, m)
+	if err != nil {
+		return m.Config, err
+	}
+	// A machine from before generations, whose last delivery worked (or
+	// that never needed one), runs what the daemon last rendered for it.
+	adopt := m.Config.DesiredHash == "" && m.ConfigPush != nil && m.ConfigPush.OK
+	return r.store.SetDesiredConfig(ctx, m.ID, machines.ConfigDigest(cfg), adopt, server, r.now())
+}
+
+// deliver makes one delivery to machine id.
+func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
+	err := r.attempt(ctx, id, forced)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy--
+	st, ok := r.ms[id]
+	if !ok {
+		return
+	}
+	st.inFlight = false
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound), ctx.Err() != nil:
+		delete(r.ms, id)
+	default:
+		st.failures++
+		st.next = r.now().Add(Backoff(st.failures))
+		st.forced = st.forced || forced
+	}
+}
+
+func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool) error {
+	m, err := r.store.GetMachine(ctx, id)
+	if err != nil {
+		return err
+	}
+	cfg, server, err := r.configs.DesiredConfig(ctx, m)
+	if err != nil {
+		r.record(ctx, m, err)
+		return err
+	}
+	cs, err := r.store.SetDesiredConfig(ctx, id, machines.ConfigDigest(cfg), false, server, r.now())
+	if err != nil {
+		return err
+	}
+	if cs.InStep() && !forced {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	applied, err := r.agents.PutConfig(actx, id, agent.WithGeneration(cfg, cs.DesiredGen), cs.DesiredGen)
+	if err == nil {
+		// frpc's reload applies proxies only: a new server address or
+		// tunnel CA needs a restart.
+		restart := (cs.AppliedServer != "" && cs.AppliedServer != server) ||
+			(r.needsRestart != nil && r.needsRestart(actx, id))
+		if restart {
+			if _, rerr := r.agents.RestartTunnel(actx, id); rerr != nil {
+				err = fmt.Errorf("config generation %d installed, but restarting the tunnel client to take it failed: %w", cs.DesiredGen, rerr)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		r.record(ctx, m, err)
+		r.log.Warn("config delivery failed; retrying with backoff", "machine_id", id, "generation", cs.DesiredGen, "err", err)
+		return err
+	}
+	if err := r.store.SetConfigApplied(ctx, id, applied, server, r.now()); err != nil {
+		return err
+	}
+	r.log.Info("client config applied", "machine_id", id, "generation", applied)
+	if applied < cs.DesiredGen {
+		return fmt.Errorf("the agent applied generation %d, not %d", applied, cs.DesiredGen)
+	}
+	return nil
+}
+
+// record shows why machine m is behind, in words, until a delivery works.
+func (r *Reconciler) record(ctx context.Context, m store.Machine, err error) {
+	msg := agentclient.Words(err)
+	if m.ConfigPush != nil && !m.ConfigPush.OK && m.ConfigPush.Message == msg {
+		return
+	}
+	p := store.ConfigPush{OK: false, Message: msg, At: r.now().UTC()}
+	if werr := r.store.SetConfigPush(context.WithoutCancel(ctx), m.ID, p); werr != nil && !errors.Is(werr, store.ErrNotFound) {
+		r.log.Warn("recording the config delivery failed", "machine_id", m.ID, "err", werr)
+	}
+}

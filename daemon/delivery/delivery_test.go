@@ -1,0 +1,288 @@
+package delivery_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// configs renders "serverAddr = '<server>'" plus the tunnels of the store.
+type configs struct {
+	st     *store.Store
+	mu     sync.Mutex
+	server string
+}
+
+func (c *configs) DesiredConfig(ctx context.Context, m store.Machine) (string, string, error) {
+	c.mu.Lock()
+	server := c.server
+	c.mu.Unlock()
+	ts, err := c.st.ListTunnels(ctx, m.ID)
+	if err != nil {
+		return "", "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "serverAddr = '%s'\n", server)
+	for _, t := range ts {
+		fmt.Fprintf(&b, "[[proxies]] # %s %d\n", t.Name, t.LocalPort)
+	}
+	return b.String(), server, nil
+}
+
+// agents is machines' agents: each answers or is down, and says what it got.
+type agents struct {
+	mu       sync.Mutex
+	down     map[int64]bool
+	got      map[int64][]string
+	restarts map[int64]int
+	tries    map[int64]int
+}
+
+func newAgents() *agents {
+	return &agents{down: map[int64]bool{}, got: map[int64][]string{}, restarts: map[int64]int{}, tries: map[int64]int{}}
+}
+
+func (a *agents) PutConfig(_ context.Context, id int64, cfg string, gen int64) (int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tries[id]++
+	if a.down[id] {
+		return 0, &agentclient.UnreachableError{MachineID: id, Err: errors.New("connection refused")}
+	}
+	if g, ok := agent.Generation([]byte(cfg)); !ok || g != gen {
+		return 0, fmt.Errorf("config without its generation line %d:\n%s", gen, cfg)
+	}
+	a.got[id] = append(a.got[id], cfg)
+	return gen, nil
+}
+
+func (a *agents) RestartTunnel(_ context.Context, id int64) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restarts[id]++
+	return "restarted", nil
+}
+
+func (a *agents) set(id int64, down bool) {
+	a.mu.Lock()
+	a.down[id] = down
+	a.mu.Unlock()
+}
+
+func (a *agents) state(id int64) (got []string, restarts, tries int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.got[id]...), a.restarts[id], a.tries[id]
+}
+
+type rig struct {
+	t   *testing.T
+	st  *store.Store
+	clk *clock
+	cfg *configs
+	ag  *agents
+	rec *delivery.Reconciler
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	st, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := &rig{t: t, st: st, clk: &clock{now: time.Unix(1_800_000_000, 0)}, cfg: &configs{st: st, server: "vps.example.com"}, ag: newAgents()}
+	r.rec = delivery.New(delivery.Options{Store: st, Configs: r.cfg, Agents: r.ag, Now: r.clk.Now,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st.OnChange(r.rec.Changed)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.rec.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// machine registers a machine whose registration config is applied.
+func (r *rig) machine(name string) store.Machine {
+	r.t.Helper()
+	ctx := context.Background()
+	m, err := r.st.RegisterMachine(ctx, store.NewMachine{Name: name, Username: "pi", SecretHash: name + "s", AgentTokenHash: name + "a",
+		Seal: func(int64) (string, error) { return "sealed", nil }, Now: r.clk.Now(), Ports: store.PortRange{Lo: 30000, Hi: 30100}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cfg, server, _ := r.cfg.DesiredConfig(ctx, m)
+	if _, err := r.st.SetDesiredConfig(ctx, m.ID, machines.ConfigDigest(cfg), true, server, r.clk.Now()); err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+func (r *rig) tunnel(m store.Machine, name string) {
+	r.t.Helper()
+	_, err := r.st.InsertTunnel(context.Background(), store.Tunnel{MachineID: m.ID, Name: name, Kind: "tcp", LocalPort: 8080},
+		store.PortRange{Lo: 31000, Hi: 31100}, r.clk.Now())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// wait polls cond for up to 10 s.
+func (r *rig) wait(what string, cond func() error) {
+	r.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatalf("%s: still %v after 10 s", what, err)
+}
+
+func (r *rig) config(id int64) store.ConfigState {
+	m, err := r.st.GetMachine(context.Background(), id)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m.Config
+}
+
+func (r *rig) applied(id, gen int64) func() error {
+	return func() error {
+		c := r.config(id)
+		if c.AppliedGen != gen || c.DesiredGen != gen || !c.PendingSince.IsZero() {
+			return fmt.Errorf("desired %d, applied %d, pending since %v", c.DesiredGen, c.AppliedGen, c.PendingSince)
+		}
+		return nil
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}
+	for i, w := range want {
+		if got := delivery.Backoff(i + 1); got != w*time.Second {
+			t.Errorf("after %d failures: %v, want %v", i+1, got, w*time.Second)
+		}
+	}
+}
+
+// A tunnel created right after the join reaches the machine: the desired
+// generation rises and the agent gets the new config.
+func TestTunnelChangeIsDelivered(t *testing.T) {
+	r := newRig(t)
+	m := r.machine("nas")
+	r.tunnel(m, "web")
+	r.wait("generation 2 applied", r.applied(m.ID, 2))
+	got, restarts, _ := r.ag.state(m.ID)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "# tunnelsvc config generation: 2\n") || !strings.Contains(got[0], "web 8080") {
+		t.Fatalf("the agent got %q", got)
+	}
+	if restarts != 0 {
+		t.Fatalf("a config with the same server address restarted the client %d times", restarts)
+	}
+}
+
+// An agent that is down misses nothing: deliveries go on with backoff,
+// the machine shows why in words, and a Ping of the machine delivers at once
+// once the agent answers, whatever the backoff.
+func TestUnreachableAgentIsRetriedUntilApplied(t *testing.T) {
+	r := newRig(t)
+	m := r.machine("nas")
+	r.ag.set(m.ID, true)
+	r.tunnel(m, "db")
+	r.wait("first failure recorded", func() error {
+		got, err := r.st.GetMachine(context.Background(), m.ID)
+		if err != nil || got.ConfigPush == nil || got.ConfigPush.OK {
+			return fmt.Errorf("push %+v %v", got.ConfigPush, err)
+		}
+		if !strings.Contains(got.ConfigPush.Message, "does not answer") {
+			return fmt.Errorf("message not in words: %q", got.ConfigPush.Message)
+		}
+		return nil
+	})
+	// Time passes: the reconciler retries on its own, with backoff.
+	for i := 0; i < 4; i++ {
+		_, _, before := r.ag.state(m.ID)
+		r.clk.Add(delivery.MaxBackoff)
+		r.wait("another try", func() error {
+			if _, _, n := r.ag.state(m.ID); n <= before {
+				return fmt.Errorf("%d tries", n)
+			}
+			return nil
+		})
+	}
+	c := r.config(m.ID)
+	if c.AppliedGen != 1 || c.DesiredGen != 2 || c.PendingSince.IsZero() {
+		t.Fatalf("while the agent is down: %+v", c)
+	}
+	// The agent is back; the next backoff is a minute away, but the
+	// machine pings: delivered now.
+	r.ag.set(m.ID, false)
+	r.rec.Nudge(m.ID)
+	r.wait("generation 2 applied after the nudge", r.applied(m.ID, 2))
+	got, _ := r.st.GetMachine(context.Background(), m.ID)
+	if got.ConfigPush == nil || !got.ConfigPush.OK {
+		t.Fatalf("the failure still shows: %+v", got.ConfigPush)
+	}
+}
+
+// A new server address reaches every machine, and their tunnel clients
+// restart onto it (frpc's reload does not apply it).
+func TestServerAddressChangeRestartsClients(t *testing.T) {
+	r := newRig(t)
+	a, b := r.machine("a"), r.machine("b")
+	r.cfg.mu.Lock()
+	r.cfg.server = "router.new.example"
+	r.cfg.mu.Unlock()
+	r.rec.Changed(store.TopicSettings)
+	for _, m := range []store.Machine{a, b} {
+		r.wait(m.Name+": generation 2 applied", r.applied(m.ID, 2))
+		got, restarts, _ := r.ag.state(m.ID)
+		if restarts != 1 || !strings.Contains(got[len(got)-1], "router.new.example") {
+			t.Fatalf("%s: restarts %d, got %q", m.Name, restarts, got)
+		}
+		if s := r.config(m.ID).AppliedServer; s != "router.new.example" {
+			t.Fatalf("%s: applied server %q", m.Name, s)
+		}
+	}
+}
+
+// Nothing is delivered to a machine that runs what it should.
+func TestInStepMachineIsLeftAlone(t *testing.T) {
+	r := newRig(t)
+	m := r.machine("nas")
+	r.rec.Changed(store.TopicTunnels)
+	other := r.machine("other")
+	r.tunnel(other, "web")
+	r.wait("other applied", r.applied(other.ID, 2))
+	if got, _, tries := r.ag.state(m.ID); tries != 0 {
+		t.Fatalf("an in-step machine got %d deliveries: %q", tries, got)
+	}
+}
