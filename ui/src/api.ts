@@ -162,6 +162,12 @@ export interface Machine {
   agent_local_port?: number; config_push?: { ok: boolean; message?: string; at?: string } | null;
   agent_outdated?: boolean;
   ssh_command?: string; ssh_direct?: boolean; ssh_key_id?: string;
+  // Whether the machine runs the client config it should.
+  config?: MachineConfig;
+}
+export interface MachineConfig {
+  state: 'applied' | 'pending'; desired_generation: number; applied_generation: number;
+  pending_since?: string; last_error?: string; summary: string;
 }
 export interface Reachability {
   state: 'up' | 'down' | 'unknown'; http_status?: number; error?: string; cert_issuer?: string;
@@ -169,7 +175,10 @@ export interface Reachability {
 }
 export interface Tunnel {
   id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
-  subdomain?: string | null; public: boolean; remote_port?: number; status?: string; created_at?: string;
+  subdomain?: string | null; public: boolean; remote_port?: number; created_at?: string;
+  // active once the tunnel server accepted it; pending, error or offline
+  // otherwise, with status_reason saying why.
+  status?: 'active' | 'pending' | 'error' | 'offline'; status_reason?: string;
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
 }

@@ -360,6 +360,8 @@ function journey(size, viewport, opts = {}) {
         await focusedHeading('nas-1');
         machineId = Number(page.url().match(/#\/machines\/(\d+)$/)[1]);
         await page.getByText('never connected').first().waitFor();
+        // It runs the config it joined with.
+        await page.getByText('config applied (generation 1)').waitFor();
         const ssh = await page.locator('code.cmd').textContent();
         assert.match(ssh, /^ssh .*-p \d+ pi@/);
         await page.getByRole('button', { name: 'Copy the SSH command for nas-1' }).waitFor();
@@ -429,7 +431,13 @@ function journey(size, viewport, opts = {}) {
         await link.waitFor();
         assert.equal(await link.getAttribute('href'), 'https://wiki.example.test');
         const row = page.getByRole('row').filter({ has: link });
-        await row.getByText(/not checked yet|down|up/).first().waitFor();
+        // No agent answers here: the tunnel waits for its machine to apply
+        // the new config, and says so in words.
+        await row.getByText('pending', { exact: true }).waitFor();
+        await row.getByText(/waiting for nas-cellar to apply config generation \d+/).waitFor();
+        const config = page.locator('[data-config-state="pending"]');
+        await config.waitFor();
+        assert.match(await config.textContent(), /^pending since .+: .+/);
 
         // A TCP tunnel shows host:port.
         await form.getByLabel('Kind').selectOption('tcp');

@@ -5,7 +5,7 @@ import { loadTraffic } from './monitoring';
 import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type Tunnel } from '../api';
 import type { View } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
+import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { emit } from '../live';
 import { statusBadge } from './machines';
 import { newTunnelForm, tunnelsTable } from './tunnels';
@@ -57,7 +57,6 @@ export const machineView: View = (root, ctx, params) => {
     if (!m) return;
     ctx.title(m.name);
     renameButton.setAttribute('aria-label', `Rename ${m.name}`);
-    const push = m.config_push;
     refill(statusBody,
       h('p', { class: 'status-line' }, statusBadge(m), ' ', m.status_reason ? h('span', null, m.status_reason) : null),
       h('dl', { class: 'kv' },
@@ -65,10 +64,7 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Joined'), h('dd', null, fmtTime(m.created_at), m.client_addr ? ` from ${m.client_addr}` : ''),
         h('dt', null, 'User'), h('dd', null, m.username),
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
-        h('dt', null, 'Config'), h('dd', null, !push ? 'not pushed yet'
-          : push.ok ? ['delivered ', time(push.at)]
-            : h('span', { class: 'bad-text' }, 'not delivered ', time(push.at),
-              push.message && !m.status_reason?.includes(push.message) ? `: ${push.message}` : '')),
+        h('dt', null, 'Config'), h('dd', { 'data-config-state': m.config?.state ?? '' }, configLine(m)),
         m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
           'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
     if (m.ssh_command) {
@@ -160,3 +156,13 @@ export const machineView: View = (root, ctx, params) => {
   void loadMachine().then(() => m && loadAgent());
   void loadTunnels().then(loadActivity);
 };
+
+/** "config applied (generation N)", or "pending since <time>: <why>". */
+function configLine(m: Machine): Child {
+  const c = m.config;
+  if (!c) return 'not reported by this daemon';
+  if (c.state === 'applied') return c.summary;
+  const why = c.last_error || `delivering generation ${c.desired_generation}`;
+  return h('span', { class: c.last_error ? 'bad-text' : '' }, 'pending since ',
+    c.pending_since ? [fmtTime(c.pending_since), ' (', time(c.pending_since), ')'] : '?', `: ${why}`);
+}

@@ -26,7 +26,16 @@ export function reachedAt(t: Tunnel): Child {
   return h('code', null, t.address ?? `port ${t.remote_port ?? '?'}`);
 }
 
+/** A tunnel that is not active yet (or any more), and why; null when active. */
+export function tunnelState(t: Tunnel): Child | null {
+  if (!t.status || t.status === 'active') return null;
+  const tone = t.status === 'pending' ? 'warn' : 'bad';
+  return h('div', null, badge(t.status, tone), t.status_reason ? h('div', { class: 'muted small' }, t.status_reason) : null);
+}
+
 export function reachability(t: Tunnel): Child {
+  const state = tunnelState(t);
+  if (state) return state;
   const r = t.reachability;
   if (t.kind !== 'http') return t.public ? 'public port' : 'VPS only';
   if (!r || r.state === 'unknown') return badge('not checked yet');
