@@ -10,6 +10,7 @@ declare -A need=(
   [gcc]=gcc                   # cgo for mattn/go-sqlite3
   [sqlite3]=sqlite3
   [ip]=iproute2               # network namespaces in system tests
+  [sysctl]=procps             # the bind-ip and publish tests set sysctls in their namespaces
   [unshare]=util-linux         # the testbed: namespaces, and entering them
   [nsenter]=util-linux
   [systemctl]=systemd          # the testbed boots /lib/systemd/systemd as PID 1

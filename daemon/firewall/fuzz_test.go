@@ -36,8 +36,13 @@ func ports(b []byte) []int {
 // (nft -c, in a network namespace of the test's own). Values the
 // validators refuse are refused by Render.
 func FuzzFirewallRuleset(f *testing.F) {
-	needTools(f)
-	ns := newNetns(f)
+	// Only the nft -c check needs nft and ip: without them the structural
+	// checks still run and each input's nft check is skipped.
+	var ns string
+	if haveNetnsTools() {
+		needTools(f)
+		ns = newNetns(f)
+	}
 	// Every line the template can produce, from plain values.
 	allowed := map[string]bool{}
 	for _, p := range []firewall.Ports{
@@ -107,6 +112,9 @@ func FuzzFirewallRuleset(f *testing.F) {
 			}
 		}
 		if testutil.RealToolSample(100) {
+			if ns == "" {
+				needTools(t)
+			}
 			file := filepath.Join(t.TempDir(), "r.nft")
 			if err := os.WriteFile(file, []byte(got), 0o600); err != nil {
 				t.Fatal(err)

@@ -80,9 +80,22 @@ func dialHelper(targets []string) {
 	fmt.Println(strings.Join(results, "\n"))
 }
 
+// netnsTools are the commands the namespace tests run, and their packages.
+var netnsTools = map[string]string{"nft": "nftables", "ip": "iproute2"}
+
 func needTools(t testing.TB) {
 	t.Helper()
-	testutil.NeedNetnsTools(t, map[string]string{"nft": "nftables", "ip": "iproute2"})
+	testutil.NeedNetnsTools(t, netnsTools)
+}
+
+// haveNetnsTools reports whether needTools would find every tool.
+func haveNetnsTools() bool {
+	for tool := range netnsTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func run(t testing.TB, args ...string) string {

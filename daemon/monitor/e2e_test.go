@@ -504,18 +504,28 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	if !retried {
 		t.Fatal("the webhook's refusal was not followed by a retry")
 	}
+	// The sender records the delivery once the webhook's answer is back,
+	// after the receiver has the payload: poll the feed for it.
 	var events []store.Event
-	c.call("GET", "/api/local/activity", nil, &events)
 	var sentEvents, failedEvents int
-	for _, e := range events {
-		switch e.Kind {
-		case notify.EventSent:
-			sentEvents++
-		case notify.EventFailed:
-			failedEvents++
+	feed := func() error {
+		events, sentEvents, failedEvents = nil, 0, 0
+		c.call("GET", "/api/local/activity", nil, &events)
+		for _, e := range events {
+			switch e.Kind {
+			case notify.EventSent:
+				sentEvents++
+			case notify.EventFailed:
+				failedEvents++
+			}
 		}
+		if sentEvents < 2 {
+			return fmt.Errorf("%d sent notifications in the feed", sentEvents)
+		}
+		return nil
 	}
-	if sentEvents < 2 || failedEvents != 0 {
+	testutil.Eventually(t, 10*time.Second, "the offline notification's delivery in the activity feed", feed)
+	if failedEvents != 0 {
 		t.Errorf("activity feed has %d sent and %d failed notifications, want 2 sent (the test and the offline one, retried) and none failed:\n%+v",
 			sentEvents, failedEvents, events)
 	}

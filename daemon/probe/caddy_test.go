@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // TestProbeThroughRealCaddy: a real caddy on loopback serving one tunnel's
@@ -50,12 +51,19 @@ https://wiki.example.test:%d {
 	p := New(Options{Store: st, ProxyAddr: at(fmt.Sprintf("127.0.0.1:%d", port)),
 		Domain: func(context.Context) (string, error) { return "example.test", nil }})
 	ctx := context.Background()
-	up, _ := p.Probe(ctx, ids[0])
-	// caddy issues its certificate on the first handshake; give it a few tries.
-	for i := 0; i < 20 && up.State != "up"; i++ {
-		time.Sleep(250 * time.Millisecond)
-		up, _ = p.Probe(ctx, ids[0])
-	}
+	// caddy issues its certificate on the first handshake: poll until it
+	// serves, with a deadline for a loaded machine rather than a count.
+	var up store.TunnelProbe
+	testutil.Eventually(t, 30*time.Second, "wiki up through caddy", func() error {
+		var err error
+		if up, err = p.Probe(ctx, ids[0]); err != nil {
+			return err
+		}
+		if up.State != "up" {
+			return fmt.Errorf("%+v", up)
+		}
+		return nil
+	})
 	if up.State != "up" || up.HTTPStatus != 200 || !strings.Contains(up.CertIssuer, "Caddy Local Authority") || up.CertValid || up.CertExpiresAt.IsZero() {
 		t.Fatalf("wiki through caddy = %+v", up)
 	}

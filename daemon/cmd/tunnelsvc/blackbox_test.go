@@ -65,6 +65,8 @@ type daemonProc struct {
 	dataDir string
 	mu      sync.Mutex
 	log     strings.Builder
+	// logDone is closed once every line of the daemon's stderr is in log.
+	logDone chan struct{}
 }
 
 func (d *daemonProc) logText() string {
@@ -77,7 +79,7 @@ func (d *daemonProc) logText() string {
 // where it listens.
 func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{dataDir: t.TempDir()}
+	d := &daemonProc{dataDir: t.TempDir(), logDone: make(chan struct{})}
 	// No listener on a fixed port: the plugin's default 127.0.0.1:7381 was
 	// at times held by another test process running in parallel.
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir(), "--gate-listen", "127.0.0.1:0",
@@ -98,6 +100,7 @@ func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	addrRe := regexp.MustCompile(`msg="serving the dashboard" addr=(\S+)`)
 	found := make(chan string, 1)
 	go func() {
+		defer close(d.logDone)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
@@ -242,9 +245,14 @@ func TestRateLimit(t *testing.T) {
 	if msg, _ := r.body["error"].(string); !strings.Contains(msg, "try again later") {
 		t.Fatalf("429 message %q", msg)
 	}
-	if !strings.Contains(d.logText(), "auth failure from 127.0.0.1") {
-		t.Fatalf("no ban-tool line in the log:\n%s", d.logText())
-	}
+	// The line reaches d.log through a pipe and the goroutine reading it,
+	// which can lag behind the answers.
+	testutil.Eventually(t, 10*time.Second, "the ban-tool line in the daemon's log", func() error {
+		if !strings.Contains(d.logText(), "auth failure from 127.0.0.1") {
+			return fmt.Errorf("not in the log:\n%s", d.logText())
+		}
+		return nil
+	})
 }
 
 // TestSetupCodeOffLoopback connects from 127.0.0.2 while only 127.0.0.1
@@ -322,8 +330,11 @@ func TestGracefulStop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	// Wait closes the stderr pipe once the daemon has exited, whether or
+	// not its last lines ("stopped" among them) have been read: wait for
+	// the reader to reach the pipe's end first.
 	done := make(chan error, 1)
-	go func() { done <- d.cmd.Wait() }()
+	go func() { <-d.logDone; done <- d.cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
