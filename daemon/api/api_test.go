@@ -109,7 +109,7 @@ func (e *testEnv) do(q req) resp {
 		r.AddCookie(&http.Cookie{Name: SessionCookie, Value: q.cookie})
 	}
 	w := httptest.NewRecorder()
-	e.srv.ServeHTTP(w, r)
+	checkedHandler(e.t, e.srv).ServeHTTP(w, r)
 	return resp{w}
 }
 

@@ -118,7 +118,7 @@ func TestJoinCommandDashboardPort(t *testing.T) {
 	if err := settings.SaveVPS(context.Background(), localsetup.VPS{ServerHost: "203.0.113.5", SkipWebproxy: true}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	r, _ := http.NewRequest("POST", srv.URL+"/api/bootstrap/tokens", strings.NewReader(`{}`))

@@ -283,7 +283,7 @@ func TestInstallStreamsToWebSocket(t *testing.T) {
 	}
 	e := newLocalEnv(t, nil)
 	e.units.gate = make(chan struct{})
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 
 	if _, resp, err := dialLogs(t, srv, "", ""); err == nil || resp.StatusCode != 401 {
@@ -357,7 +357,7 @@ func TestInstallFailureIsReported(t *testing.T) {
 	}
 	e := newLocalEnv(t, nil)
 	e.units.startErr = &units.JobError{Op: "start", Unit: "caddy.service", Result: "failed"}
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	ws, _, err := dialLogs(t, srv, e.cookie, "")
 	if err != nil {

@@ -28,7 +28,7 @@ func TestInstallOutcomeKept(t *testing.T) {
 	e := newLocalEnv(t, nil)
 	e.setup.Hub.OnDone = e.setup.RecordOperation
 	e.units.startErr = units.ErrUnavailable
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	ws, _, err := dialLogs(t, srv, e.cookie, "")
 	if err != nil {
@@ -68,7 +68,7 @@ func TestStateEventsPushed(t *testing.T) {
 	hub := logstream.NewHub(nil)
 	e.st.OnChange(hub.Notify)
 	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Hub: hub})
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	// A client that does not ask for events gets none: it sees only the
 	// line it is waiting for.

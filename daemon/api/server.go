@@ -152,3 +152,6 @@ func (s *Server) h(fn handlerFunc) http.Handler {
 		}
 	})
 }
+
+// OpenAPIDocument is openapi.yaml, the document GET /api/openapi.yaml serves.
+func OpenAPIDocument() []byte { return openAPISpec }

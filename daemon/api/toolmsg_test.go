@@ -80,7 +80,7 @@ func TestInstallLogNeverQuotesOtherFiles(t *testing.T) {
 	if err := os.WriteFile(e.setup.Proxy.Path, []byte(deployed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e.srv)
+	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	ws, _, err := dialLogs(t, srv, e.cookie, "")
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
@@ -124,6 +126,10 @@ func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	return d
 }
 
+// apiDoc is daemon/api/openapi.yaml, loaded once: every answer call gets is
+// held against it.
+var apiDoc = sync.OnceValues(func() (*apicheck.Checker, error) { return apicheck.New(api.OpenAPIDocument()) })
+
 type result struct {
 	status int
 	header http.Header
@@ -150,6 +156,11 @@ func call(t *testing.T, c *http.Client, method, url, body string, hdr map[string
 	defer resp.Body.Close()
 	r := result{status: resp.StatusCode, header: resp.Header}
 	raw, _ := io.ReadAll(resp.Body)
+	doc, err := apiDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Report(t, req, resp.StatusCode, resp.Header, raw)
 	if err := json.Unmarshal(raw, &r.body); err != nil {
 		t.Fatalf("%s %s: body %q is not JSON", method, url, raw)
 	}
