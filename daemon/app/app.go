@@ -257,7 +257,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Machines: a.Machines, Revtunnel: a.Revtunnel,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
-		Health:     func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Health:     a.health,
 		Units:      a.Units,
 		UI:         webui.Handler(tunnelsvc.UI()),
 		Scripts:    api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
@@ -339,6 +339,15 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// health is /healthz's check: the store answers a read, and its disk takes
+// writes (a *store.FullError while it does not).
+func (a *App) health(r *http.Request) error {
+	if err := a.Store.Ping(r.Context()); err != nil {
+		return err
+	}
+	return a.Store.Writable()
 }
 
 // announceSetupCode logs the one-time setup code while no password is set, so
