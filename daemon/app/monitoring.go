@@ -49,7 +49,8 @@ func (a *App) monitoringServices(ctx context.Context) (mon api.Monitoring, start
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
-		Jails:             notify.BannerJails(a.Banner)}
+		Jails:             notify.BannerJails(a.Banner),
+		Space:             a.Store.Space}
 	start = func(ctx context.Context) {
 		go traffic.Run(ctx)
 		go watcher.Run(ctx)
