@@ -90,6 +90,9 @@ type App struct {
 // and for root's offline commands (reset-password) alike.
 func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
 	st, err := store.Open(ctx, cfg.DataDir)
+	if store.DiskFull(err) {
+		return nil, fmt.Errorf("open store in %s: the data disk is full: free space on it, then start again: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 	}
