@@ -37,13 +37,20 @@ type testEnv struct {
 // newEnv builds a server on a fresh store; opts adjust its Options.
 func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
-	st, err := store.Open(context.Background(), t.TempDir())
+	return newEnvIn(t, t.TempDir(), t.TempDir(), opts...)
+}
+
+// newEnvIn is newEnv with the store in storeDir and the configured data
+// directory (the key file, the setup code) at dataDir.
+func newEnvIn(t testing.TB, storeDir, dataDir string, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
+	st, err := store.Open(context.Background(), storeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dataDir
 	e := &testEnv{t: t, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"io/fs"
 	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // MaxBodyBytes caps every request body.
@@ -63,16 +67,49 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func message(text string) map[string]string { return map[string]string{"message": text} }
 
 // serveError turns any handler error into the error envelope and logs the
-// cause of server-side failures.
-func serveError(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+// cause of server-side failures. A failure for lack of space, whatever the
+// handler called it, answers StatusDiskFull with where and what to do.
+func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 	var apiErr *Error
 	if !errors.As(err, &apiErr) {
 		apiErr = Internal("internal error", err)
 	}
+	apiErr = s.diskFull(apiErr)
 	if apiErr.Status >= 500 {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", apiErr.Status, "msg", apiErr.Msg, "err", apiErr.Err)
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", apiErr.Status, "msg", apiErr.Msg, "err", apiErr.Err)
 	}
 	writeError(w, apiErr.Status, apiErr.Msg)
+}
+
+// StatusDiskFull answers a request that needed a write the disk had no
+// room for: 507 Insufficient Storage says exactly that (RFC 4918 §11.5),
+// and it is not one of the 503s the API gives for a missing system part,
+// nor a status that clients and proxies retry by themselves. It goes once
+// space is freed, with no restart.
+const StatusDiskFull = http.StatusInsufficientStorage
+
+// diskFull rewrites a server-side failure caused by a full disk (SQLite's
+// SQLITE_FULL, ENOSPC, EDQUOT) as StatusDiskFull: "the data disk is full
+// (<data dir>): free space on it, then try again", or, for a file outside
+// the data directory, that file's directory.
+func (s *Server) diskFull(e *Error) *Error {
+	if e.Status < 500 || !store.DiskFull(e.Err) {
+		return e
+	}
+	where := "the data disk is full (" + s.cfg.DataDir + ")"
+	var pe *fs.PathError
+	if errors.As(e.Err, &pe) && !within(s.cfg.DataDir, pe.Path) {
+		where = "the disk is full (" + filepath.Dir(pe.Path) + ")"
+	}
+	return &Error{Status: StatusDiskFull, Msg: where + ": free space on it, then try again", Err: e.Err}
+}
+
+// within says whether path is dir or below it. Files of the data directory
+// are named from its configured path, so both are relative or both
+// absolute.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // decode reads a JSON body into v: 400 `invalid request body` when it does

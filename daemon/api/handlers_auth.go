@@ -8,11 +8,21 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
+// healthz: 200 while the store answers and its disk takes writes; 503
+// `store unavailable`, or `data disk full: <data dir>` while writes fail
+// for lack of space. The full disk is not logged here (pollers ask every
+// few seconds): the notification watcher logs when it fills and frees.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	if s.health != nil {
 		if err := s.health(r); err != nil {
+			var full *store.FullError
+			if errors.As(err, &full) {
+				writeError(w, http.StatusServiceUnavailable, full.Error())
+				return nil
+			}
 			return &Error{Status: http.StatusServiceUnavailable, Msg: "store unavailable", Err: err}
 		}
 	}

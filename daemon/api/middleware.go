@@ -50,7 +50,7 @@ func (s *Server) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok, err := s.sessionValid(r)
 		if err != nil {
-			serveError(s.log, w, r, Internal("could not check the session", err))
+			s.serveError(w, r, Internal("could not check the session", err))
 			return
 		}
 		if !ok {
@@ -70,7 +70,7 @@ func (s *Server) requireSessionAfterSetup(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		configured, err := s.auth.Configured(r.Context())
 		if err != nil {
-			serveError(s.log, w, r, Internal("could not read the setup state", err))
+			s.serveError(w, r, Internal("could not read the setup state", err))
 			return
 		}
 		if configured {

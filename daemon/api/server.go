@@ -53,7 +53,8 @@ type Options struct {
 	// Progress returns the sink for a background operation's log lines (the
 	// log WebSocket); nil sends them to Log.
 	Progress func(operation string) Progress
-	// Health reports whether the daemon can serve (the store answers).
+	// Health reports whether the daemon can serve (the store answers), and
+	// a *store.FullError while the data disk has no room for writes.
 	Health func(*http.Request) error
 	// Units drives the allow-listed systemd units; nil means no systemd.
 	Units units.Manager
@@ -148,7 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 func (s *Server) h(fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := fn(w, r); err != nil {
-			serveError(s.log, w, r, err)
+			s.serveError(w, r, err)
 		}
 	})
 }

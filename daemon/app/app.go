@@ -106,6 +106,9 @@ type App struct {
 // and for root's offline commands (reset-password) alike.
 func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
 	st, err := store.Open(ctx, cfg.DataDir)
+	if store.DiskFull(err) {
+		return nil, fmt.Errorf("open store in %s: the data disk is full: free space on it, then start again: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 	}
@@ -281,7 +284,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,
-		Health:     func(r *http.Request) error { return a.Store.Ping(r.Context()) },
+		Health:     a.health,
 		Units:      a.Units,
 		UI:         webui.Handler(tunnelsvc.UI()),
 		Scripts:    api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
@@ -416,6 +419,15 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// health is /healthz's check: the store answers a read, and its disk takes
+// writes (a *store.FullError while it does not).
+func (a *App) health(r *http.Request) error {
+	if err := a.Store.Ping(r.Context()); err != nil {
+		return err
+	}
+	return a.Store.Writable()
 }
 
 // announceSetupCode logs the one-time setup code while no password is set, so

@@ -49,7 +49,8 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
-		Jails:             notify.BannerJails(a.Banner)}
+		Jails:             notify.BannerJails(a.Banner),
+		Space:             a.Store.Space}
 	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
 	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil

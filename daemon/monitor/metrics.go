@@ -106,6 +106,9 @@ var (
 	descBans      = prometheus.NewDesc("tunnelsvc_bans_total", "Bans per jail since the ban tool started.", []string{"jail"}, nil)
 	descOps       = prometheus.NewDesc("tunnelsvc_operations_total", "Background operations (install, firewall, ban-tool setup) finished since the daemon started, by result.", []string{"operation", "result"}, nil)
 	descBuildInfo = prometheus.NewDesc("tunnelsvc_build_info", "The daemon's version; always 1.", []string{"version", "goversion"}, nil)
+	descDataFree  = prometheus.NewDesc("tunnelsvc_data_free_bytes", "Bytes the daemon may still write on the data directory's file system (as root, ext4's reserve for root included).", nil, nil)
+	descDataSize  = prometheus.NewDesc("tunnelsvc_data_size_bytes", "Size of the data directory's file system in bytes.", nil, nil)
+	descDataFull  = prometheus.NewDesc("tunnelsvc_data_disk_full", "1 while writes to the data directory fail for lack of space (what /healthz answers 503 for).", nil, nil)
 )
 
 // Audit kinds that count as logins and failed logins.
@@ -118,7 +121,7 @@ type collector struct{ o Options }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMachines, descTunnels, descBytesIn, descBytesOut, descConns, descFRPSUp,
-		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo} {
+		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo, descDataFree, descDataSize, descDataFull} {
 		ch <- d
 	}
 }
@@ -127,6 +130,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	c.buildInfo(ch)
+	c.space(ch)
 	if c.o.Traffic != nil {
 		// A scrape shows what frps counts now, not up to a minute ago.
 		if err := c.o.Traffic.Poll(ctx); err != nil {
@@ -171,6 +175,23 @@ func (c *collector) buildInfo(ch chan<- prometheus.Metric) {
 		version = bi.Main.Version
 	}
 	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, gov)
+}
+
+// space reports the data directory's file system; a full disk still
+// answers every metric read from the database.
+func (c *collector) space(ch chan<- prometheus.Metric) {
+	sp, err := c.o.Store.Space()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descDataFree, err)
+		return
+	}
+	full := 0.0
+	if sp.Full {
+		full = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descDataFree, prometheus.GaugeValue, float64(sp.Free))
+	ch <- prometheus.MustNewConstMetric(descDataSize, prometheus.GaugeValue, float64(sp.Size))
+	ch <- prometheus.MustNewConstMetric(descDataFull, prometheus.GaugeValue, full)
 }
 
 func (c *collector) inventory(ctx context.Context, ch chan<- prometheus.Metric) error {

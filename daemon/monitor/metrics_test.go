@@ -62,6 +62,12 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
+	free, _ := value(fams, "tunnelsvc_data_free_bytes", nil)
+	size, _ := value(fams, "tunnelsvc_data_size_bytes", nil)
+	full, ok := value(fams, "tunnelsvc_data_disk_full", nil)
+	if free <= 0 || size < free || !ok || full != 0 {
+		t.Errorf("data disk: free %v, size %v, full %v (present %v)", free, size, full, ok)
+	}
 	if f := fams["tunnelsvc_logins_total"]; f == nil || f.GetType().String() != "COUNTER" {
 		t.Errorf("tunnelsvc_logins_total is not a counter: %v", f)
 	}

@@ -23,6 +23,8 @@ const (
 	KindBanned         = "address_banned"
 	KindCertExpiring   = "certificate_expiring"
 	KindLoginBurst     = "failed_login_burst"
+	KindDiskLow        = "data_disk_low"
+	KindDiskOK         = "data_disk_ok"
 )
 
 // Activity feed kinds of deliveries.
@@ -162,7 +164,7 @@ func (s *Sender) send(ctx context.Context, set Settings, n Notification) error {
 		hdr.Set("Content-Type", "text/plain; charset=utf-8")
 		hdr.Set("Title", n.Title)
 		hdr.Set("Tags", n.Kind)
-		if n.Kind != KindTest && n.Kind != KindMachineOnline {
+		if n.Kind != KindTest && n.Kind != KindMachineOnline && n.Kind != KindDiskOK {
 			hdr.Set("Priority", "high")
 		}
 	default:

@@ -328,3 +328,72 @@ func TestCertificateExpiring(t *testing.T) {
 		t.Fatalf("a day later both expire within 14 days and are reported again: %v", e.hook.bodies)
 	}
 }
+
+func TestDiskLowThresholdIsTheLargerOfTheTwo(t *testing.T) {
+	for _, c := range []struct{ size, want uint64 }{
+		{8 << 20, 200_000_000},              // smaller than 200 MB itself
+		{1_000_000_000, 200_000_000},        // 5 % is 50 MB
+		{4_000_000_000, 200_000_000},        // 5 % is exactly 200 MB
+		{1_000_000_000_000, 50_000_000_000}, // 5 % of 1 TB
+	} {
+		if got := notify.DiskLowThreshold(c.size); got != c.want {
+			t.Errorf("DiskLowThreshold(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+}
+
+// The data disk going low is reported once per crossing (also when it is
+// low at the first check), full while low is no second report, and room
+// again is reported once it is a tenth above the threshold.
+func TestDataDiskLowAndBack(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	const size = 10_000_000_000 // threshold: 5 % = 500 MB
+	sp := store.Space{Dir: "/var/lib/tunnelsvc", Size: size, Free: 2_000_000_000}
+	w := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Log: quiet,
+		Space: func() (store.Space, error) { return sp, nil }}
+	check := func(free uint64, full bool) []string {
+		sp.Free, sp.Full = free, full
+		w.Check(ctx)
+		e.sender.Wait()
+		return e.hook.kinds()
+	}
+	if k := check(2_000_000_000, false); len(k) != 0 {
+		t.Fatalf("plenty of room: %v", k)
+	}
+	if k := check(499_000_000, false); len(k) != 1 || k[0] != notify.KindDiskLow {
+		t.Fatalf("under 5 %%: %v", k)
+	}
+	var p notify.Payload
+	json.Unmarshal([]byte(e.hook.bodies[0]), &p)
+	if p.Title != "data disk almost full" || p.Message != "The data disk (/var/lib/tunnelsvc) has 499 MB free of 10 GB (5.0 %); "+
+		"the warning is under 500 MB (5 % of the disk or 200 MB, whichever is larger). When it is full, logins and changes fail: free space on it." {
+		t.Fatalf("low: %+v", p)
+	}
+	check(0, true)
+	check(520_000_000, false) // over the threshold, not yet a tenth above it
+	if k := e.hook.kinds(); len(k) != 1 {
+		t.Fatalf("a second report while low: %v", k)
+	}
+	if k := check(560_000_000, false); len(k) != 2 || k[1] != notify.KindDiskOK {
+		t.Fatalf("room again: %v", k)
+	}
+	check(600_000_000, false)
+	if k := e.hook.kinds(); len(k) != 2 {
+		t.Fatalf("reported again while fine: %v", k)
+	}
+
+	// Full at the first check of a new daemon (and never low by the
+	// numbers: a quota, say): reported, as full.
+	w = &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Log: quiet,
+		Space: func() (store.Space, error) { return sp, nil }}
+	if k := check(3_000_000_000, true); len(k) != 3 || k[2] != notify.KindDiskLow {
+		t.Fatalf("full at start: %v", k)
+	}
+	json.Unmarshal([]byte(e.hook.bodies[2]), &p)
+	if p.Title != "data disk full" {
+		t.Fatalf("full: %+v", p)
+	}
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

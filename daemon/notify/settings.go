@@ -1,8 +1,9 @@
 // Package notify tells the operator about trouble without the dashboard:
 // a webhook (ntfy or plain JSON) for a machine offline too long and back,
-// a banned address, a certificate about to expire and a burst of failed
-// logins. Deliveries are retried with backoff, and every delivery, sent or
-// failed, is written to the activity feed.
+// a banned address, a certificate about to expire, a burst of failed
+// logins, and the data disk running low and having room again. Deliveries
+// are retried with backoff, and every delivery, sent or failed, is written
+// to the activity feed.
 package notify
 
 import (

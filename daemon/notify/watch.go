@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,7 +24,18 @@ const (
 	// reported at most once per window.
 	LoginBurst       = 10
 	LoginBurstWindow = 5 * time.Minute
+	// The data disk is low when its free space is under DiskLowBytes or
+	// under DiskLowPercent of its size: under the larger of the two.
+	// It has room again at a tenth above that.
+	DiskLowBytes   = 200_000_000
+	DiskLowPercent = 5
 )
+
+// DiskLowThreshold is the free space under which a file system of size
+// bytes is low: DiskLowPercent of it, or DiskLowBytes, whichever is larger.
+func DiskLowThreshold(size uint64) uint64 {
+	return max(DiskLowBytes, size/100*DiskLowPercent)
+}
 
 // Jail is a ban-tool jail and the addresses it bans now.
 type Jail struct {
@@ -50,6 +63,9 @@ type Watcher struct {
 	Sites func(ctx context.Context) (addr string, names []string, err error)
 	// LoginFailureKinds are the audit kinds that count as failed logins.
 	LoginFailureKinds []string
+	// Space measures the data directory's file system (store.Space); nil
+	// skips the disk checks.
+	Space func() (store.Space, error)
 
 	mu           sync.Mutex
 	seeded       bool
@@ -57,6 +73,8 @@ type Watcher struct {
 	banned       map[string]bool // jail + "\x00" + address
 	certReported map[string]time.Time
 	lastBurst    time.Time
+	diskLow      bool // reported low, not yet back
+	diskFull     bool // logged full, not yet back
 }
 
 func (w *Watcher) now() time.Time {
@@ -116,6 +134,68 @@ func (w *Watcher) Check(ctx context.Context) {
 	if err := w.logins(ctx); err != nil {
 		w.log().Warn("notify: login check failed", "err", err)
 	}
+	w.disk(ctx)
+}
+
+// disk reports the data disk going low (or full) once, and having room
+// again once; it also logs when writes start and stop failing for lack of
+// space. A disk already low when the daemon starts is reported: unlike an
+// old outage, it is still to be dealt with.
+func (w *Watcher) disk(ctx context.Context) {
+	if w.Space == nil {
+		return
+	}
+	sp, err := w.Space()
+	if err != nil {
+		w.log().Warn("notify: data disk check failed", "err", err)
+		return
+	}
+	if sp.Full != w.diskFull {
+		w.diskFull = sp.Full
+		if sp.Full {
+			w.log().Error("the data disk is full: logins and changes fail until space is freed on it", "dir", sp.Dir, "free_bytes", sp.Free)
+		} else {
+			w.log().Info("the data disk takes writes again", "dir", sp.Dir, "free_bytes", sp.Free)
+		}
+	}
+	low := DiskLowThreshold(sp.Size)
+	switch {
+	case !w.diskLow && (sp.Full || sp.Free < low):
+		w.diskLow = true
+		title := "data disk almost full"
+		if sp.Full {
+			title = "data disk full"
+		}
+		w.Sender.Notify(ctx, Notification{Kind: KindDiskLow, Title: title,
+			Message: fmt.Sprintf("The data disk (%s) has %s free of %s (%s); the warning is under %s (%d %% of the disk or %s, whichever is larger). "+
+				"When it is full, logins and changes fail: free space on it.",
+				sp.Dir, byteSize(sp.Free), byteSize(sp.Size), percent(sp.Free, sp.Size), byteSize(low), DiskLowPercent, byteSize(DiskLowBytes))})
+	case w.diskLow && !sp.Full && sp.Free >= low+low/10:
+		w.diskLow = false
+		w.Sender.Notify(ctx, Notification{Kind: KindDiskOK, Title: "data disk has room again",
+			Message: fmt.Sprintf("The data disk (%s) has %s free of %s (%s) again.", sp.Dir, byteSize(sp.Free), byteSize(sp.Size), percent(sp.Free, sp.Size))})
+	}
+}
+
+// byteSize writes n in decimal units: 1.5 GB, 200 MB, 512 kB.
+func byteSize(n uint64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) + " " + []string{"B", "kB", "MB", "GB", "TB"}[i]
+}
+
+func percent(part, whole uint64) string {
+	if whole == 0 {
+		return "0 %"
+	}
+	return fmt.Sprintf("%.1f %%", float64(part)*100/float64(whole))
 }
 
 func (w *Watcher) machines(ctx context.Context, set Settings, first bool) error {

@@ -30,7 +30,7 @@ type AuditFilter struct {
 
 // InsertAudit appends an entry.
 func (s *Store) InsertAudit(ctx context.Context, e AuditEntry) error {
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		"INSERT INTO audit_log(created_at, kind, client_addr, user_agent, detail) VALUES (?, ?, ?, ?, ?)",
 		e.CreatedAt.UnixMilli(), e.Kind, e.ClientAddr, e.UserAgent, e.Detail)
 	return s.announce(err, TopicAudit)
@@ -41,7 +41,7 @@ func (s *Store) InsertAudit(ctx context.Context, e AuditEntry) error {
 // whether it created the row.
 func (s *Store) AddAggregatedAudit(ctx context.Context, e AuditEntry) (created bool, err error) {
 	bucket := e.CreatedAt.Unix() / 60
-	res, err := s.db.ExecContext(ctx,
+	res, err := s.exec(ctx,
 		`UPDATE audit_log SET count = count + 1, detail = ? WHERE kind = ? AND client_addr = ? AND bucket = ?`,
 		e.Detail, e.Kind, e.ClientAddr, bucket)
 	if err != nil {
@@ -50,7 +50,7 @@ func (s *Store) AddAggregatedAudit(ctx context.Context, e AuditEntry) (created b
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
 		return false, err
 	}
-	res, err = s.db.ExecContext(ctx,
+	res, err = s.exec(ctx,
 		`INSERT INTO audit_log(created_at, kind, client_addr, user_agent, detail, bucket) VALUES (?, ?, ?, ?, ?, ?)
 		 ON CONFLICT(kind, client_addr, bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = count + 1`,
 		e.CreatedAt.UnixMilli(), e.Kind, e.ClientAddr, e.UserAgent, e.Detail, bucket)

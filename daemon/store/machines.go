@@ -43,7 +43,7 @@ type TokenState struct {
 
 // InsertBootstrapToken stores a token's hash.
 func (s *Store) InsertBootstrapToken(ctx context.Context, hash, label string, created, expires time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx,
+	res, err := s.exec(ctx,
 		"INSERT INTO bootstrap_tokens(token_hash, label, created_at, expires_at) VALUES (?, ?, ?, ?)",
 		hash, label, created.UnixMilli(), expires.UnixMilli())
 	if err != nil {
@@ -105,7 +105,7 @@ func (s *Store) ListPendingBootstrapTokens(ctx context.Context, now time.Time) (
 
 // DeleteBootstrapToken revokes a pending token; ErrNotFound when there is none.
 func (s *Store) DeleteBootstrapToken(ctx context.Context, id int64) error {
-	res, err := s.db.ExecContext(ctx, "DELETE FROM bootstrap_tokens WHERE id = ? AND used_at IS NULL", id)
+	res, err := s.exec(ctx, "DELETE FROM bootstrap_tokens WHERE id = ? AND used_at IS NULL", id)
 	if err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func (s *Store) listMachines(ctx context.Context) ([]Machine, error) {
 
 // RenameMachine sets a machine's name; ErrNotFound when it does not exist.
 func (s *Store) RenameMachine(ctx context.Context, id int64, name string) error {
-	res, err := s.db.ExecContext(ctx, "UPDATE machines SET name = ? WHERE id = ?", name, id)
+	res, err := s.exec(ctx, "UPDATE machines SET name = ? WHERE id = ?", name, id)
 	if err != nil {
 		return machineConflict(err)
 	}
@@ -399,19 +399,19 @@ func (s *Store) RenameMachine(ctx context.Context, id int64, name string) error 
 
 // SetMachineStatus records a status and, when seen is not zero, last_seen.
 func (s *Store) SetMachineStatus(ctx context.Context, id int64, status string, seen time.Time) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
+	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
 		status, nullTime(seen), id)), TopicMachines)
 }
 
 // TouchMachine updates last_seen only.
 func (s *Store) TouchMachine(ctx context.Context, id int64, seen time.Time) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id)), TopicMachines)
+	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id)), TopicMachines)
 }
 
 // SetConfigPush records the outcome of delivering the client config to the
 // machine's agent.
 func (s *Store) SetConfigPush(ctx context.Context, id int64, p ConfigPush) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx,
+	return s.announce(affectOne(s.exec(ctx,
 		"UPDATE machines SET config_push_ok = ?, config_push_message = ?, config_push_at = ? WHERE id = ?",
 		p.OK, p.Message, p.At.UnixMilli(), id)), TopicMachines)
 }
@@ -473,7 +473,7 @@ func (s *Store) SetConfigApplied(ctx context.Context, id, gen int64, server stri
 // SetAgentOutdated records whether the machine's agent predates signed
 // requests.
 func (s *Store) SetAgentOutdated(ctx context.Context, id int64, outdated bool) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE machines SET agent_outdated = ? WHERE id = ?", outdated, id)), TopicMachines)
+	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET agent_outdated = ? WHERE id = ?", outdated, id)), TopicMachines)
 }
 
 // announce tells the change hook about topics when err is nil, and passes
@@ -544,7 +544,7 @@ func (s *Store) InsertStaleTokenAttempt(ctx context.Context, a StaleTokenAttempt
 	if a.Kind == "" {
 		a.Kind = StaleBootstrap
 	}
-	_, err := s.db.ExecContext(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason, kind) VALUES (?, ?, ?, ?)",
+	_, err := s.exec(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason, kind) VALUES (?, ?, ?, ?)",
 		a.CreatedAt.UnixMilli(), a.ClientAddr, a.Reason, a.Kind)
 	return err
 }

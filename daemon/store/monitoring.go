@@ -124,11 +124,11 @@ func (s *Store) TrafficSince(ctx context.Context, from, bucket int64) ([]Traffic
 // PruneTraffic deletes samples older than minute before, and the totals of
 // proxies whose machine or tunnel is gone.
 func (s *Store) PruneTraffic(ctx context.Context, before int64) (int64, error) {
-	res, err := s.db.ExecContext(ctx, "DELETE FROM traffic_samples WHERE minute < ?", before)
+	res, err := s.exec(ctx, "DELETE FROM traffic_samples WHERE minute < ?", before)
 	if err != nil {
 		return 0, err
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM traffic_totals WHERE machine_id NOT IN (SELECT id FROM machines)
+	if _, err := s.exec(ctx, `DELETE FROM traffic_totals WHERE machine_id NOT IN (SELECT id FROM machines)
 		OR (tunnel_id != 0 AND tunnel_id NOT IN (SELECT id FROM tunnels))`); err != nil {
 		return 0, err
 	}
@@ -156,7 +156,7 @@ func (s *Store) CountAuditByKind(ctx context.Context) (map[string]int64, error) 
 
 // DeleteSetting removes a setting; a missing one is not an error.
 func (s *Store) DeleteSetting(ctx context.Context, key string) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM settings WHERE key = ?", key)
+	_, err := s.exec(ctx, "DELETE FROM settings WHERE key = ?", key)
 	return err
 }
 

@@ -22,7 +22,7 @@ type TunnelProbe struct {
 // SetTunnelProbe stores a tunnel's latest probe; ErrNotFound when the
 // tunnel is gone.
 func (s *Store) SetTunnelProbe(ctx context.Context, p TunnelProbe) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO tunnel_probes(tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, checked_at)
+	_, err := s.exec(ctx, `INSERT INTO tunnel_probes(tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, checked_at)
 		SELECT id, ?, ?, ?, ?, ?, ?, ? FROM tunnels WHERE id = ?
 		ON CONFLICT(tunnel_id) DO UPDATE SET state = excluded.state, http_status = excluded.http_status, error = excluded.error,
 			cert_issuer = excluded.cert_issuer, cert_expires_at = excluded.cert_expires_at, cert_valid = excluded.cert_valid,

@@ -19,12 +19,12 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time, maxRows int) (Prune
 	out := Pruned{}
 	for _, table := range prunedTables {
 		// All three keep created_at in unix milliseconds.
-		res, err := s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE created_at < ?", table), cutoff.UnixMilli())
+		res, err := s.exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE created_at < ?", table), cutoff.UnixMilli())
 		if err != nil {
 			return out, fmt.Errorf("prune %s: %w", table, err)
 		}
 		n, _ := res.RowsAffected()
-		res, err = s.db.ExecContext(ctx, fmt.Sprintf(
+		res, err = s.exec(ctx, fmt.Sprintf(
 			"DELETE FROM %[1]s WHERE id <= (SELECT id FROM %[1]s ORDER BY id DESC LIMIT 1 OFFSET ?)", table), maxRows)
 		if err != nil {
 			return out, fmt.Errorf("prune %s: %w", table, err)

@@ -18,7 +18,7 @@ type Session struct {
 
 // CreateSession stores a session.
 func (s *Store) CreateSession(ctx context.Context, sess Session) error {
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		"INSERT INTO sessions(token_hash, created_at, expires_at, client_addr, user_agent) VALUES (?, ?, ?, ?, ?)",
 		sess.TokenHash, sess.CreatedAt.Unix(), sess.ExpiresAt.Unix(), sess.ClientAddr, sess.UserAgent)
 	return err
@@ -40,18 +40,18 @@ func (s *Store) GetSession(ctx context.Context, tokenHash string) (Session, erro
 
 // DeleteSession ends one session.
 func (s *Store) DeleteSession(ctx context.Context, tokenHash string) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM sessions WHERE token_hash = ?", tokenHash)
+	_, err := s.exec(ctx, "DELETE FROM sessions WHERE token_hash = ?", tokenHash)
 	return err
 }
 
 // DeleteAllSessions ends every session (password reset).
 func (s *Store) DeleteAllSessions(ctx context.Context) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM sessions")
+	_, err := s.exec(ctx, "DELETE FROM sessions")
 	return err
 }
 
 // DeleteExpiredSessions removes sessions that expired before now.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, now time.Time) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM sessions WHERE expires_at <= ?", now.Unix())
+	_, err := s.exec(ctx, "DELETE FROM sessions WHERE expires_at <= ?", now.Unix())
 	return err
 }

@@ -45,7 +45,7 @@ func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
 
 // SetSetting inserts or replaces a setting.
 func (s *Store) SetSetting(ctx context.Context, key, value string) error {
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		"INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
 	if err == nil {
 		s.changed(TopicSettings)
@@ -57,7 +57,7 @@ func (s *Store) SetSetting(ctx context.Context, key, value string) error {
 // reports whether it did. It makes "first writer wins" decisions (such as
 // the initial password) atomic.
 func (s *Store) SetSettingIfAbsent(ctx context.Context, key, value string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", key, value)
+	res, err := s.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", key, value)
 	if err != nil {
 		return false, err
 	}

@@ -29,6 +29,11 @@ type Store struct {
 	machines Snapshot[[]Machine]
 	// writer admits one write transaction at a time (see Tx).
 	writer chan struct{}
+	// fullAt is when a write last failed for lack of space (Unix ns), 0
+	// once one succeeded since; probedAt and probing pace the probe of a
+	// file system that shows room again (see Space).
+	fullAt, probedAt atomic.Int64
+	probing          atomic.Bool
 }
 
 // dsn sets every connection option in one place: WAL so readers never block
@@ -105,10 +110,15 @@ func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	defer func() { <-s.writer }()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		s.noteWrite(err)
 		return err
 	}
 	if err := fn(tx); err != nil {
-		return errors.Join(err, tx.Rollback())
+		err = errors.Join(err, tx.Rollback())
+		s.noteWrite(err)
+		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	s.noteWrite(err)
+	return err
 }

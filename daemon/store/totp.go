@@ -70,7 +70,7 @@ func (s *Store) CountTOTPDevices(ctx context.Context) (int, error) {
 // only if no code of that step or a later one was accepted before. It
 // reports whether it did: false means a replay (or a removed device).
 func (s *Store) UseTOTPStep(ctx context.Context, id string, step int64, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx,
+	res, err := s.exec(ctx,
 		"UPDATE totp_devices SET last_step = ?, last_used_at = ? WHERE id = ? AND last_step < ?",
 		step, now.Unix(), id, step)
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *Store) UseTOTPStep(ctx context.Context, id string, step int64, now time
 
 // PutTOTPEnrollment stores the pending enrollment, replacing any earlier one.
 func (s *Store) PutTOTPEnrollment(ctx context.Context, e TOTPEnrollment) error {
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		`INSERT INTO totp_enrollment(slot, device_id, secret_sealed, expires_at) VALUES (1, ?, ?, ?)
 		 ON CONFLICT(slot) DO UPDATE SET device_id = excluded.device_id,
 		   secret_sealed = excluded.secret_sealed, expires_at = excluded.expires_at`,
@@ -241,7 +241,7 @@ func (s *Store) CountBackupCodes(ctx context.Context) (int, error) {
 // UseBackupCode deletes backup code id and reports whether it was still
 // there, so two requests racing with one code cannot both win.
 func (s *Store) UseBackupCode(ctx context.Context, id int64) (bool, error) {
-	res, err := s.db.ExecContext(ctx, "DELETE FROM backup_codes WHERE id = ?", id)
+	res, err := s.exec(ctx, "DELETE FROM backup_codes WHERE id = ?", id)
 	if err != nil {
 		return false, err
 	}
@@ -251,10 +251,10 @@ func (s *Store) UseBackupCode(ctx context.Context, id int64) (bool, error) {
 
 // CreateLoginPending stores a pending login, dropping expired ones.
 func (s *Store) CreateLoginPending(ctx context.Context, tokenHash, clientAddr string, now, expires time.Time) error {
-	if _, err := s.db.ExecContext(ctx, "DELETE FROM login_pending WHERE expires_at <= ?", now.Unix()); err != nil {
+	if _, err := s.exec(ctx, "DELETE FROM login_pending WHERE expires_at <= ?", now.Unix()); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		"INSERT INTO login_pending(token_hash, expires_at, client_addr) VALUES (?, ?, ?)", tokenHash, expires.Unix(), clientAddr)
 	return err
 }
@@ -268,6 +268,7 @@ func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string
 		`UPDATE login_pending SET attempts = attempts + 1
 		 WHERE token_hash = ? AND expires_at > ? AND attempts < ? RETURNING client_addr`,
 		tokenHash, now.Unix(), max).Scan(&clientAddr)
+	s.noteWrite(err)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -276,21 +277,21 @@ func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string
 
 // ReleaseLoginPendingAttempt gives back an attempt that never ran.
 func (s *Store) ReleaseLoginPendingAttempt(ctx context.Context, tokenHash string) error {
-	_, err := s.db.ExecContext(ctx, "UPDATE login_pending SET attempts = attempts - 1 WHERE token_hash = ? AND attempts > 0", tokenHash)
+	_, err := s.exec(ctx, "UPDATE login_pending SET attempts = attempts - 1 WHERE token_hash = ? AND attempts > 0", tokenHash)
 	return err
 }
 
 // DeleteSpentLoginPending removes the pending login tokenHash if it has
 // used max attempts.
 func (s *Store) DeleteSpentLoginPending(ctx context.Context, tokenHash string, max int) error {
-	_, err := s.db.ExecContext(ctx, "DELETE FROM login_pending WHERE token_hash = ? AND attempts >= ?", tokenHash, max)
+	_, err := s.exec(ctx, "DELETE FROM login_pending WHERE token_hash = ? AND attempts >= ?", tokenHash, max)
 	return err
 }
 
 // ConsumeLoginPending deletes a live pending login and reports whether it
 // was there: a token completes one login only.
 func (s *Store) ConsumeLoginPending(ctx context.Context, tokenHash string, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, "DELETE FROM login_pending WHERE token_hash = ? AND expires_at > ?", tokenHash, now.Unix())
+	res, err := s.exec(ctx, "DELETE FROM login_pending WHERE token_hash = ? AND expires_at > ?", tokenHash, now.Unix())
 	if err != nil {
 		return false, err
 	}

@@ -59,6 +59,6 @@ func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
 
 // SetTunnelAccess writes a tunnel's access settings (a.Subdomain is ignored).
 func (s *Store) SetTunnelAccess(ctx context.Context, a TunnelAccess) error {
-	return affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ? WHERE id = ?",
+	return affectOne(s.exec(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ? WHERE id = ?",
 		a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), a.TunnelID))
 }

@@ -89,7 +89,7 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 
 // UpdateTunnel writes name, local_port, subdomain and public of t.
 func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
-	res, err := s.db.ExecContext(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ? WHERE id = ?",
+	res, err := s.exec(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ? WHERE id = ?",
 		t.Name, t.LocalPort, t.Subdomain, t.Public, t.ID)
 	if err != nil {
 		return tunnelConflict(err)
@@ -99,7 +99,7 @@ func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
 
 // SetTunnelStatus records a tunnel's live status.
 func (s *Store) SetTunnelStatus(ctx context.Context, id int64, status string) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id)), TopicTunnels)
+	return s.announce(affectOne(s.exec(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id)), TopicTunnels)
 }
 
 // GetTunnel returns one tunnel or ErrNotFound.
@@ -164,7 +164,7 @@ type Event struct {
 
 // InsertEvent appends an activity event.
 func (s *Store) InsertEvent(ctx context.Context, e Event) error {
-	_, err := s.db.ExecContext(ctx,
+	_, err := s.exec(ctx,
 		"INSERT INTO activity_events(created_at, source, kind, machine_id, tunnel_id, message) VALUES (?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), ?)",
 		e.CreatedAt.UnixMilli(), e.Source, e.Kind, e.MachineID, e.TunnelID, e.Message)
 	return s.announce(err, TopicActivity)

@@ -53,6 +53,45 @@ export function describeError(e: unknown): string {
   return String(e);
 }
 
+/** What the daemon answers a request that needed a write the disk had no
+ * room for: 507 `the data disk is full (<dir>): free space on it, then try
+ * again`. */
+export const DISK_FULL = 507;
+
+export function isDiskFull(e: unknown): e is ApiError {
+  return e instanceof ApiError && e.status === DISK_FULL;
+}
+
+/** The data directory a /healthz answer says is full (503 `data disk full:
+ * <dir>`), or null. */
+export function diskFullDir(status: number, body: unknown): string | null {
+  if (status !== 503 || !isRecord(body) || typeof body.error !== 'string') return null;
+  const m = /^data disk full: (.+)$/.exec(body.error);
+  return m ? m[1] : null;
+}
+
+/** /healthz, read: up when the daemon answers it (a full data disk is an
+ * answer: the daemon serves, but cannot write). */
+export interface Health { up: boolean; diskFull: string | null }
+
+export async function health(fetchFn: FetchLike = (i, init) => fetch(i, init)): Promise<Health> {
+  let res: Response;
+  try {
+    res = await fetchFn('/healthz', { signal: AbortSignal.timeout(2500), cache: 'no-store' });
+  } catch {
+    return { up: false, diskFull: null };
+  }
+  if (res.ok) return { up: true, diskFull: null };
+  let body: unknown;
+  try {
+    body = JSON.parse(await res.text());
+  } catch {
+    body = undefined;
+  }
+  const dir = diskFullDir(res.status, body);
+  return { up: dir !== null, diskFull: dir };
+}
+
 export interface ApiOptions {
   fetch?: FetchLike;
   /**
@@ -63,6 +102,8 @@ export interface ApiOptions {
   onUnauthorized?: () => Promise<boolean> | boolean | void;
   /** Called when the daemon could not be reached at all. */
   onOffline?: () => void;
+  /** Called when a request failed because the data disk is full. */
+  onDiskFull?: () => void;
 }
 
 export interface RequestOptions {
@@ -76,11 +117,13 @@ export class Api {
   private readonly fetchFn: FetchLike;
   onUnauthorized?: ApiOptions['onUnauthorized'];
   onOffline?: () => void;
+  onDiskFull?: () => void;
 
   constructor(opts: ApiOptions = {}) {
     this.fetchFn = opts.fetch ?? ((i, init) => fetch(i, init));
     this.onUnauthorized = opts.onUnauthorized;
     this.onOffline = opts.onOffline;
+    this.onDiskFull = opts.onDiskFull;
   }
 
   /** Sends a request and returns the raw Response (for non-JSON bodies). */
@@ -101,6 +144,7 @@ export class Api {
     if (res.status === 401 && !ownAnswer(path) && this.onUnauthorized) {
       if ((await this.onUnauthorized()) === true && !again) return this.send(method, path, body, opts, true);
     }
+    if (res.status === DISK_FULL) this.onDiskFull?.();
     return res;
   }
 

@@ -3,6 +3,10 @@
 // changed" pushes; views subscribe to topics and fetch again. When the daemon
 // stops answering, a banner says so, /healthz is asked every few seconds, and
 // once it answers every topic is refreshed and connection errors clear.
+// /healthz also says when the data disk is full (topic 'disk'): it is asked
+// every 30 s, every 3 s while full, and at once when a request met a full
+// disk, so that banner comes and goes by itself too.
+import { health } from './api';
 
 export interface LogLine { time?: string; level?: string; line?: string; op?: string; done?: boolean; ok?: boolean }
 export type Conn = 'connecting' | 'live' | 'offline';
@@ -64,7 +68,36 @@ function setConn(c: Conn): void {
   emit('conn', c);
 }
 
-const healthy = () => fetch('/healthz', { signal: AbortSignal.timeout(2500), cache: 'no-store' }).then((r) => r.ok, () => false);
+/** The data directory while the daemon says its disk is full, else null. */
+export let diskFull: string | null = null;
+
+function setDisk(dir: string | null): void {
+  if (diskFull === dir) return;
+  diskFull = dir;
+  emit('disk', dir);
+}
+
+const healthy = async () => {
+  const h = await health();
+  if (h.up) setDisk(h.diskFull);
+  return h.up;
+};
+
+let diskTimer: number | undefined;
+let asking = false;
+
+/** Asks /healthz now (unless a question is under way), then every 30 s,
+ * every 3 s while the disk is full. */
+export function watchDisk(): void {
+  clearTimeout(diskTimer);
+  if (asking) return;
+  asking = true;
+  void healthy().finally(() => {
+    asking = false;
+    clearTimeout(diskTimer);
+    diskTimer = window.setTimeout(watchDisk, diskFull === null ? 30_000 : 3000);
+  });
+}
 
 // After a lost connection: every topic is fetched again, and errors that
 // said the daemon could not be reached clear themselves.

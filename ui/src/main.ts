@@ -80,6 +80,18 @@ live.on('conn', () => {
   banner.textContent = banner.hidden ? '' : 'The daemon is not answering. Trying again every few seconds; this message goes away by itself.';
 });
 
+// And one for a full data disk: the daemon answers, but logins and changes
+// fail until space is freed. It goes by itself once writes work again.
+const diskBanner = h('div', { class: 'banner', role: 'alert', hidden: true });
+banner.after(diskBanner);
+live.on('disk', () => {
+  diskBanner.hidden = live.diskFull === null;
+  diskBanner.textContent = live.diskFull === null ? ''
+    : `The data disk is full (${live.diskFull}): logins and changes cannot be saved. Free space on it; this message goes away by itself once writes work again.`;
+});
+api.onDiskFull = live.watchDisk;
+live.watchDisk();
+
 async function render(): Promise<void> {
   for (const c of cleanups) c();
   cleanups = [];

@@ -2,7 +2,7 @@
 // compiled by `tsc -p tsconfig.test.json` into .test-build/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Api, ApiError, describeError, unwrap } from '../.test-build/api.js';
+import { Api, ApiError, DISK_FULL, describeError, diskFullDir, health, isDiskFull, unwrap } from '../.test-build/api.js';
 
 const json = (status, body, headers = {}) =>
   new Response(typeof body === 'string' ? body : JSON.stringify(body), {
@@ -92,4 +92,39 @@ test('Api reports an unreachable daemon', async () => {
   const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); }, onOffline: () => offline++ });
   await assert.rejects(api.get('/api/machines'), { status: 0 });
   assert.equal(offline, 1);
+});
+
+const FULL = 'the data disk is full (/var/lib/tunnelsvc): free space on it, then try again';
+
+test('a full data disk is a 507 with the server\'s words, and Api says so', async () => {
+  let told = 0;
+  const api = new Api({ fetch: async () => json(DISK_FULL, { error: FULL }), onDiskFull: () => told++ });
+  const err = await api.post('/api/auth/login', { password: 'x' }).catch((e) => e);
+  assert.equal(err.status, 507);
+  assert.ok(isDiskFull(err));
+  assert.equal(describeError(err), FULL);
+  assert.equal(told, 1);
+  assert.ok(!isDiskFull(new ApiError(503, 'no free port')));
+  assert.ok(!isDiskFull(new Error(FULL)));
+});
+
+test('diskFullDir reads the data directory from /healthz\'s 503', () => {
+  assert.equal(diskFullDir(503, { error: 'data disk full: /var/lib/tunnelsvc' }), '/var/lib/tunnelsvc');
+  assert.equal(diskFullDir(503, { error: 'store unavailable' }), null);
+  assert.equal(diskFullDir(500, { error: 'data disk full: /x' }), null);
+  assert.equal(diskFullDir(503, undefined), null);
+});
+
+test('health tells a full disk (the daemon answers) from a daemon that does not', async () => {
+  const answer = (res) => async (url, init) => {
+    assert.equal(url, '/healthz');
+    assert.equal(init.cache, 'no-store');
+    if (res instanceof Error) throw res;
+    return res;
+  };
+  assert.deepEqual(await health(answer(json(200, { data: { status: 'ok' } }))), { up: true, diskFull: null });
+  assert.deepEqual(await health(answer(json(503, { error: 'data disk full: /srv/tunnelsvc data' }))), { up: true, diskFull: '/srv/tunnelsvc data' });
+  assert.deepEqual(await health(answer(json(503, { error: 'store unavailable' }))), { up: false, diskFull: null });
+  assert.deepEqual(await health(answer(new Response('<html>bad gateway</html>', { status: 502 }))), { up: false, diskFull: null });
+  assert.deepEqual(await health(answer(new TypeError('Failed to fetch'))), { up: false, diskFull: null });
 });

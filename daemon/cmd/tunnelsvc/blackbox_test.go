@@ -81,7 +81,13 @@ func (d *daemonProc) logText() string {
 // where it listens.
 func startDaemon(t testing.TB, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{dataDir: t.TempDir(), logDone: make(chan struct{})}
+	return startDaemonIn(t, t.TempDir(), extra...)
+}
+
+// startDaemonIn is startDaemon with the data directory at dataDir.
+func startDaemonIn(t testing.TB, dataDir string, extra ...string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{dataDir: dataDir, logDone: make(chan struct{})}
 	// No listener on a fixed port: the plugin's default 127.0.0.1:7381 was
 	// at times held by another test process running in parallel.
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", d.dataDir, "--system-root", t.TempDir(), "--gate-listen", "127.0.0.1:0",

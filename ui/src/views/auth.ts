@@ -1,8 +1,8 @@
 // First-run setup, login and the 2FA step of login (also used, in a
 // dialog, when the session expires mid-work).
-import { ApiError, type Api, type LoginResult, type Message } from '../api';
+import { ApiError, isDiskFull, type Api, type LoginResult, type Message } from '../api';
 import type { View } from '../ctx';
-import { clear, field, form, h } from '../dom';
+import { clear, field, form, h, type Field } from '../dom';
 
 export const setupView: View = (root, ctx) => {
   const pw = field('New password', { type: 'password', name: 'password', autocomplete: 'new-password', required: true, minlength: 8 },
@@ -35,7 +35,7 @@ export const setupView: View = (root, ctx) => {
         ctx.authChanged('login');
         return;
       }
-      if (e instanceof ApiError && e.status === 400) {
+      if ((e instanceof ApiError && e.status === 400) || isDiskFull(e)) {
         pw.error(e.message);
         pw.input.focus();
         return;
@@ -58,7 +58,9 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
   const passwordStep = () => {
     const pw = field('Password', { type: 'password', name: 'password', autocomplete: 'current-password', required: true });
     const f = form({ label: 'Log in', submit: 'Log in' }, [pw.row], async () => {
-      const r = await api.post<LoginResult>('/api/auth/login', { password: pw.input.value });
+      const r = await api.post<LoginResult>('/api/auth/login', { password: pw.input.value })
+        .catch((e) => atField(e, pw));
+      if (!r) return;
       if (r.needs_2fa && r.pending_token) codeStep(r.pending_token);
       else done(true);
     });
@@ -69,14 +71,24 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     const code = field('Authentication code', { type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true, spellcheck: 'false' },
       'The 6-digit code from your authenticator app, or a backup code.');
     const f = form({ label: 'Two-factor authentication', submit: 'Verify' }, [code.row], async () => {
-      await api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() });
-      done(true);
+      const r = await api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() })
+        .catch((e) => atField(e, code));
+      if (r) done(true);
     });
     const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
     clear(box, heading?.('Two-factor authentication'), f.form, back, giveUp);
     code.input.focus();
   };
   passwordStep();
+}
+
+/** A full data disk is said at the field the operator just filled (the
+ * banner says it too); anything else goes on to the form's own handling. */
+function atField(e: unknown, f: Field): undefined {
+  if (!isDiskFull(e)) throw e;
+  f.error(e.message);
+  f.input.focus();
+  return undefined;
 }
 
 export const loginView: View = (root, ctx) => {
