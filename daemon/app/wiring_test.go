@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 )
@@ -80,7 +82,13 @@ func newWiredDaemon(t *testing.T) *wiredDaemon {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Loops.Start(ctx)
-	srv := httptest.NewServer(a.Handler)
+	// Every answer is held against openapi.yaml: the document describes
+	// the server as main builds it.
+	doc, err := apicheck.New(api.OpenAPIDocument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(doc.Handler(t, a.Handler))
 	t.Cleanup(func() { srv.Close(); cancel(); a.Close() })
 	d := &wiredDaemon{t: t, a: a, srv: srv}
 	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
