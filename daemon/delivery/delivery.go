@@ -41,6 +41,10 @@ type Configs interface {
 const (
 	MinBackoff = time.Second
 	MaxBackoff = 60 * time.Second
+	// OnlineMaxBackoff caps the backoff of a machine whose tunnel client is
+	// connected: its agent, once back, gets the config within seconds (a
+	// try costs a loopback connection that its frpc refuses at once).
+	OnlineMaxBackoff = 5 * time.Second
 	// FullPass is how often every machine's desired config is rendered
 	// again even when nothing announced a change.
 	FullPass = 30 * time.Second
@@ -278,7 +282,7 @@ func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigS
 
 // deliver makes one delivery to machine id.
 func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
-	err := r.attempt(ctx, id, forced)
+	online, err := r.attempt(ctx, id, forced)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.busy--
@@ -292,16 +296,26 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
 		delete(r.ms, id)
 	default:
 		st.failures++
-		st.next = r.now().Add(Backoff(st.failures))
+		wait := Backoff(st.failures)
+		if online {
+			wait = min(wait, OnlineMaxBackoff)
+		}
+		st.next = r.now().Add(wait)
 		st.forced = st.forced || forced
 	}
 }
 
-func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool) error {
+func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool) (online bool, err error) {
 	m, err := r.store.GetMachine(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
+	online = m.Status == "online"
+	return online, r.attemptOn(ctx, m, forced)
+}
+
+func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool) error {
+	id := m.ID
 	cfg, server, err := r.configs.DesiredConfig(ctx, m)
 	if err != nil {
 		r.record(ctx, m, err)

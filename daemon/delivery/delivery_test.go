@@ -286,3 +286,29 @@ func TestInStepMachineIsLeftAlone(t *testing.T) {
 		t.Fatalf("an in-step machine got %d deliveries: %q", tries, got)
 	}
 }
+
+// While a machine's tunnel client is connected, a failed delivery is tried
+// again within OnlineMaxBackoff however long it has failed, so its agent,
+// once back, gets the config within seconds.
+func TestOnlineMachineIsRetriedWithinSeconds(t *testing.T) {
+	r := newRig(t)
+	m := r.machine("nas")
+	if err := r.st.SetMachineStatus(context.Background(), m.ID, "online", r.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r.ag.set(m.ID, true)
+	r.tunnel(m, "db")
+	for i := 0; i < 8; i++ { // past the 32 s backoff of an offline machine
+		_, _, before := r.ag.state(m.ID)
+		r.clk.Add(delivery.OnlineMaxBackoff)
+		r.wait(fmt.Sprintf("try %d within %v of the last", i+2, delivery.OnlineMaxBackoff), func() error {
+			if _, _, n := r.ag.state(m.ID); n <= before {
+				return fmt.Errorf("%d tries", n)
+			}
+			return nil
+		})
+	}
+	r.ag.set(m.ID, false)
+	r.clk.Add(delivery.OnlineMaxBackoff)
+	r.wait("generation 2 applied", r.applied(m.ID, 2))
+}
