@@ -1,13 +1,11 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,23 +13,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
-// syncBuffer is a log sink safe for the loops' goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // A loop that fails or panics is logged and started again; Stop ends every
 // loop and returns only once none runs.
 func TestSupervisorRestartsAndStops(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	s := &Supervisor{Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	var failing, panicking, steady atomic.Int32
 	var running atomic.Int32
