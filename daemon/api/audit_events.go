@@ -3,9 +3,12 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
@@ -60,25 +63,120 @@ func tunnelTarget(t machines.Tunnel) string {
 	return s
 }
 
-// tunnelChanges lists what an update changed.
-func tunnelChanges(old, t machines.Tunnel) string {
-	var ch []string
-	if old.Name != t.Name {
-		ch = append(ch, fmt.Sprintf("name %q → %q", old.Name, t.Name))
+// changes collects what one request changed, each as "what old → new" in
+// words, for the audit log. Secrets never go in: a password or token that
+// changed is noted as such, without its value.
+type changes []string
+
+// add notes what when old and new differ.
+func (c *changes) add(what, old, new string) {
+	if old != new {
+		*c = append(*c, what+" "+old+" → "+new)
 	}
-	if old.LocalPort != t.LocalPort {
-		ch = append(ch, fmt.Sprintf("local port %d → %d", old.LocalPort, t.LocalPort))
+}
+
+// note adds a change that has no old and new value to show.
+func (c *changes) note(s string) { *c = append(*c, s) }
+
+func (c changes) String() string { return strings.Join(c, "; ") }
+
+// quoted is a name as the audit log shows it; "(none)" when empty.
+func quoted(s string) string {
+	if s == "" {
+		return "(none)"
 	}
-	if sub(old) != sub(t) {
-		ch = append(ch, fmt.Sprintf("subdomain %q → %q", sub(old), sub(t)))
+	return fmt.Sprintf("%q", s)
+}
+
+// yesNo is a flag in words.
+func yesNo(b bool) string {
+	if b {
+		return "yes"
 	}
-	if old.Public != t.Public {
-		ch = append(ch, fmt.Sprintf("public %t → %t", old.Public, t.Public))
+	return "no"
+}
+
+// accessWords is a tunnel's access mode in words.
+func accessWords(a string) string {
+	switch a {
+	case gate.Operator:
+		return "operators only"
+	case gate.Password:
+		return "shared password"
+	case gate.Public, "":
+		return "public"
 	}
-	if len(ch) == 0 {
-		return "nothing"
+	return a
+}
+
+// allowWords is an allow list in words: empty means any address.
+func allowWords(ips []string) string {
+	if len(ips) == 0 {
+		return "any address"
 	}
-	return strings.Join(ch, ", ")
+	return strings.Join(ips, ", ")
+}
+
+// tunnelChanges lists what an update changed, in; "" when nothing did.
+// Pausing is recorded as an event of its own (TUNNEL_PAUSED, _RESUMED).
+func tunnelChanges(old, t machines.Tunnel, in machines.TunnelInput) string {
+	var c changes
+	c.add("name", quoted(old.Name), quoted(t.Name))
+	c.add("local port", fmt.Sprint(old.LocalPort), fmt.Sprint(t.LocalPort))
+	c.add("subdomain", quoted(sub(old)), quoted(sub(t)))
+	c.add("public", yesNo(old.Public), yesNo(t.Public))
+	c.add("access", accessWords(old.Access), accessWords(t.Access))
+	switch {
+	case in.Password != nil && *in.Password != "" && old.HasPassword:
+		c.note("password changed")
+	case in.Password != nil && *in.Password != "":
+		c.note("password set")
+	case old.HasPassword && !t.HasPassword:
+		c.note("password removed")
+	}
+	c.add("allow list", allowWords(old.AllowIPs), allowWords(t.AllowIPs))
+	return c.String()
+}
+
+// recordChanges records c under kind, unless nothing changed.
+func (s *Server) recordChanges(r *http.Request, kind string, c changes) {
+	if len(c) > 0 {
+		s.record(r, kind, c.String())
+	}
+}
+
+// bindWords is the bind address in words: empty means every address.
+func bindWords(ip string) string {
+	if ip == "" {
+		return "every address"
+	}
+	return ip
+}
+
+// acmeWords names the ACME CA: Let's Encrypt by name, another by its URL.
+func acmeWords(ca string) string {
+	if ca == "" || ca == localsetup.DefaultACMECA {
+		return "Let's Encrypt"
+	}
+	return ca
+}
+
+// webhookWords shows a webhook URL without what may be its secret: a
+// token often lives in the path or query, so only scheme and host are
+// shown. Empty means notifications are off.
+func webhookWords(raw string) string {
+	if raw == "" {
+		return "off"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unreadable URL)"
+	}
+	s := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		s += "/…"
+	}
+	return s
 }
 
 func sub(t machines.Tunnel) string {

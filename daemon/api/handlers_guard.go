@@ -121,10 +121,18 @@ func (s *Server) bannerSetConfig(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &c); err != nil {
 		return err
 	}
+	was, err := s.banner.Config(r.Context())
+	if err != nil {
+		return Internal("could not read the ban tool config", err)
+	}
 	if err := s.banner.SetConfig(r.Context(), c); err != nil {
 		return bannerError(err, "could not apply the ban tool config: ")
 	}
-	s.record(r, auditBannerConfig, fmt.Sprintf("ban tool config set: max_retry %d, find_time %d s, ban_time %d s", c.MaxRetry, c.FindTime, c.BanTime))
+	var ch changes
+	ch.add("max retries", fmt.Sprint(was.MaxRetry), fmt.Sprint(c.MaxRetry))
+	ch.add("find time", fmt.Sprintf("%d s", was.FindTime), fmt.Sprintf("%d s", c.FindTime))
+	ch.add("ban time", fmt.Sprintf("%d s", was.BanTime), fmt.Sprintf("%d s", c.BanTime))
+	s.recordChanges(r, auditBannerConfig, ch)
 	writeData(w, http.StatusOK, message("ban tool config saved"))
 	return nil
 }
@@ -245,11 +253,12 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 	if err := firewall.ValidMode(body.Mode); err != nil {
 		return Errorf(http.StatusBadRequest, "%s", err.Error())
 	}
+	was := s.firewallMode(r)
 	if body.Mode == firewall.ModeSvc {
 		if err := s.background(r, "firewall", func(ctx context.Context, p Progress) { s.firewall.EnterSvc(ctx, p) }); err != nil {
 			return err
 		}
-		s.record(r, auditFirewallChanged, "firewall mode svc requested (takeover started)")
+		s.record(r, auditFirewallChanged, "firewall mode "+was+" → svc: takeover started")
 		writeData(w, http.StatusOK, message("firewall takeover started; follow its progress in the log"))
 		return nil
 	}
@@ -263,9 +272,21 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 		return Internal("could not save the firewall mode", err)
 	}
 	s.outcome(r, localsetup.OutcomeFirewall, true, "firewall mode set to "+body.Mode)
-	s.record(r, auditFirewallChanged, "firewall mode set to "+body.Mode)
+	var ch changes
+	ch.add("firewall mode", was, body.Mode)
+	s.recordChanges(r, auditFirewallChanged, ch)
 	writeData(w, http.StatusOK, message("firewall mode set to "+body.Mode))
 	return nil
+}
+
+// firewallMode is the saved firewall mode, for the audit log ("unknown"
+// when it cannot be read).
+func (s *Server) firewallMode(r *http.Request) string {
+	m, err := s.firewall.Mode(r.Context())
+	if err != nil {
+		return "unknown"
+	}
+	return m
 }
 
 // firewallPlan: GET /api/local/firewall/plan, what svc mode would open and

@@ -58,11 +58,15 @@ func (s *Server) localSkip(w http.ResponseWriter, r *http.Request) error {
 		}
 		body.Domain = ""
 	}
+	oldDomain, err := s.setup.Settings.Domain(r.Context())
+	if err != nil {
+		return Internal("could not read the domain", err)
+	}
 	if err := setupError(s.setup.Skip(r.Context(), body.Domain), "could not save the domain"); err != nil {
 		return err
 	}
-	if d := strings.TrimSpace(body.Domain); d != "" {
-		s.record(r, auditSettingsChanged, fmt.Sprintf("set-up skipped; domain set to %q", strings.ToLower(d)))
+	if d := strings.ToLower(strings.TrimSpace(body.Domain)); d != "" && d != oldDomain {
+		s.record(r, auditSettingsChanged, fmt.Sprintf("set-up skipped; domain %s → %s", quoted(oldDomain), quoted(d)))
 	}
 	writeData(w, http.StatusOK, message("set-up skipped"))
 	return nil
@@ -78,10 +82,16 @@ func (s *Server) localServerPorts(w http.ResponseWriter, r *http.Request) error 
 	if body.DashboardPrivate == nil {
 		return Errorf(http.StatusBadRequest, "dashboard_private is required")
 	}
+	was, err := s.setup.Settings.DashboardPrivate(r.Context())
+	if err != nil {
+		return Internal("could not read the setting", err)
+	}
 	if err := setupError(s.setup.SetDashboardPrivate(r.Context(), *body.DashboardPrivate), "could not apply the setting"); err != nil {
 		return err
 	}
-	s.record(r, auditSettingsChanged, fmt.Sprintf("dashboard_private set to %t", *body.DashboardPrivate))
+	var c changes
+	c.add("private dashboard", yesNo(was), yesNo(*body.DashboardPrivate))
+	s.recordChanges(r, auditSettingsChanged, c)
 	writeData(w, http.StatusOK, map[string]bool{"dashboard_private": *body.DashboardPrivate})
 	return nil
 }
@@ -96,15 +106,17 @@ func (s *Server) localBindIP(w http.ResponseWriter, r *http.Request) error {
 	if body.BindIP == nil {
 		return Errorf(http.StatusBadRequest, "bind_ip is required (an empty string clears it)")
 	}
+	was, err := s.setup.Settings.BindIP(r.Context())
+	if err != nil {
+		return Internal("could not read the bind address", err)
+	}
 	ip, err := s.setup.SetBindIP(r.Context(), *body.BindIP)
 	if err := setupError(err, "could not apply the bind address"); err != nil {
 		return err
 	}
-	if ip == "" {
-		s.record(r, auditSettingsChanged, "bind_ip cleared")
-	} else {
-		s.record(r, auditSettingsChanged, fmt.Sprintf("bind_ip set to %s", ip))
-	}
+	var c changes
+	c.add("bind IP", bindWords(was), bindWords(ip))
+	s.recordChanges(r, auditSettingsChanged, c)
 	writeData(w, http.StatusOK, map[string]string{
 		"bind_ip": ip,
 		"message": "tunnel and proxy configuration updated; restart the dashboard (systemctl restart tunnelsvc) for it to take effect there",
@@ -125,10 +137,18 @@ func (s *Server) localACME(w http.ResponseWriter, r *http.Request) error {
 	if body.CA == nil {
 		return Errorf(http.StatusBadRequest, "acme_ca is required (an empty string means Let's Encrypt)")
 	}
+	was, err := s.setup.Settings.ACME(r.Context())
+	if err != nil {
+		return Internal("could not read the ACME CA", err)
+	}
 	a, err := s.setup.SetACME(r.Context(), localsetup.ACME{CA: *body.CA, CARoot: body.CARoot})
 	if err := setupError(err, "could not apply the ACME CA"); err != nil {
 		return err
 	}
+	var c changes
+	c.add("ACME CA", acmeWords(was.CA), acmeWords(a.CA))
+	c.add("ACME CA root", quoted(was.CARoot), quoted(a.CARoot))
+	s.recordChanges(r, auditSettingsChanged, c)
 	writeData(w, http.StatusOK, a)
 	return nil
 }

@@ -264,7 +264,7 @@ func (s *Server) renameMachine(w http.ResponseWriter, r *http.Request) error {
 		return domainError(err, "machine")
 	}
 	if old.Name != m.Name {
-		s.record(r, auditMachineRenamed, fmt.Sprintf("machine %q renamed to %q", old.Name, m.Name))
+		s.record(r, auditMachineRenamed, fmt.Sprintf("machine renamed: %q → %q", old.Name, m.Name))
 	}
 	writeData(w, http.StatusOK, m)
 	return nil
@@ -382,7 +382,9 @@ func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
-	s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, tunnelChanges(old, t)))
+	if ch := tunnelChanges(old, t, body); ch != "" {
+		s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, ch))
+	}
 	writeData(w, http.StatusOK, t)
 	return nil
 }

@@ -64,11 +64,19 @@ func (s *Server) metricsTokenCreate(w http.ResponseWriter, r *http.Request) erro
 	if s.mon.Tokens == nil {
 		return errNoMonitoring
 	}
+	was, err := s.mon.Tokens.Status(r.Context())
+	if err != nil {
+		return Internal("could not read the metrics token", err)
+	}
 	tok, st, err := s.mon.Tokens.Create(r.Context())
 	if err != nil {
 		return Internal("could not create the metrics token", err)
 	}
-	s.auditMonitoring(r, KindMetricsTokenCreated, "a new /metrics token replaces any previous one")
+	detail := "/metrics token: none → a new one"
+	if was.Exists {
+		detail = "/metrics token replaced by a new one (the old one no longer works)"
+	}
+	s.auditMonitoring(r, KindMetricsTokenCreated, detail)
 	writeData(w, http.StatusOK, map[string]any{"token": tok, "exists": st.Exists, "created_at": st.CreatedAt,
 		"message": "metrics token created; it is shown only now"})
 	return nil
@@ -119,6 +127,10 @@ func (s *Server) notifySetSettings(w http.ResponseWriter, r *http.Request) error
 	if err := decode(r, &in); err != nil {
 		return err
 	}
+	was, err := notify.Load(r.Context(), s.mon.Notify.Store)
+	if err != nil {
+		return Internal("could not read the notification settings", err)
+	}
 	set, err := notify.Save(r.Context(), s.mon.Notify.Store, in)
 	var bad notify.InputError
 	if errors.As(err, &bad) {
@@ -127,11 +139,19 @@ func (s *Server) notifySetSettings(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return Internal("could not save the notification settings", err)
 	}
-	detail := "notifications off"
-	if set.URL != "" {
-		detail = "webhook preset " + set.Preset + ", offline after " + strconv.Itoa(set.OfflineMinutes) + " min"
+	var ch changes
+	if was.URL != set.URL {
+		if a, b := webhookWords(was.URL), webhookWords(set.URL); a != b {
+			ch.add("webhook", a, b)
+		} else {
+			ch.note("webhook URL changed (same host: " + b + ")")
+		}
 	}
-	s.auditMonitoring(r, KindNotifyChanged, detail)
+	ch.add("preset", was.Preset, set.Preset)
+	ch.add("offline after", strconv.Itoa(was.OfflineMinutes)+" min", strconv.Itoa(set.OfflineMinutes)+" min")
+	if len(ch) > 0 {
+		s.auditMonitoring(r, KindNotifyChanged, ch.String())
+	}
 	writeData(w, http.StatusOK, set)
 	return nil
 }

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
+	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+)
+
+// settingsEnv is newEnv with every settings route wired: the set-up
+// settings, the firewall (nft always succeeds), the ban tool (not
+// installed: its settings are only saved) and the monitoring settings;
+// logged in.
+type settingsEnv struct {
+	*testEnv
+	local  *localsetup.Service
+	cookie string
+}
+
+func newSettingsEnv(t *testing.T) *settingsEnv {
+	t.Helper()
+	se := &settingsEnv{}
+	se.testEnv = newEnv(t, func(o *Options, st *store.Store) {
+		se.local = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{},
+			Hub: logstream.NewHub(nil), Run: cmdrun.Exec{}, Log: o.Log, Now: o.Now}
+		o.Setup, o.Hub = se.local, se.local.Hub
+		o.Firewall = firewall.New(firewall.Options{
+			Store: st, RulesetPath: filepath.Join(t.TempDir(), "firewall.nft"), Run: &switchRunner{},
+			Ports: func(context.Context) (firewall.Ports, error) { return firewall.Ports{ControlPort: 7000}, nil },
+		})
+		o.Banner = banner.New(banner.Options{Store: st, Run: noTools{}, ConfDir: t.TempDir()})
+		o.Monitoring = Monitoring{Tokens: &monitor.Tokens{Store: st, Now: o.Now}, Notify: &notify.Sender{Store: st, Now: o.Now}}
+	})
+	se.cookie = se.setup()
+	return se
+}
+
+// waitOperation waits until the background operation running now (the
+// firewall takeover) has ended.
+func (se *settingsEnv) waitOperation(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if op, _ := se.local.Hub.Running(); op == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background operation did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// auditRow is one audit entry as the tests compare it.
+type auditRow struct{ Kind, Detail string }
+
+// auditAfter returns the audit entries newer than id, oldest first, and
+// the newest id.
+func auditAfter(t *testing.T, e *testEnv, cookie string, id float64) ([]auditRow, float64) {
+	t.Helper()
+	r := e.do(req{method: "GET", path: "/api/security/logs", cookie: cookie})
+	if r.Code != 200 {
+		t.Fatalf("audit log: %d %s", r.Code, r.Body)
+	}
+	var rows []auditRow
+	newest := id
+	list, _ := r.json(t)["data"].([]any)
+	for i := len(list) - 1; i >= 0; i-- {
+		m := list[i].(map[string]any)
+		n := m["id"].(float64)
+		if n <= id {
+			continue
+		}
+		rows = append(rows, auditRow{m["kind"].(string), m["detail"].(string)})
+		newest = max(newest, n)
+	}
+	return rows, newest
+}
