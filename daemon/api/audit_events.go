@@ -32,6 +32,9 @@ const (
 	auditBannerUnbanned    = "BANNER_UNBANNED"
 	auditBannerAllowed     = "BANNER_WHITELIST_ADDED"
 	auditBannerDisallowed  = "BANNER_WHITELIST_REMOVED"
+	// auditStepUp: a session passed a step-up (sudo mode); failures are
+	// totp.KindStepUpFailed.
+	auditStepUp = "STEP_UP_SUCCESS"
 )
 
 // record writes an audit entry for a change this request made, with the

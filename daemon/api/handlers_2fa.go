@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -64,7 +66,23 @@ func (s *Server) twoFAStatus(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// checkRecentAuthForNewDevice: adding a device to an enabled 2FA is a
+// sensitive change (sudo mode); the first device is not.
+func (s *Server) checkRecentAuthForNewDevice(r *http.Request) error {
+	on, err := s.totp.Enabled(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	if !on {
+		return nil
+	}
+	return s.checkRecentAuth(r)
+}
+
 func (s *Server) twoFAEnroll(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkRecentAuthForNewDevice(r); err != nil {
+		return err
+	}
 	en, err := s.totp.Enroll(r.Context(), r.Host)
 	if err != nil {
 		return Internal("could not start the enrollment", err)
@@ -79,6 +97,9 @@ type confirmBody struct {
 }
 
 func (s *Server) twoFAConfirm(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkRecentAuthForNewDevice(r); err != nil {
+		return err
+	}
 	var body confirmBody
 	if err := decode(r, &body); err != nil {
 		return err
@@ -155,5 +176,61 @@ func (s *Server) challengeInfo(w http.ResponseWriter, r *http.Request) error {
 		return Internal("could not read the 2FA state", err)
 	}
 	writeData(w, http.StatusOK, map[string]string{"requires": req})
+	return nil
+}
+
+// stepUpStatus: GET /api/auth/step-up, what a step-up asks for and until
+// when this session counts as recently authenticated (sudo mode).
+func (s *Server) stepUpStatus(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.totp.Requirement(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	until, _, err := s.auth.Sessions.RecentUntil(r.Context(), session(r))
+	if err != nil {
+		return Internal("could not check the session", err)
+	}
+	writeData(w, http.StatusOK, stepUpView(req, until, s.now()))
+	return nil
+}
+
+// stepUpView is the answer of both step-up routes.
+func stepUpView(requires string, until, now time.Time) map[string]any {
+	until = until.UTC()
+	return map[string]any{
+		"requires":       requires,
+		"recent":         now.Before(until),
+		"recent_until":   until,
+		"window_seconds": int(auth.RecentAuthWindow / time.Second),
+	}
+}
+
+// stepUp: POST /api/auth/step-up. A TOTP code (2FA on; backup codes do
+// not count) or the password (2FA off), as for an SSH key download; when
+// it is right the session counts as recently authenticated for another
+// auth.RecentAuthWindow. Failures answer 401, count in the login rate
+// limit and are audited as STEP_UP_FAILED.
+func (s *Server) stepUp(w http.ResponseWriter, r *http.Request) error {
+	var body totp.Challenge
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	c := client(r)
+	if err := s.totp.StepUp(r.Context(), c, body, "sudo mode"); err != nil {
+		return twoFAError(w, err, http.StatusUnauthorized)
+	}
+	if err := s.auth.Sessions.MarkAuthenticated(r.Context(), session(r)); err != nil {
+		return Internal("could not renew the session's authentication", err)
+	}
+	s.record(r, auditStepUp, fmt.Sprintf("sensitive changes allowed for %d minutes", int(auth.RecentAuthWindow/time.Minute)))
+	req, err := s.totp.Requirement(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	until, _, err := s.auth.Sessions.RecentUntil(r.Context(), session(r))
+	if err != nil {
+		return Internal("could not check the session", err)
+	}
+	writeData(w, http.StatusOK, stepUpView(req, until, s.now()))
 	return nil
 }

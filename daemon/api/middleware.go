@@ -11,7 +11,18 @@ import (
 
 type ctxKey int
 
-const clientKey ctxKey = iota
+const (
+	clientKey ctxKey = iota
+	// sessionKey holds the session token requireSession found live.
+	sessionKey
+)
+
+// session is the live session token requireSession found ("" on routes
+// without it).
+func session(r *http.Request) string {
+	tok, _ := r.Context().Value(sessionKey).(string)
+	return tok
+}
 
 // client returns who is asking, derived once per request by withClient.
 func client(r *http.Request) auth.Client {
@@ -48,18 +59,49 @@ func apiHeaders(next http.Handler) http.Handler {
 // requireSession refuses a request without a live session cookie.
 func (s *Server) requireSession(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ok, err := s.sessionValid(r)
+		tok, err := s.sessionToken(r)
 		if err != nil {
 			s.serveError(w, r, Internal("could not check the session", err))
 			return
 		}
-		if !ok {
+		if tok == "" {
 			writeError(w, http.StatusUnauthorized, "authentication required")
 			return
 		}
 		c := client(r)
 		c.Session = true
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey, c)))
+		ctx := context.WithValue(context.WithValue(r.Context(), clientKey, c), sessionKey, tok)
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// errRecentAuth is the answer to a sensitive change from a session that
+// neither logged in nor passed a step-up within auth.RecentAuthWindow.
+var errRecentAuth = Errorf(http.StatusForbidden, "recent authentication required")
+
+// checkRecentAuth refuses, with errRecentAuth, a request whose session
+// has not logged in or passed a step-up (POST /api/auth/step-up) within
+// auth.RecentAuthWindow. It runs behind requireSession.
+func (s *Server) checkRecentAuth(r *http.Request) error {
+	ok, err := s.auth.Sessions.Recent(r.Context(), session(r))
+	if err != nil {
+		return Internal("could not check the session", err)
+	}
+	if !ok {
+		return errRecentAuth
+	}
+	return nil
+}
+
+// requireRecentAuth runs next only for a recently authenticated session
+// (sudo mode: see checkRecentAuth).
+func (s *Server) requireRecentAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkRecentAuth(r); err != nil {
+			s.serveError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

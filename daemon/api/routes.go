@@ -16,6 +16,10 @@ const (
 	// untilSetup is public while no password is set (the setup wizard
 	// needs it) and private after.
 	untilSetup
+	// recent is private, and the session must have logged in or passed a
+	// step-up within auth.RecentAuthWindow ("sudo mode"); otherwise 403
+	// "recent authentication required".
+	recent
 )
 
 // routes is the one route table. Every /api route names its method and its
@@ -30,6 +34,8 @@ func (s *Server) routes() http.Handler {
 			h = s.requireSession(h)
 		case untilSetup:
 			h = s.requireSessionAfterSetup(h)
+		case recent:
+			h = s.requireSession(s.requireRecentAuth(h))
 		}
 		r.Handle(path, h).Methods(method)
 	}
@@ -49,9 +55,15 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/setup", public, s.authSetup)
 	api("POST", "/api/auth/login", public, s.authLogin)
 	api("POST", "/api/auth/logout", public, s.authLogout)
+	// Sudo mode: what a step-up needs and until when this session counts
+	// as recently authenticated; passing one renews it.
+	api("GET", "/api/auth/step-up", private, s.stepUpStatus)
+	api("POST", "/api/auth/step-up", private, s.stepUp)
 
 	// Two-factor (spec §4.1). The 2FA login is public: it completes a login.
-	// Changes to 2FA need a session and, except enroll/confirm, a code.
+	// Changes to 2FA need a session and, except enroll/confirm, a code;
+	// enroll/confirm of an additional device need a recent authentication
+	// (checked in the handlers: the first device does not).
 	api("POST", "/api/auth/login/2fa", public, s.login2FA)
 	api("GET", "/api/auth/2fa/status", private, s.twoFAStatus)
 	api("POST", "/api/auth/2fa/enroll", private, s.twoFAEnroll)
@@ -166,18 +178,18 @@ func (s *Server) routes() http.Handler {
 	// setup wizard shows it before a password exists.
 	api("GET", "/api/local/firewall/detect", untilSetup, s.firewallDetect)
 	// svc runs in the background; manual and none are saved at once.
-	api("POST", "/api/local/firewall/configure", private, s.firewallConfigure)
+	api("POST", "/api/local/firewall/configure", recent, s.firewallConfigure)
 	// What svc would open and close, and who could be locked out.
 	api("GET", "/api/local/firewall/plan", private, s.firewallPlan)
 
 	// Monitoring: the /metrics token (shown once at creation), traffic
 	// history for the charts, and webhook notifications.
 	api("GET", "/api/monitoring/metrics-token", private, s.metricsTokenStatus)
-	api("POST", "/api/monitoring/metrics-token", private, s.metricsTokenCreate)
+	api("POST", "/api/monitoring/metrics-token", recent, s.metricsTokenCreate)
 	api("DELETE", "/api/monitoring/metrics-token", private, s.metricsTokenRevoke)
 	api("GET", "/api/monitoring/traffic", private, s.traffic)
 	api("GET", "/api/monitoring/notifications", private, s.notifySettings)
-	api("PUT", "/api/monitoring/notifications", private, s.notifySetSettings)
+	api("PUT", "/api/monitoring/notifications", recent, s.notifySetSettings)
 	api("POST", "/api/monitoring/notifications/test", private, s.notifyTest)
 
 	// Unknown API paths and methods answer in the JSON error shape.

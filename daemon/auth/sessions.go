@@ -16,6 +16,10 @@ import (
 // SessionTTL is the lifetime of a dashboard session (spec §5, §8).
 const SessionTTL = 86400 * time.Second
 
+// RecentAuthWindow is how long after its login or its latest step-up a
+// session may make sensitive changes ("sudo mode").
+const RecentAuthWindow = 10 * time.Minute
+
 // NewToken returns 32 random bytes, base64url-encoded.
 func NewToken() (string, error) {
 	b := make([]byte, 32)
@@ -76,7 +80,7 @@ func (s *Sessions) Create(ctx context.Context, clientAddr, userAgent string) (st
 	}
 	err = s.Store.CreateSession(ctx, store.Session{
 		TokenHash: HashToken(token), CreatedAt: now, ExpiresAt: now.Add(SessionTTL),
-		ClientAddr: clientAddr, UserAgent: userAgent,
+		ClientAddr: clientAddr, UserAgent: userAgent, AuthenticatedAt: now,
 	})
 	return token, err
 }
@@ -116,6 +120,37 @@ func (s *Sessions) Valid(ctx context.Context, token string) (bool, error) {
 	}
 	s.mu.Unlock()
 	return live, nil
+}
+
+// RecentUntil is when the live session named by token stops counting as
+// recently authenticated (its login or latest step-up plus
+// RecentAuthWindow); ok is false when no live session has that token. It
+// reads the database every time: only sensitive changes ask.
+func (s *Sessions) RecentUntil(ctx context.Context, token string) (until time.Time, ok bool, err error) {
+	if token == "" {
+		return time.Time{}, false, nil
+	}
+	sess, err := s.Store.GetSession(ctx, HashToken(token))
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil || !s.Now().Before(sess.ExpiresAt) {
+		return time.Time{}, false, err
+	}
+	return sess.AuthenticatedAt.Add(RecentAuthWindow), true, nil
+}
+
+// Recent reports whether the session named by token logged in or passed a
+// step-up within RecentAuthWindow.
+func (s *Sessions) Recent(ctx context.Context, token string) (bool, error) {
+	until, ok, err := s.RecentUntil(ctx, token)
+	return ok && s.Now().Before(until), err
+}
+
+// MarkAuthenticated records that the session named by token has just
+// proved the password or a code again (a step-up).
+func (s *Sessions) MarkAuthenticated(ctx context.Context, token string) error {
+	return s.Store.SetSessionAuthenticated(ctx, HashToken(token), s.Now())
 }
 
 // forget drops the cache after this process ended sessions (the store's

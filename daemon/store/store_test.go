@@ -94,3 +94,33 @@ func openAt(t *testing.T, dir string) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestSessionAuthenticatedAt: a session's last authentication is its
+// creation until a step-up moves it; a row from before the column (0)
+// reads as its creation too.
+func TestSessionAuthenticatedAt(t *testing.T) {
+	ctx := context.Background()
+	s := openAt(t, t.TempDir())
+	now := time.Unix(1_700_000_000, 0)
+	if err := s.CreateSession(ctx, Session{TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSession(ctx, "h"); !got.AuthenticatedAt.Equal(now) {
+		t.Fatalf("new session authenticated at %v, want %v", got.AuthenticatedAt, now)
+	}
+	if err := s.SetSessionAuthenticated(ctx, "h", now.Add(5*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSession(ctx, "h"); !got.AuthenticatedAt.Equal(now.Add(5 * time.Minute)) {
+		t.Fatalf("after a step-up: %v", got.AuthenticatedAt)
+	}
+	if _, err := s.DB().ExecContext(ctx, "UPDATE sessions SET authenticated_at = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSession(ctx, "h"); !got.AuthenticatedAt.Equal(now) {
+		t.Fatalf("a row from before the column: %v, want its creation", got.AuthenticatedAt)
+	}
+	if err := s.SetSessionAuthenticated(ctx, "gone", now); err != ErrNotFound {
+		t.Fatalf("step-up of an ended session: %v", err)
+	}
+}
