@@ -33,6 +33,7 @@ func (a *App) guardServices(dashboard net.Addr) {
 		},
 	})
 	a.Setup.Firewall = a.Firewall
+	a.Setup.BanTool = a.Banner.Parts
 }
 
 // firewallPorts is what the svc ruleset follows: the tunnel server's control

@@ -22,6 +22,9 @@ import (
 // Unit is fail2ban's systemd unit.
 const Unit = "fail2ban.service"
 
+// DefaultConfDir is fail2ban's configuration directory.
+const DefaultConfDir = "/etc/fail2ban"
+
 // UnitControl is the slice of the systemd unit layer this package needs.
 type UnitControl interface {
 	// ReloadOrRestart reloads a running unit and starts a stopped one.
@@ -80,7 +83,7 @@ func New(o Options) *Service {
 		s.run = cmdrun.Exec{}
 	}
 	if s.confDir == "" {
-		s.confDir = "/etc/fail2ban"
+		s.confDir = DefaultConfDir
 	}
 	if s.log == nil {
 		s.log = slog.Default()

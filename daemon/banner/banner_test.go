@@ -2,9 +2,9 @@ package banner_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner/bannertest"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -344,5 +346,89 @@ func TestRealServer(t *testing.T) {
 	}
 	if got := in.Get(banner.AuthJail, "ignoreip"); strings.Contains(got, "198.51.100.7") {
 		t.Fatalf("ignoreip after removal = %s", got)
+	}
+}
+
+// tools answers fail2ban-client --version and python3's import check as
+// told; every other command succeeds silently.
+type tools struct {
+	fail2ban bool // fail2ban-client is on PATH
+	journal  bool // python3 can import systemd.journal
+}
+
+func (f tools) Run(_ context.Context, name string, args ...string) cmdrun.Result {
+	switch {
+	case name == "fail2ban-client" && !f.fail2ban:
+		return cmdrun.Result{Err: fmt.Errorf("%s: %w", name, cmdrun.ErrNotInstalled)}
+	case name == "fail2ban-client" && slices.Contains(args, "--version"):
+		return cmdrun.Result{Stdout: "Fail2Ban v1.0.2\n"}
+	case name == "python3" && !f.journal:
+		return cmdrun.Result{Stderr: "ModuleNotFoundError: No module named 'systemd'", Err: errors.New("exit status 1")}
+	}
+	return cmdrun.Result{}
+}
+
+// TestInstalledIsOneCheck: the status's "installed" and the set-up decide
+// it the same way (fail2ban-client runs and the configuration directory
+// has jail.conf), with the same words; an installed fail2ban without
+// python3-systemd is reported by the status and warned about by the
+// set-up.
+func TestInstalledIsOneCheck(t *testing.T) {
+	ctx := context.Background()
+	conf := t.TempDir()
+	noConf := "fail2ban is not installed under this daemon's system root: " + conf +
+		" has no jail.conf (copy /etc/fail2ban there, or run without --system-root)"
+	cases := []struct {
+		name     string
+		tools    tools
+		jailConf bool
+		// the status's installed, problem and missing packages, and what the
+		// set-up's progress says
+		installed bool
+		problem   string
+		missing   []string
+		progress  string
+	}{
+		{"no fail2ban-client", tools{}, true, false, banner.NotInstalled, nil,
+			"error: ban tool setup failed: " + banner.NotInstalled},
+		{"fail2ban-client without its configuration", tools{fail2ban: true, journal: true}, false, false, noConf, nil,
+			"error: ban tool setup failed: " + noConf},
+		{"installed without python3-systemd", tools{fail2ban: true}, true, true, "", []string{"python3-systemd"},
+			"info: found Fail2Ban v1.0.2\nwarn: python3-systemd is not installed: fail2ban cannot run the ban tool's jails, which read the systemd journal (fail2ban backend = systemd) (apt-get install python3-systemd)\nerror: ban tool setup failed: systemd is not available"},
+		{"installed", tools{fail2ban: true, journal: true}, true, true, "", nil,
+			"info: found Fail2Ban v1.0.2\nerror: ban tool setup failed: systemd is not available"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(filepath.Join(conf, "jail.conf"))
+			if c.jailConf {
+				os.WriteFile(filepath.Join(conf, "jail.conf"), []byte("[DEFAULT]\n"), 0o644)
+			}
+			svc := banner.New(banner.Options{Store: openStore(t), Run: c.tools, ConfDir: conf})
+			st, err := svc.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var missing []string
+			for _, m := range st.Missing {
+				missing = append(missing, m.Package)
+			}
+			if st.Installed != c.installed || st.Problem != c.problem || !slices.Equal(missing, c.missing) {
+				t.Fatalf("status: installed %v, problem %q, missing %v; want %v, %q, %v", st.Installed, st.Problem, missing, c.installed, c.problem, c.missing)
+			}
+			if installed, journal := svc.Parts(ctx); installed != c.installed || journal != (c.installed && c.missing == nil) {
+				t.Fatalf("parts: installed %v, journal %v", installed, journal)
+			}
+			rec := testutil.NewProgress()
+			svc.Setup(ctx, rec)
+			if rec.Wait(t) {
+				t.Fatal("setup without systemd succeeded")
+			}
+			// Past the install check, the set-up stops at the missing systemd.
+			got := strings.TrimPrefix(rec.Text(), "info: setting up the ban tool (fail2ban)\n")
+			if got, _, _ = strings.Cut(got, ": this daemon was started without systemd"); strings.TrimSpace(got) != c.progress {
+				t.Fatalf("progress:\n%s\nwant:\n%s", got, c.progress)
+			}
+		})
 	}
 }

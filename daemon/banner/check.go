@@ -16,8 +16,8 @@ import (
 // content) in place, without touching the live directory: it tests a copy
 // of ConfDir with the candidates laid over it.
 func (s *Service) check(ctx context.Context, files map[string][]byte) error {
-	if _, err := os.Stat(filepath.Join(s.confDir, "jail.conf")); err != nil {
-		return &ApplyError{Msg: fmt.Sprintf("fail2ban is not installed: %s has no jail.conf", s.confDir)}
+	if p := s.configProblem(); p != "" {
+		return &ApplyError{Msg: p}
 	}
 	tmp, err := os.MkdirTemp("", "tunnelsvc-fail2ban-check-")
 	if err != nil {

@@ -32,13 +32,17 @@ func (s *Service) setup(ctx context.Context, p Progress) bool {
 		return false
 	}
 	p.Line("info", "setting up the ban tool (fail2ban)")
-	if res := s.run.Run(ctx, "fail2ban-client", "--version"); res.Err != nil {
-		if errors.Is(res.Err, cmdrun.ErrNotInstalled) {
-			return fail(errors.New("fail2ban is not installed (apt-get install fail2ban)"))
-		}
-		return fail(errors.New(res.Words()))
-	} else {
-		p.Line("info", "found "+strings.TrimSpace(res.Stdout))
+	// The same check as the status's "installed".
+	in, err := s.Installed(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if !in.Installed {
+		return fail(errors.New(in.Problem))
+	}
+	p.Line("info", "found "+in.Version)
+	for _, m := range s.Missing(ctx) {
+		p.Line("warn", m.Package+" is not installed: fail2ban cannot run "+m.NeededFor+" (apt-get install "+m.Package+")")
 	}
 	if s.units == nil {
 		return fail(ErrNoSystemd)

@@ -25,7 +25,14 @@ type Jail struct {
 // Status is the ban tool's state as GET /api/security/banner shows it.
 type Status struct {
 	Installed bool `json:"installed"`
-	Running   bool `json:"running"`
+	// Problem says why fail2ban cannot be used and what to do (only when
+	// not installed); Version is fail2ban's (only when installed).
+	Problem string `json:"problem,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Missing lists what an installed fail2ban lacks here
+	// (python3-systemd); empty otherwise.
+	Missing []MissingPart `json:"missing"`
+	Running bool          `json:"running"`
 	// Managed is true once setup-banner has written our jail file.
 	Managed   bool     `json:"managed"`
 	JailFile  string   `json:"jail_file"`
@@ -37,7 +44,7 @@ type Status struct {
 // Status reads the live state from fail2ban. A missing or stopped fail2ban
 // is a state, not an error.
 func (s *Service) Status(ctx context.Context) (Status, error) {
-	st := Status{Jails: []Jail{}, Managed: s.managed(), JailFile: s.JailPath()}
+	st := Status{Jails: []Jail{}, Missing: []MissingPart{}, Managed: s.managed(), JailFile: s.JailPath()}
 	var err error
 	if st.Config, err = s.Config(ctx); err != nil {
 		return st, err
@@ -45,14 +52,15 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	if st.Whitelist, err = s.Whitelist(ctx); err != nil {
 		return st, err
 	}
-	if res := s.run.Run(ctx, "fail2ban-client", "--version"); res.Err == nil {
-		st.Installed = true
-	} else if !errors.Is(res.Err, cmdrun.ErrNotInstalled) {
-		return st, fmt.Errorf("fail2ban-client --version: %s", res.Words())
+	in, err := s.Installed(ctx)
+	if err != nil {
+		return st, err
 	}
+	st.Installed, st.Version, st.Problem = in.Installed, in.Version, in.Problem
 	if !st.Installed {
 		return st, nil
 	}
+	st.Missing = s.Missing(ctx)
 	if res := s.client(ctx, "ping"); res.Err != nil {
 		return st, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -20,10 +21,14 @@ type part struct {
 	pkg, command, neededFor string
 }
 
+// banToolPart is fail2ban; Service.BanTool, when set, decides whether it
+// is there.
+var banToolPart = part{"fail2ban", "fail2ban-client", "the ban tool (banning addresses that guess passwords)"}
+
 var recommended = []part{
 	{"caddy", "caddy", "publishing web services at https://<name>.<domain> (the web proxy)"},
 	{"nftables", "nft", "firewall mode svc (the table inet tunnelsvc)"},
-	{"fail2ban", "fail2ban-client", "the ban tool (banning addresses that guess passwords)"},
+	banToolPart,
 }
 
 // python3-systemd lets fail2ban read the journal, which our jails use.
@@ -37,6 +42,19 @@ func (s *Service) MissingParts(ctx context.Context) []MissingPart {
 		if s.lookPath(p.command) == "" {
 			missing = append(missing, MissingPart{p.pkg, p.neededFor})
 		}
+	}
+	if s.BanTool != nil {
+		// The ban tool's own check, so that this list and the Ban tool
+		// page agree.
+		installed, journal := s.BanTool(ctx)
+		missing = slices.DeleteFunc(missing, func(m MissingPart) bool { return m.Package == banToolPart.pkg })
+		switch {
+		case !installed:
+			missing = append(missing, MissingPart{banToolPart.pkg, banToolPart.neededFor})
+		case !journal:
+			missing = append(missing, journalPart)
+		}
+		return missing
 	}
 	if s.lookPath("fail2ban-client") == "" {
 		return missing

@@ -72,3 +72,28 @@ func TestMissingParts(t *testing.T) {
 		t.Fatalf("all commands present: missing %v, want %v", got, want)
 	}
 }
+
+// TestMissingPartsFollowTheBanTool: with the ban tool's own check wired,
+// the overview lists fail2ban and python3-systemd as the Ban tool page
+// does, whatever is on the PATH.
+func TestMissingPartsFollowTheBanTool(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, c := range []string{"caddy", "nft", "fail2ban-client"} {
+		os.WriteFile(filepath.Join(dir, c), []byte("#!/bin/sh\n"), 0o755)
+	}
+	s := &Service{Run: cmdrun.Exec{}, ToolPath: dir}
+	for _, c := range []struct {
+		installed, journal bool
+		want               []string
+	}{
+		{false, false, []string{"fail2ban"}},
+		{true, false, []string{"python3-systemd"}},
+		{true, true, []string{}},
+	} {
+		s.BanTool = func(context.Context) (bool, bool) { return c.installed, c.journal }
+		if got := packages(s.MissingParts(ctx)); !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("ban tool installed %v, journal %v: missing %v, want %v", c.installed, c.journal, got, c.want)
+		}
+	}
+}

@@ -95,6 +95,11 @@ type Service struct {
 	// ToolPath is where recommended packages' commands are looked for
 	// (PATH-like; empty: $PATH).
 	ToolPath string
+	// BanTool, when set, is the ban tool's own check (banner.Service.Parts):
+	// whether fail2ban is installed and, if so, can read the journal. The
+	// missing parts then say what the Ban tool page says; without it they
+	// look for fail2ban-client and python3 on ToolPath.
+	BanTool func(ctx context.Context) (installed, journal bool)
 	// OperatorCaddyfile is the caddy package's own Caddyfile; when it
 	// exists, ours imports it so the operator's sites stay served.
 	OperatorCaddyfile string

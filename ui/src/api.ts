@@ -242,7 +242,12 @@ export interface SSHKey {
 export interface AuditEntry { id: number; created_at: string; kind: string; category?: string; client_addr?: string; user_agent?: string; detail?: string; count?: number }
 export interface BanConfig { max_retry: number; find_time: number; ban_time: number }
 export interface BanJail { name: string; currently_failed?: number; total_failed?: number; currently_banned?: number; total_banned?: number; banned?: string[] }
-export interface BanStatus { installed: boolean; running: boolean; managed: boolean; jail_file?: string; jails?: BanJail[]; config?: BanConfig; whitelist?: string[] }
+export interface BanStatus {
+  installed: boolean; running: boolean; managed: boolean; jail_file?: string; jails?: BanJail[]; config?: BanConfig; whitelist?: string[];
+  // Not installed: why, in the words setup-banner fails with. Installed:
+  // fail2ban's version, and what it lacks here (python3-systemd).
+  problem?: string; version?: string; missing?: { package: string; needed_for: string }[];
+}
 export interface FirewallDetection {
   mode?: string;
   nftables?: { installed?: boolean; tables?: string[]; svc_table?: boolean };
