@@ -22,6 +22,8 @@ const (
 	auditTunnelCreated     = "TUNNEL_CREATED"
 	auditTunnelUpdated     = "TUNNEL_UPDATED"
 	auditTunnelDeleted     = "TUNNEL_DELETED"
+	auditTunnelPaused      = "TUNNEL_PAUSED"
+	auditTunnelResumed     = "TUNNEL_RESUMED"
 	auditTokenCreated      = "TOKEN_CREATED"
 	auditTokenRevoked      = "TOKEN_REVOKED"
 	auditSettingsChanged   = "SETTINGS_CHANGED"
@@ -62,6 +64,9 @@ func tunnelTarget(t machines.Tunnel) string {
 	}
 	if t.Public {
 		s += ", public"
+	}
+	if t.Paused {
+		s += ", paused"
 	}
 	return s
 }

@@ -385,6 +385,12 @@ func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
 	if ch := tunnelChanges(old, t, body); ch != "" {
 		s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, ch))
 	}
+	switch {
+	case t.Paused && !old.Paused:
+		s.record(r, auditTunnelPaused, fmt.Sprintf("%s tunnel %q of machine %q paused", t.Kind, t.Name, t.MachineName))
+	case !t.Paused && old.Paused:
+		s.record(r, auditTunnelResumed, fmt.Sprintf("%s tunnel %q of machine %q resumed", t.Kind, t.Name, t.MachineName))
+	}
 	writeData(w, http.StatusOK, t)
 	return nil
 }

@@ -65,7 +65,8 @@ func (a *App) firewallPorts(ctx context.Context, dashboard net.Addr) (firewall.P
 		return p, err
 	}
 	for _, t := range ts {
-		if t.Kind == "tcp" && t.Public {
+		// A paused public tunnel is closed like a private one.
+		if t.Kind == "tcp" && t.Public && !t.Paused {
 			p.PublicTCPPorts = append(p.PublicTCPPorts, t.RemotePort)
 		} else {
 			p.PrivatePorts = append(p.PrivatePorts, t.RemotePort)

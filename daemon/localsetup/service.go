@@ -39,7 +39,8 @@ type TunnelSource interface {
 // StoreTunnels lists the HTTP tunnels that have a subdomain from the store.
 type StoreTunnels struct{ Store *store.Store }
 
-// HTTPTunnels implements TunnelSource.
+// HTTPTunnels implements TunnelSource: the http tunnels that are not
+// paused.
 func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, error) {
 	ts, err := t.Store.ListTunnels(ctx, 0)
 	if err != nil {
@@ -47,11 +48,33 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	}
 	var out []webproxy.HTTPTunnel
 	for _, tn := range ts {
-		if tn.Kind == "http" && tn.Subdomain != "" {
+		if tn.Kind == "http" && tn.Subdomain != "" && !tn.Paused {
 			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort})
 		}
 	}
 	return out, nil
+}
+
+// PausedHTTP implements PausedSource: the subdomains of paused http
+// tunnels.
+func (t StoreTunnels) PausedHTTP(ctx context.Context) ([]string, error) {
+	ts, err := t.Store.ListTunnels(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, tn := range ts {
+		if tn.Kind == "http" && tn.Subdomain != "" && tn.Paused {
+			out = append(out, tn.Subdomain)
+		}
+	}
+	return out, nil
+}
+
+// PausedSource names the paused http tunnels, which the Caddyfile leaves
+// out (it names them in a comment).
+type PausedSource interface {
+	PausedHTTP(ctx context.Context) ([]string, error)
 }
 
 // HTTPGates implements GateSource: the tunnels in operator mode.
@@ -270,6 +293,11 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 	if s.Tunnels != nil {
 		if in.Tunnels, err = s.Tunnels.HTTPTunnels(ctx); err != nil {
 			return in, false, err
+		}
+		if ps, ok := s.Tunnels.(PausedSource); ok {
+			if in.Paused, err = ps.PausedHTTP(ctx); err != nil {
+				return in, false, err
+			}
 		}
 		if gs, ok := s.Tunnels.(GateSource); ok {
 			in.Gate = s.Gate

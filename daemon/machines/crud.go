@@ -262,8 +262,10 @@ type Tunnel struct {
 	Subdomain   *string `json:"subdomain"`
 	Public      bool    `json:"public"`
 	RemotePort  int     `json:"remote_port"`
-	// Status is active, pending, error or offline; StatusReason says why
-	// when it is not active.
+	// Paused: closed until resumed (PATCH {"paused": false}).
+	Paused bool `json:"paused"`
+	// Status is active, pending, error, offline or paused; StatusReason
+	// says why when it is not active.
 	Status       string        `json:"status"`
 	StatusReason string        `json:"status_reason,omitempty"`
 	CreatedAt    time.Time     `json:"created_at"`
@@ -317,7 +319,7 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 func (c tunnelContext) view(t store.Tunnel) Tunnel {
 	m := c.machines[t.MachineID]
 	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: m.Name, Name: t.Name, Kind: t.Kind,
-		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, CreatedAt: t.CreatedAt}
+		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, CreatedAt: t.CreatedAt, Paused: t.Paused}
 	out.Status, out.StatusReason = tunnelStatus(t, m, c.now)
 	switch t.Kind {
 	case "http":
@@ -351,8 +353,12 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 //   - pending: not yet, and the machine's config is on its way;
 //   - error: deliveries of the machine's config have failed for more
 //     than ErrorAfter;
-//   - offline: its proxy closed (the machine disconnected).
+//   - offline: its proxy closed (the machine disconnected);
+//   - paused: the operator paused it; it stays closed until resumed.
 func tunnelStatus(t store.Tunnel, m store.Machine, now time.Time) (string, string) {
+	if t.Paused {
+		return "paused", PausedReason
+	}
 	if t.Status == "online" {
 		return "active", ""
 	}
@@ -378,6 +384,9 @@ func tunnelStatus(t store.Tunnel, m store.Machine, now time.Time) (string, strin
 	return "pending", "waiting for the tunnel server to accept it from " + m.Name
 }
 
+// PausedReason is a paused tunnel's status_reason.
+const PausedReason = "paused: closed on the tunnel server and the web proxy until it is resumed"
+
 // tcpHost is where a tcp tunnel's port is reached: this server's public
 // name when the tunnel is public and listeners bind outside loopback, else
 // the VPS's loopback (reach it over SSH).
@@ -400,6 +409,9 @@ type TunnelInput struct {
 	LocalPort *int    `json:"local_port"`
 	Subdomain *string `json:"subdomain"`
 	Public    *bool   `json:"public"`
+	// Paused closes the tunnel without deleting it (true) or opens it
+	// again (false).
+	Paused *bool `json:"paused"`
 	// The access gate of an http tunnel (see access.go).
 	Access   *string   `json:"access"`
 	Password *string   `json:"password"`
@@ -517,6 +529,9 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	if in.Public != nil {
 		t.Public = *in.Public
 	}
+	if in.Paused != nil {
+		t.Paused = *in.Paused
+	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
@@ -548,13 +563,14 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	return s.Tunnel(ctx, created.ID)
 }
 
-// UpdateTunnel changes name, local_port, subdomain or public. kind and
-// machine_id are fixed at creation.
+// UpdateTunnel changes name, local_port, subdomain, public, paused or the
+// access gate. kind and machine_id are fixed at creation.
 func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (Tunnel, error) {
 	t, err := s.Store.GetTunnel(ctx, id)
 	if err != nil {
 		return Tunnel{}, err
 	}
+	wasPaused := t.Paused
 	if in.Kind != nil && *in.Kind != t.Kind {
 		return Tunnel{}, InputError("kind cannot be changed; delete the tunnel and create another")
 	}
@@ -572,6 +588,9 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	}
 	if in.Public != nil {
 		t.Public = *in.Public
+	}
+	if in.Paused != nil {
+		t.Paused = *in.Paused
 	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
@@ -595,10 +614,26 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 			return Tunnel{}, err
 		}
 	}
-	s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
-		Message: fmt.Sprintf("tunnel %q updated", t.Name)})
+	switch {
+	case t.Paused && !wasPaused:
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "paused", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q paused", t.Name)})
+	case !t.Paused && wasPaused:
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "resumed", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q resumed", t.Name)})
+	}
+	if !onlyPause(in) {
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q updated", t.Name)})
+	}
 	s.changed(t.MachineID)
 	return s.Tunnel(ctx, id)
+}
+
+// onlyPause reports whether in changes nothing but paused.
+func onlyPause(in TunnelInput) bool {
+	return in.Paused != nil && in.MachineID == nil && in.Name == nil && in.Kind == nil && in.LocalPort == nil &&
+		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil
 }
 
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its

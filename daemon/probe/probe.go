@@ -39,6 +39,9 @@ func (InputError) ProbeInputError() {}
 // ErrNotHTTP: only http tunnels go through the proxy.
 var ErrNotHTTP error = InputError("only http tunnels are probed")
 
+// ErrPaused: a paused tunnel has no site on the proxy to probe.
+var ErrPaused error = InputError("the tunnel is paused: resume it to probe it")
+
 // ErrNoDomain: without a domain a tunnel has no name to probe.
 var ErrNoDomain error = InputError("no domain is set")
 
@@ -94,6 +97,9 @@ func (p *Prober) Probe(ctx context.Context, tunnelID int64) (store.TunnelProbe, 
 	if t.Kind != "http" || t.Subdomain == "" {
 		return store.TunnelProbe{}, ErrNotHTTP
 	}
+	if t.Paused {
+		return store.TunnelProbe{}, ErrPaused
+	}
 	domain, err := p.o.Domain(ctx)
 	if err != nil {
 		return store.TunnelProbe{}, err
@@ -143,7 +149,7 @@ func (p *Prober) round(ctx context.Context) {
 		return
 	}
 	for _, t := range ts {
-		if t.Kind != "http" || ctx.Err() != nil {
+		if t.Kind != "http" || t.Paused || ctx.Err() != nil {
 			continue
 		}
 		_, err := p.Probe(ctx, t.ID)

@@ -260,10 +260,20 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 	return nil
 }
 
+// use says what a proxy is checked for: opening it or a connection
+// through it (a paused tunnel is refused), or closing it (it is not).
+type use int
+
+const (
+	opening use = iota
+	closing
+)
+
 // owned checks that proxy name (with the user prefix) and remote port are
-// the machine's: its ssh port, its agent port, or one of its tunnels.
-// It returns the tunnel id for tunnel proxies (0 otherwise).
-func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool) (int64, error) {
+// the machine's: its ssh port, its agent port, or one of its tunnels, and,
+// unless it is closing, not a paused tunnel. It returns the tunnel id for
+// tunnel proxies (0 otherwise).
+func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (int64, error) {
 	prefix := frpconf.User(m.ID) + "."
 	if !strings.HasPrefix(name, prefix) {
 		return 0, refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
@@ -287,6 +297,9 @@ func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remote
 		if err != nil {
 			return 0, err
 		}
+		if t.Paused && u == opening {
+			return 0, refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
+		}
 		want, tunnelID = t.RemotePort, t.ID
 	default:
 		return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
@@ -306,7 +319,7 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 		if c.ProxyType != "tcp" {
 			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp", c.ProxyName, c.ProxyType))
 		}
-		return p.owned(ctx, m, c.ProxyName, c.RemotePort, true)
+		return p.owned(ctx, m, c.ProxyName, c.RemotePort, true, opening)
 	}()
 	var ref refusal
 	if errors.As(err, &ref) {
@@ -336,7 +349,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return nil
 	}
-	tunnelID, err := p.owned(ctx, m, c.ProxyName, 0, false)
+	tunnelID, err := p.owned(ctx, m, c.ProxyName, 0, false, closing)
 	if err != nil {
 		return nil
 	}
@@ -360,7 +373,8 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 }
 
 // newUserConn lets a connection through only while the machine and the
-// tunnel still exist: deleting either stops new traffic at once. A
+// tunnel still exist and the tunnel is not paused: deleting either, or
+// pausing the tunnel, stops new traffic at once. A
 // connection like one accepted since the database last changed is let
 // through without the lookups (Plugin.conns).
 func (p *Plugin) newUserConn(ctx context.Context, c proxyContent) error {
@@ -371,7 +385,7 @@ func (p *Plugin) newUserConn(ctx context.Context, c proxyContent) error {
 		if err != nil {
 			return struct{}{}, err
 		}
-		_, err = p.owned(ctx, m, c.ProxyName, 0, false)
+		_, err = p.owned(ctx, m, c.ProxyName, 0, false, opening)
 		return struct{}{}, err
 	})
 	return err

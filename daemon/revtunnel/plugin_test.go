@@ -180,3 +180,74 @@ func TestNewUserConnAfterDelete(t *testing.T) {
 		t.Fatal("another machine's tunnel was refused")
 	}
 }
+
+// proxyCall is frps's NewProxy or CloseProxy call for user's proxy on port.
+func proxyCall(op, user, proxy string, port int, metas map[string]string) string {
+	m, _ := json.Marshal(metas)
+	return fmt.Sprintf(`{"version":"0.1.0","op":%q,"content":{"user":{"user":%q,"metas":%s},"proxy_name":%q,"proxy_type":"tcp","remote_port":%d}}`,
+		op, user, m, proxy, port)
+}
+
+// TestPausedTunnelRefused: a paused tunnel's proxy is refused (NewProxy)
+// and so is every new connection through it (NewUserConn), from the very
+// next call on, while its machine's other tunnels work; closing it is
+// still recorded. Resuming lets both through again.
+func TestPausedTunnelRefused(t *testing.T) {
+	ctx := context.Background()
+	r := newPluginRig(t, store.PortRange{Lo: 20000, Hi: 20099})
+	m := r.register(t, "alpha", 2)
+	metas := map[string]string{"token": m.secret}
+	port := func(i int) int {
+		tn, err := r.svc.Tunnel(ctx, m.tunnels[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tn.RemotePort
+	}
+	answer := func(body string) string {
+		t.Helper()
+		w := r.call(body)
+		if w.Code != 200 {
+			t.Fatalf("plugin: %d %s", w.Code, w.Body)
+		}
+		return strings.TrimSpace(w.Body.String())
+	}
+	const ok = `{"reject":false,"unchange":true}`
+	pause := func(on bool) {
+		t.Helper()
+		if _, err := r.svc.UpdateTunnel(ctx, m.tunnels[0], machines.TunnelInput{Paused: &on}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := answer(newUserConn(m.user, m.proxy(0), metas)); got != ok {
+		t.Fatalf("before the pause: %s", got)
+	}
+	pause(true)
+	refused := fmt.Sprintf(`{"reject":true,"reject_reason":"proxy \"%s\": tunnel %d of machine %d is paused","unchange":false}`, m.proxy(0), m.tunnels[0], m.id)
+	if got := answer(newUserConn(m.user, m.proxy(0), metas)); got != refused {
+		t.Fatalf("a connection through a paused tunnel: %s\nwant %s", got, refused)
+	}
+	if got := answer(proxyCall("NewProxy", m.user, m.proxy(0), port(0), metas)); got != refused {
+		t.Fatalf("NewProxy of a paused tunnel: %s\nwant %s", got, refused)
+	}
+	if got := answer(newUserConn(m.user, m.proxy(1), metas)); got != ok {
+		t.Fatalf("the machine's other tunnel: %s", got)
+	}
+	// frpc drops the proxy once it has the config without it: recorded.
+	if got := answer(proxyCall("CloseProxy", m.user, m.proxy(0), 0, metas)); got != ok {
+		t.Fatalf("CloseProxy of a paused tunnel: %s", got)
+	}
+	if tn, _ := r.svc.Tunnel(ctx, m.tunnels[0]); tn.Status != "paused" || tn.StatusReason != machines.PausedReason || !tn.Paused {
+		t.Fatalf("paused tunnel shows %q (%q), paused %v", tn.Status, tn.StatusReason, tn.Paused)
+	}
+	pause(false)
+	if got := answer(proxyCall("NewProxy", m.user, m.proxy(0), port(0), metas)); got != ok {
+		t.Fatalf("NewProxy after resume: %s", got)
+	}
+	if got := answer(newUserConn(m.user, m.proxy(0), metas)); got != ok {
+		t.Fatalf("a connection after resume: %s", got)
+	}
+	if tn, _ := r.svc.Tunnel(ctx, m.tunnels[0]); tn.Status != "active" || tn.Paused {
+		t.Fatalf("resumed tunnel shows %q, paused %v", tn.Status, tn.Paused)
+	}
+}

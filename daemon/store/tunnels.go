@@ -21,14 +21,17 @@ type Tunnel struct {
 	RemotePort int
 	Status     string
 	CreatedAt  time.Time
+	// Paused: closed until resumed (left out of the client config and the
+	// Caddyfile, refused by the frps plugin).
+	Paused bool
 }
 
-const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at FROM tunnels"
+const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused FROM tunnels"
 
 func scanTunnel(r rowScanner) (Tunnel, error) {
 	var t Tunnel
 	var created int64
-	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created)
+	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created, &t.Paused)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -72,8 +75,8 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at)
-			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli())
+		res, err := tx.ExecContext(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused)
+			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused)
 		if err != nil {
 			return tunnelConflict(err)
 		}
@@ -87,10 +90,10 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 	return out, s.announce(err, TopicTunnels)
 }
 
-// UpdateTunnel writes name, local_port, subdomain and public of t.
+// UpdateTunnel writes name, local_port, subdomain, public and paused of t.
 func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
-	res, err := s.exec(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ? WHERE id = ?",
-		t.Name, t.LocalPort, t.Subdomain, t.Public, t.ID)
+	res, err := s.exec(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ? WHERE id = ?",
+		t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, t.ID)
 	if err != nil {
 		return tunnelConflict(err)
 	}

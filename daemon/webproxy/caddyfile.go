@@ -6,6 +6,7 @@ package webproxy
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/template"
@@ -34,6 +35,9 @@ type Input struct {
 	// Dashboard is the daemon's own address (host:port) on loopback.
 	Dashboard string
 	Tunnels   []HTTPTunnel
+	// Paused are the subdomains of paused http tunnels: they get no site
+	// (the proxy serves nothing for them) and are only named in a comment.
+	Paused []string
 	// BindIP, when set, is the only address Caddy listens on (default_bind).
 	BindIP string
 	// Custom is the operator's block, kept verbatim.
@@ -105,6 +109,11 @@ import {{.Import}}
 {{- end}}
 }
 {{- end}}
+{{- if .Paused}}
+
+# Paused in the dashboard, left out until resumed:
+{{- range .Paused}} {{$.Host .}}{{end}}
+{{- end}}
 
 ` + BeginCustom + `
 {{.Custom}}` + EndCustom + `
@@ -141,6 +150,9 @@ func (view) IdleConns() int { return TunnelIdleConns }
 // MaxConns is TunnelMaxConns, for the template.
 func (view) MaxConns() int { return TunnelMaxConns }
 
+// Host is sub's host name.
+func (v view) Host(sub string) string { return sub + "." + v.Domain }
+
 func (v view) Addr(sub string) string {
 	host := sub + "." + v.Domain
 	if v.PlainHTTPPort != 0 {
@@ -164,6 +176,11 @@ func (in Input) check() error {
 		}
 		if err := validate.Port(t.Port); err != nil {
 			return fmt.Errorf("tunnel %s: %w", t.Subdomain, err)
+		}
+	}
+	for _, sub := range in.Paused {
+		if err := validate.Label(sub); err != nil {
+			return fmt.Errorf("paused subdomain %q: %w", sub, err)
 		}
 	}
 	if err := validate.HostPort(in.Dashboard); err != nil {
@@ -199,6 +216,7 @@ func Render(in Input) ([]byte, error) {
 	v := view{Input: in}
 	v.Tunnels = append([]HTTPTunnel(nil), in.Tunnels...)
 	sort.Slice(v.Tunnels, func(i, j int) bool { return v.Tunnels[i].Subdomain < v.Tunnels[j].Subdomain })
+	v.Paused = slices.Sorted(slices.Values(in.Paused))
 	if len(in.Gates) > 0 && in.Gate == "" {
 		return nil, fmt.Errorf("tunnels are gated but no gate address is set")
 	}

@@ -86,6 +86,8 @@ func TestGoldenCaddyfiles(t *testing.T) {
 			ACMECA: "https://acme-staging-v02.api.letsencrypt.org/directory", ACMECARoot: "testdata/acme-root.pem"},
 		// The caddy package's own file, as the daemon imports it.
 		"import": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], BindIP: "203.0.113.5", Import: "/etc/caddy/Caddyfile"},
+		// Paused tunnels have no site, only their names in a comment.
+		"paused": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Paused: []string{"nas-ui", "grafana"}},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {

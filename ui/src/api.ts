@@ -220,9 +220,11 @@ export interface Reachability {
 export interface Tunnel {
   id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
   subdomain?: string | null; public: boolean; remote_port?: number; created_at?: string;
-  // active once the tunnel server accepted it; pending, error or offline
-  // otherwise, with status_reason saying why.
-  status?: 'active' | 'pending' | 'error' | 'offline'; status_reason?: string;
+  // active once the tunnel server accepted it; pending, error, offline or
+  // paused otherwise, with status_reason saying why.
+  status?: 'active' | 'pending' | 'error' | 'offline' | 'paused'; status_reason?: string;
+  // Paused by the operator (PATCH {paused: true}; {paused: false} resumes).
+  paused?: boolean;
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
 }
