@@ -40,9 +40,20 @@ func TestProbeTunnel(t *testing.T) {
 
 	got := e.data(t, e.do(req{method: "POST", path: "/api/tunnels/" + id(wiki) + "/probe", cookie: e.cookie}), 200)
 	r := got["reachability"].(map[string]any)
-	if r["state"] != "up" || r["http_status"] != 204.0 || r["cert_issuer"] != "Acme Co" || r["cert_valid"] != true || r["cert_expires_at"] == nil || r["checked_at"] == nil {
+	if r["state"] != "up" || r["http_status"] != 204.0 || r["cert_issuer"] != "Acme Co" || r["cert_valid"] != true || r["cert_expires_at"] == nil || r["checked_at"] == nil ||
+		r["cert_error"] != "" {
 		t.Fatalf("wiki reachability = %v", r)
 	}
+	// Against the system roots httptest's certificate is not trusted: the
+	// tunnel says so in words.
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc,
+		Prober: probe.New(probe.Options{Store: e.st, ProxyAddr: func(context.Context) (string, error) { return proxy.Listener.Addr().String(), nil },
+			Now: e.srv.now, Domain: func(context.Context) (string, error) { return "example.com", nil }})})
+	got = e.data(t, e.do(req{method: "POST", path: "/api/tunnels/" + id(wiki) + "/probe", cookie: e.cookie}), 200)
+	if r := got["reachability"].(map[string]any); r["cert_valid"] != false || r["cert_error"] != "certificate not trusted: x509: certificate signed by unknown authority" {
+		t.Fatalf("wiki reachability against the system roots = %v", r)
+	}
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Prober: p})
 	e.data(t, e.do(req{method: "POST", path: "/api/tunnels/" + id(graf) + "/probe", cookie: e.cookie}), 200)
 	for _, x := range e.list(t, "/api/tunnels") {
 		tn := x.(map[string]any)

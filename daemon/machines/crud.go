@@ -286,7 +286,11 @@ type Reachability struct {
 	CertIssuer    string     `json:"cert_issuer"`
 	CertExpiresAt *time.Time `json:"cert_expires_at"`
 	CertValid     bool       `json:"cert_valid"`
-	CheckedAt     *time.Time `json:"checked_at"`
+	// CertError says what is wrong with the certificate the proxy served,
+	// in words ("" when nothing is): none served, not trusted, expired, or
+	// past its renewal time (the proxy's renewals are failing).
+	CertError string     `json:"cert_error"`
+	CheckedAt *time.Time `json:"checked_at"`
 }
 
 // tunnelContext is what a tunnel's view needs besides its row.
@@ -334,7 +338,7 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 		if p, ok := c.probes[t.ID]; ok {
 			checked := p.CheckedAt
 			r = Reachability{State: p.State, HTTPStatus: p.HTTPStatus, Error: p.Error, CertIssuer: p.CertIssuer,
-				CertValid: p.CertValid, CheckedAt: &checked}
+				CertValid: p.CertValid, CertError: p.CertError, CheckedAt: &checked}
 			if !p.CertExpiresAt.IsZero() {
 				exp := p.CertExpiresAt
 				r.CertExpiresAt = &exp

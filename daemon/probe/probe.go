@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -171,6 +172,14 @@ func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		res.Error = "TLS connection to the web proxy failed: " + err.Error()
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "remote error" {
+			// The proxy answers, but refuses the handshake for this name
+			// with a TLS alert (crypto/tls reports it as a "remote error"):
+			// Caddy does so when it has no certificate for it.
+			res.CertError = "no certificate: the web proxy refused the TLS handshake for " + host + " (" + err.Error() +
+				"); it has not obtained a certificate for this name yet, or obtaining one failed" + seeProxyLog
+		}
 		return res
 	}
 	conn := raw.(*tls.Conn)
@@ -189,6 +198,7 @@ func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe
 		}
 		_, verr := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: p.o.Roots, Intermediates: inter, CurrentTime: p.o.Now()})
 		res.CertValid = verr == nil
+		res.CertError = certProblem(leaf, verr, p.o.Now())
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+host+"/", nil)
 	req.Header.Set("User-Agent", "tunnelsvc-probe")
@@ -211,6 +221,52 @@ func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe
 		res.State = "up"
 	}
 	return res
+}
+
+// seeProxyLog is where the reason of a failed issuance or renewal is:
+// Caddy's admin API does not report it, its log does.
+const seeProxyLog = " (Caddy's log says why: journalctl -u caddy)"
+
+// RenewalOverdue is how little of its lifetime a served certificate may
+// have left before the probe says its renewal is failing. Caddy renews at a
+// third of the lifetime left; a quarter leaves a twelfth of the lifetime
+// (a week of a 90-day certificate) for retries.
+const RenewalOverdue = 4
+
+// certProblem says what is wrong with the certificate served for a name,
+// in words, given the verification's outcome verr: expired, not yet
+// valid, for other names, not trusted, or past its renewal time; "" when
+// nothing is. Caddy tells no one why an issuance or renewal failed except
+// its log, so this is what the daemon can see of it from outside.
+func certProblem(leaf *x509.Certificate, verr error, now time.Time) string {
+	day := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+	switch {
+	case now.After(leaf.NotAfter):
+		return "certificate expired on " + day(leaf.NotAfter) + ": the web proxy did not renew it" + seeProxyLog
+	case now.Before(leaf.NotBefore):
+		return "certificate not valid before " + day(leaf.NotBefore)
+	case verr != nil:
+		var host x509.HostnameError
+		if errors.As(verr, &host) {
+			return "certificate for other names: " + verr.Error()
+		}
+		return "certificate not trusted: " + verr.Error()
+	}
+	life := leaf.NotAfter.Sub(leaf.NotBefore)
+	if left := leaf.NotAfter.Sub(now); life > 0 && left < life/RenewalOverdue {
+		due := leaf.NotAfter.Add(-life / 3)
+		return fmt.Sprintf("certificate not renewed: it expires on %s (in %s) and was due for renewal on %s; "+
+			"the web proxy's renewals are failing", day(leaf.NotAfter), span(left), day(due)) + seeProxyLog
+	}
+	return ""
+}
+
+// span is a duration in whole days, or hours under two days.
+func span(d time.Duration) string {
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%d days", int(d/(24*time.Hour)))
+	}
+	return fmt.Sprintf("%d hours", int(d/time.Hour))
 }
 
 // issuer names a certificate's issuer: organization and common name.

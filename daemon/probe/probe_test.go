@@ -87,13 +87,14 @@ func TestProbeUpDownAndCertificate(t *testing.T) {
 	}
 	// httptest's certificate: issuer O=Acme Co, names example.com and
 	// *.example.com.
-	if up.CertIssuer != "Acme Co" || !up.CertExpiresAt.Equal(leaf.NotAfter.UTC()) || !up.CertValid {
+	if up.CertIssuer != "Acme Co" || !up.CertExpiresAt.Equal(leaf.NotAfter.UTC()) || !up.CertValid || up.CertError != "" {
 		t.Fatalf("certificate = %q %v valid %v, want Acme Co %v valid", up.CertIssuer, up.CertExpiresAt, up.CertValid, leaf.NotAfter)
 	}
 	// Against the system roots the same certificate is not trusted: still
 	// up, with its issuer, marked invalid.
 	sys := New(Options{Store: st, ProxyAddr: at(srv.Listener.Addr().String()), Domain: func(context.Context) (string, error) { return domain, nil }})
-	if r, err := sys.Probe(ctx, ids[0]); err != nil || r.State != "up" || r.CertValid || r.CertIssuer != "Acme Co" {
+	if r, err := sys.Probe(ctx, ids[0]); err != nil || r.State != "up" || r.CertValid || r.CertIssuer != "Acme Co" ||
+		r.CertError != "certificate not trusted: x509: certificate signed by unknown authority" {
 		t.Fatalf("untrusted certificate: %+v, %v", r, err)
 	}
 
@@ -134,7 +135,9 @@ func TestProbeProxyNotListening(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.State != "down" || res.HTTPStatus != 0 || !strings.HasPrefix(res.Error, "TLS connection to the web proxy failed: ") || res.CertIssuer != "" {
+	// Nothing answers: no word about a certificate.
+	if res.State != "down" || res.HTTPStatus != 0 || !strings.HasPrefix(res.Error, "TLS connection to the web proxy failed: ") || res.CertIssuer != "" ||
+		res.CertError != "" {
 		t.Fatalf("probe = %+v", res)
 	}
 }

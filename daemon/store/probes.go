@@ -16,18 +16,21 @@ type TunnelProbe struct {
 	CertIssuer    string
 	CertExpiresAt time.Time // zero when no certificate was seen
 	CertValid     bool
-	CheckedAt     time.Time
+	// CertError says what is wrong with the certificate, in words ("" when
+	// nothing is).
+	CertError string
+	CheckedAt time.Time
 }
 
 // SetTunnelProbe stores a tunnel's latest probe; ErrNotFound when the
 // tunnel is gone.
 func (s *Store) SetTunnelProbe(ctx context.Context, p TunnelProbe) error {
-	_, err := s.exec(ctx, `INSERT INTO tunnel_probes(tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, checked_at)
-		SELECT id, ?, ?, ?, ?, ?, ?, ? FROM tunnels WHERE id = ?
+	_, err := s.exec(ctx, `INSERT INTO tunnel_probes(tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, cert_error, checked_at)
+		SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM tunnels WHERE id = ?
 		ON CONFLICT(tunnel_id) DO UPDATE SET state = excluded.state, http_status = excluded.http_status, error = excluded.error,
 			cert_issuer = excluded.cert_issuer, cert_expires_at = excluded.cert_expires_at, cert_valid = excluded.cert_valid,
-			checked_at = excluded.checked_at`,
-		p.State, p.HTTPStatus, p.Error, p.CertIssuer, nullTime(p.CertExpiresAt), p.CertValid, p.CheckedAt.UnixMilli(), p.TunnelID)
+			cert_error = excluded.cert_error, checked_at = excluded.checked_at`,
+		p.State, p.HTTPStatus, p.Error, p.CertIssuer, nullTime(p.CertExpiresAt), p.CertValid, p.CertError, p.CheckedAt.UnixMilli(), p.TunnelID)
 	if err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func (s *Store) TunnelProbes(ctx context.Context) (map[int64]TunnelProbe, error)
 }
 
 func (s *Store) tunnelProbes(ctx context.Context, where string, args ...any) (map[int64]TunnelProbe, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, checked_at
+	rows, err := s.db.QueryContext(ctx, `SELECT tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, cert_error, checked_at
 		FROM tunnel_probes`+where, args...)
 	if err != nil {
 		return nil, err
@@ -68,7 +71,7 @@ func (s *Store) tunnelProbes(ctx context.Context, where string, args ...any) (ma
 		var p TunnelProbe
 		var exp sql.NullInt64
 		var checked int64
-		if err := rows.Scan(&p.TunnelID, &p.State, &p.HTTPStatus, &p.Error, &p.CertIssuer, &exp, &p.CertValid, &checked); err != nil {
+		if err := rows.Scan(&p.TunnelID, &p.State, &p.HTTPStatus, &p.Error, &p.CertIssuer, &exp, &p.CertValid, &p.CertError, &checked); err != nil {
 			return nil, err
 		}
 		if exp.Valid {

@@ -216,6 +216,8 @@ export interface MachineConfig {
 export interface Reachability {
   state: 'up' | 'down' | 'unknown'; http_status?: number; error?: string; cert_issuer?: string;
   cert_expires_at?: string | null; cert_valid?: boolean; checked_at?: string | null;
+  // What is wrong with the certificate, in words ('' when nothing is).
+  cert_error?: string;
 }
 export interface Tunnel {
   id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
