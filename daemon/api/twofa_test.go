@@ -341,7 +341,12 @@ func TestEnrollmentExpiresAndIsReplaced(t *testing.T) {
 	if name := e.status2FA(session)["devices"].([]any)[0].(map[string]any)["name"]; name != "Authenticator" {
 		t.Fatalf("default name %v", name)
 	}
-	// Confirming twice is not possible: the enrollment is gone.
+	// Confirming twice is not possible: the enrollment is gone. (2FA is on
+	// now and the session logged in over 10 minutes ago: adding a device
+	// needs a step-up first.)
+	wantRecentAuth(t, "a second confirm", e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: session, body: `{"code":"` + codeFor(t, secret, e.now) + `"}`}))
+	e.now = e.now.Add(30 * time.Second)
+	e.stepUp(t, session, `{"code":"`+codeFor(t, secret, e.now)+`"}`)
 	wantError(t, e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: session, body: `{"code":"` + codeFor(t, secret, e.now) + `"}`}), 400,
 		"no pending enrollment (it expires after 10 minutes): start again with enroll")
 }
