@@ -371,6 +371,11 @@ func TestPackage(t *testing.T) {
 			}
 		}
 		h.WriteFile("/usr/sbin/policy-rc.d", []byte("#!/bin/sh\nexit 101\n"), 0o755)
+		// frps stops too: the machine's frpc pings every 10 s, and a ping
+		// through the (enabled) plugin socket starts the daemon, whose
+		// unit pulls in tunnelsvc.socket whatever its enable state. What
+		// is checked here is what the upgrade itself starts.
+		h.Must("systemctl", "stop", "revtunnel-server.service")
 		h.Must("systemctl", "stop", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc.service")
 		reinstall()
 		h.Must("rm", "/usr/sbin/policy-rc.d")
@@ -383,6 +388,7 @@ func TestPackage(t *testing.T) {
 			t.Fatalf("the admin's disabled socket after an upgrade: %v", st)
 		}
 		h.Must("systemctl", "enable", "--now", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket")
+		h.Must("systemctl", "start", "revtunnel-server.service")
 		if a := v.do("GET", "/healthz", ""); a.status != 200 {
 			t.Fatalf("GET /healthz: %d %s", a.status, a.raw)
 		}
