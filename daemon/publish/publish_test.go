@@ -319,8 +319,11 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	routeLocalnet := func() string {
 		return strings.TrimSpace(run(t, "ip", "netns", "exec", vps, "sysctl", "-n", publish.Sysctl))
 	}
+	// A new namespace takes route_localnet from the host's (IPv4 devconf
+	// is inherited): start from off, as on a box that never published.
+	run(t, "ip", "netns", "exec", vps, "sysctl", "-q", "-w", publish.Sysctl+"=0")
 	if routeLocalnet() != "0" {
-		t.Fatal("a fresh namespace has route_localnet on")
+		t.Fatal("route_localnet could not be turned off in the test's namespace")
 	}
 	expect(t, cli, "before publishing", map[string]string{
 		at("10.199.77.1", sshPort): "closed", at("10.199.77.1", agentPort): "closed",
