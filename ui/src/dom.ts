@@ -250,13 +250,18 @@ export function badge(text: string, tone: 'good' | 'warn' | 'bad' | '' = ''): HT
   return h('span', { class: `badge ${tone}` }, text);
 }
 
-export function table(headers: string[], rows: Child[][], empty: string, caption?: string): HTMLElement {
+/** A column: its heading, and a class for its th and tds (widths). An
+ * empty heading is read as "Actions". */
+export type Head = string | [string, string];
+
+export function table(headers: Head[], rows: Child[][], empty: string, caption?: string, cls?: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
+  const heads = headers.map((x) => (typeof x === 'string' ? [x, ''] : x));
   return h('div', { class: 'table-wrap' },
-    h('table', null,
+    h('table', { class: cls },
       caption ? h('caption', { class: 'sr-only' }, caption) : null,
-      h('thead', null, h('tr', null, headers.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
-      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': headers[i] }, c))))),
+      h('thead', null, h('tr', null, heads.map(([t, c]) => h('th', { scope: 'col', class: c || null }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
+      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': heads[i][0], class: heads[i][1] || null }, c))))),
     ));
 }
 

@@ -148,7 +148,7 @@ test('operator gate: dashboard form, redirect through router.<domain>, what the 
   assert.equal(await page.getByLabel('Shared password').isVisible(), false);
   await page.getByRole('button', { name: 'Create tunnel' }).click();
   await page.getByText(/^Tunnel app created/).waitFor();
-  await page.getByRole('cell', { name: /app.*\(operator\)/ }).waitFor();
+  await page.getByRole('cell', { name: /app.*Access: operator only/ }).waitFor();
 
   const [tunnel] = await call('GET', '/api/tunnels');
   assert.equal(tunnel.access, 'operator');

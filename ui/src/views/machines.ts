@@ -7,6 +7,7 @@ import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
 import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time } from '../dom';
 import { emit } from '../live';
+import { why } from './tunnels';
 
 export function statusBadge(m: Machine): HTMLElement {
   return badge(m.status, m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn');
@@ -103,7 +104,7 @@ function machinesCard(ctx: Ctx): HTMLElement {
   const load = () => busy([], n, async () => {
     const [ms0, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
     const ms = ms0 ?? [];
-    refill(body, table(['Name', 'Status', 'Last seen', 'User', 'SSH port', 'Traffic (24 h)', ''], ms.map((m) => {
+    refill(body, table([['Machine', 'c-main'], ['Status', 'c-state'], ['Last seen', 'c-seen'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']], ms.map((m) => {
       const del = rowButton('Delete', m.name, () => void ask({
         title: `Delete ${m.name}?`,
         body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
@@ -114,10 +115,12 @@ function machinesCard(ctx: Ctx): HTMLElement {
           emit('tunnels');
         },
       }), 'danger small');
-      return [h('a', { href: `#/machines/${m.id}` }, m.name),
-        h('div', null, statusBadge(m), m.status_reason ? h('div', { class: 'muted small' }, m.status_reason) : null),
-        time(m.last_seen), m.username, m.tunnel_port ?? '—', trafficCell(traffic?.machines[String(m.id)]), del];
-    }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines'));
+      return [
+        h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
+          h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
+        h('div', { class: 'state' }, statusBadge(m), why(m.status_reason)),
+        time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
+    }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table'));
   });
   ctx.sub(['machines'], () => void load());
   void load();

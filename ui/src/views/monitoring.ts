@@ -55,9 +55,11 @@ export async function loadTraffic(ctx: Ctx): Promise<TrafficHistory | null> {
   }
 }
 
-/** A table cell: the chart, the 24 h totals and the open connections. */
-export function trafficCell(s: TrafficSeries | undefined): HTMLElement {
-  if (!s) return h('span', { class: 'muted' }, 'no traffic yet');
+/** A table cell: the chart, the 24 h totals and the open connections.
+ * known is false when the history could not be loaded: then nothing is
+ * claimed about the traffic. */
+export function trafficCell(s: TrafficSeries | undefined, known = true): HTMLElement {
+  if (!s) return h('span', { class: 'muted' }, known ? 'no traffic yet' : '—');
   return h('div', { class: 'traffic' }, sparkline(s),
     h('small', null, `in ${fmtBytes(s.bytes_in)} · out ${fmtBytes(s.bytes_out)} · ${s.connections} conn.`));
 }

@@ -49,10 +49,12 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
   return { rows: [mode.row, pw.row, ips.row], sync, body };
 }
 
-/** A tunnel's access, as the tunnel list shows it. */
-export function accessLabel(t: { access?: string; allow_ips?: string[] }): Node | string {
+/** A tunnel's access, as the tunnel list shows it: who may reach it and
+ * from where, in a line of its own that wraps. */
+export function accessLabel(t: { kind?: string; access?: string; allow_ips?: string[] }): Node | string {
   const parts: string[] = [];
-  if (t.access && t.access !== 'public') parts.push(t.access);
-  if (t.allow_ips && t.allow_ips.length > 0) parts.push(`from ${t.allow_ips.join(', ')}`);
-  return parts.length ? h('small', { class: 'muted' }, ` (${parts.join(', ')})`) : '';
+  if (t.access === 'operator') parts.push('operator only');
+  else if (t.access === 'password') parts.push('shared password');
+  if (t.allow_ips && t.allow_ips.length > 0) parts.push(`only from ${t.allow_ips.join(', ')}`);
+  return parts.length ? h('div', { class: 'small muted access' }, `Access: ${parts.join('; ')}`) : '';
 }

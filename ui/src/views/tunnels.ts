@@ -6,7 +6,7 @@ import { accessControl, accessLabel } from './tunnelAccess';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
-import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child } from '../dom';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head } from '../dom';
 import { emit } from '../live';
 
 // The server's rule for names and subdomains (TunnelInput in
@@ -20,34 +20,41 @@ const LABEL_MSG = 'Use letters, digits and hyphens (not first or last), at most 
 /** Where a tunnel is reached: a link for HTTP, host:port for TCP. */
 export function reachedAt(t: Tunnel): Child {
   if (t.kind === 'http') {
-    if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener' }, t.url);
+    if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener', class: 'url' }, t.url);
     return h('span', { class: 'muted' }, `${t.subdomain ?? '?'}.<domain> (no domain set)`);
   }
-  return h('code', null, t.address ?? `port ${t.remote_port ?? '?'}`);
+  return h('code', { class: 'url' }, t.address ?? `port ${t.remote_port ?? '?'}`);
+}
+
+/** A reason in a table: muted, small, wrapping anywhere. */
+export function why(text?: string): Child {
+  return text ? h('div', { class: 'muted small why' }, text) : null;
 }
 
 /** A tunnel that is not active yet (or any more), and why; null when active. */
 export function tunnelState(t: Tunnel): Child | null {
   if (!t.status || t.status === 'active') return null;
   const tone = t.status === 'pending' ? 'warn' : 'bad';
-  return h('div', null, badge(t.status, tone), t.status_reason ? h('div', { class: 'muted small' }, t.status_reason) : null);
+  return h('div', null, badge(t.status, tone), why(t.status_reason));
 }
 
-export function reachability(t: Tunnel): Child {
-  const state = tunnelState(t);
-  if (state) return state;
+/** What the last probe through the web proxy found (HTTP tunnels). */
+function probeResult(t: Tunnel): Child {
   const r = t.reachability;
-  if (t.kind !== 'http') return t.public ? 'public port' : 'VPS only';
-  if (!r || r.state === 'unknown') return badge('not checked yet');
-  const when = r.checked_at ? [' ', h('span', { class: 'muted' }, 'checked ', time(r.checked_at))] : null;
-  if (r.state === 'down') {
-    return h('div', null, badge('down', 'bad'), when, r.error ? h('div', { class: 'muted small' }, r.error) : null);
-  }
+  if (t.kind !== 'http') return h('div', { class: 'small' }, t.public ? 'public port' : 'VPS only');
+  if (!r || r.state === 'unknown') return h('div', null, badge('not checked yet'));
+  const when = r.checked_at ? h('span', { class: 'muted small' }, ' checked ', time(r.checked_at)) : null;
+  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, why(r.error));
   const cert = r.cert_issuer
     ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
       r.cert_valid === false ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
     : null;
   return h('div', null, badge('up', 'good'), r.http_status ? ` HTTP ${r.http_status}` : null, when, cert);
+}
+
+/** The tunnel's state: its status when not active, then its last probe. */
+export function reachability(t: Tunnel): Child {
+  return h('div', { class: 'state' }, tunnelState(t), probeResult(t));
 }
 
 function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
@@ -104,10 +111,13 @@ function editTunnel(ctx: Ctx, t: Tunnel): void {
   }, true);
 }
 
-/** The tunnels table; without machine it lists every machine's. */
+/** The tunnels table; without machine it lists every machine's. Secondary
+ * details (where it is reached, the local port, who may reach it) sit
+ * under the name; the actions are stacked in a narrow column. */
 export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
   const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? `#${t.machine_id}`;
-  const heads = ['Name', ...(withMachine ? ['Machine'] : []), 'Reached at', 'Local port', 'Reachability', 'Traffic (24 h)', ''];
+  const heads: Head[] = [['Tunnel', 'c-main'], ...(withMachine ? [['Machine', 'c-machine'] as Head] : []),
+    ['State', 'c-state'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']];
   return table(heads, ts.map((t) => {
     const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
@@ -123,10 +133,14 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
         emit('tunnels');
       },
     }), 'danger small');
-    return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase()), accessLabel(t)),
-      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
-      reachedAt(t), t.local_port, reachability(t), trafficCell(traffic?.tunnels[String(t.id)]), h('div', { class: 'row-actions' }, edit, probe, del)];
-  }), 'No tunnels yet.', 'Tunnels');
+    return [
+      h('div', { class: 'main-cell' },
+        h('div', null, h('strong', { class: 'name' }, t.name), ' ', badge(t.kind.toUpperCase())),
+        h('div', null, reachedAt(t), h('span', { class: 'muted small' }, ` → local port ${t.local_port}`)),
+        accessLabel(t)),
+      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'name' }, machineName(t))] : []),
+      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, probe, del)];
+  }), 'No tunnels yet.', 'Tunnels', 'data-table');
 }
 
 /** The form that adds a tunnel, to one machine or to a chosen one. */
