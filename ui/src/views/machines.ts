@@ -1,7 +1,8 @@
 // Machines: joining (a bootstrap token's one-line command, then waiting for
 // the machine, whose page opens when it registers), pending tokens, and the
 // machines with why they are not online.
-import { loadTraffic, trafficCell } from './monitoring';
+import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
+import { filterBar } from '../filter';
 import { ApiError, type BootstrapToken, type Machine, type Message } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
@@ -101,30 +102,44 @@ function tokensCard(ctx: Ctx): HTMLElement {
 function machinesCard(ctx: Ctx): HTMLElement {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  let data: { ms: Machine[]; traffic: TrafficHistory | null } | null = null;
+  const filters = filterBar<Machine>((m) => [m.name, m.username, m.status, m.status_reason, m.tunnel_port, m.client_addr].join(' '),
+    [{ label: 'State', name: 'state', options: [['', 'All states'], ['online', 'Online'], ['offline', 'Offline'], ['pending', 'Pending']],
+      match: (m, v) => m.status === v }],
+    () => show());
+  filters.el.hidden = true;
+  const show = () => {
+    if (data) refill(body, filters.apply(data.ms, (ms) => machinesTable(ctx, ms, data?.traffic ?? null), ['machine', 'machines']));
+  };
   const load = () => busy([], n, async () => {
-    const [ms0, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
-    const ms = ms0 ?? [];
-    refill(body, table([['Machine', 'c-main'], ['Status', 'c-state'], ['Last seen', 'c-seen'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']], ms.map((m) => {
-      const del = rowButton('Delete', m.name, () => void ask({
-        title: `Delete ${m.name}?`,
-        body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
-        confirm: `Delete ${m.name}`, danger: true,
-        action: async () => {
-          await ctx.api.del<Message>(`/api/machines/${m.id}`);
-          emit('machines');
-          emit('tunnels');
-        },
-      }), 'danger small');
-      return [
-        h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
-          h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
-        h('div', { class: 'state' }, statusBadge(m), why(m.status_reason)),
-        time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
-    }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table'));
+    const [ms, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
+    data = { ms: ms ?? [], traffic };
+    filters.el.hidden = data.ms.length === 0;
+    show();
   });
   ctx.sub(['machines'], () => void load());
   void load();
-  return card('Machines', n.el, body);
+  return card('Machines', filters.el, n.el, body);
+}
+
+function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null): HTMLElement {
+  return table([['Machine', 'c-main'], ['Status', 'c-state'], ['Last seen', 'c-seen'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']], ms.map((m) => {
+    const del = rowButton('Delete', m.name, () => void ask({
+      title: `Delete ${m.name}?`,
+      body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
+      confirm: `Delete ${m.name}`, danger: true,
+      action: async () => {
+        await ctx.api.del<Message>(`/api/machines/${m.id}`);
+        emit('machines');
+        emit('tunnels');
+      },
+    }), 'danger small');
+    return [
+      h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
+        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
+      h('div', { class: 'state' }, statusBadge(m), why(m.status_reason)),
+      time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
+  }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table');
 }
 
 export const machinesView: View = (root, ctx) => {

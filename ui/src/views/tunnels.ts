@@ -8,6 +8,7 @@ import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head } from '../dom';
 import { emit } from '../live';
+import { filterBar } from '../filter';
 
 // The server's rule for names and subdomains (TunnelInput in
 // daemon/api/openapi.yaml): a hostname label, 1-63 lowercase letters,
@@ -165,20 +166,50 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
   return { el: h('div', null, h('p', { class: 'muted small' }, 'Fields marked * are required.'), none, fm.form), setMachines };
 }
 
+/** Whether a tunnel is in a state: its status (active, pending, error,
+ * offline) or, for HTTP, its last probe (up, down, unknown). */
+export function inState(t: Tunnel, v: string): boolean {
+  return (t.status ?? 'active') === v || (t.kind === 'http' && (t.reachability?.state ?? 'unknown') === v);
+}
+
+export const TUNNEL_STATES: [string, string][] = [['', 'All states'], ['active', 'Active'], ['pending', 'Pending'], ['error', 'Error'],
+  ['offline', 'Offline'], ['up', 'Check: up'], ['down', 'Check: down'], ['unknown', 'Not checked yet']];
+
 export const tunnelsView: View = (root, ctx) => {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const create = newTunnelForm(ctx);
   let machines: Machine[] = [];
+  let data: { ts: Tunnel[]; traffic: TrafficHistory | null } | null = null;
+  const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? '';
+  const filters = filterBar<Tunnel>(
+    (t) => [t.name, t.subdomain, t.url, t.address, machineName(t), t.local_port, t.kind, t.access, ...(t.allow_ips ?? []), t.status, t.status_reason,
+      t.reachability?.error].join(' '),
+    [
+      { label: 'Machine', name: 'machine', options: [['', 'All machines']], match: (t, v) => String(t.machine_id) === v },
+      { label: 'Kind', name: 'kind', options: [['', 'HTTP and TCP'], ['http', 'HTTP'], ['tcp', 'TCP']], match: (t, v) => t.kind === v },
+      { label: 'State', name: 'state', options: TUNNEL_STATES, match: inState },
+    ],
+    () => show());
+  filters.el.hidden = true;
+  const show = () => {
+    if (!data) return;
+    const { ts, traffic } = data;
+    refill(body, filters.apply(ts, (shown) => tunnelsTable(ctx, shown, n, true, machines, traffic), ['tunnel', 'tunnels']));
+  };
   const load = () => busy([], n, async () => {
     const [ms, ts, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels'), loadTraffic(ctx)]);
     machines = ms ?? [];
-    refill(body, tunnelsTable(ctx, ts ?? [], n, true, machines, traffic));
+    filters.setOptions('machine', [['', 'All machines'], ...machines.map((m): [string, string] => [String(m.id), m.name])]);
+    data = { ts: ts ?? [], traffic };
+    filters.el.hidden = data.ts.length === 0;
+    show();
     create.setMachines(machines);
   });
   ctx.sub(['tunnels', 'machines'], () => void load());
   clear(root, h('h1', null, 'Tunnels'),
-    card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'), n.el, body),
+    card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'),
+      filters.el, n.el, body),
     card('New tunnel', create.el));
   void load();
 };

@@ -1,0 +1,98 @@
+// Browser tests of what a new operator's trial found (issue 25), each at
+// 1280 px and, where layout matters, 390 px, against one real daemon with
+// data made through its API: search and filters, short reasons with the
+// details on demand, timeouts and one-time secrets, errors at their field,
+// failed joins, the getting-started links, the tunnel form after a
+// success, SSH keys, the metrics page, the firewall page, phone sizes and
+// the 2FA dialogs. axe-core runs on each page at 0 serious/critical.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
+
+const PASSWORD = 'Trial-Lantern-Orchid-83';
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+let d;
+let browser;
+const m = {};
+
+before(async () => {
+  d = await startDaemon('trial', PASSWORD);
+  await d.call('POST', '/api/local/skip', { domain: 'example.test' });
+  m.nas = await d.machine('nas');
+  m.cam = await d.machine('camera-hub');
+  const tunnel = (machine, name, kind, extra = {}) => d.call('POST', '/api/tunnels', {
+    machine_id: machine.id, name, kind, local_port: 8000 + Object.keys(m).length, ...(kind === 'http' ? { subdomain: name } : {}), ...extra,
+  });
+  m.wiki = await tunnel(m.nas, 'wiki', 'http', { allow_ips: ['203.0.113.0/24'] });
+  m.grafana = await tunnel(m.nas, 'grafana', 'http');
+  m.db = await tunnel(m.nas, 'db', 'tcp');
+  m.rtsp = await tunnel(m.cam, 'rtsp', 'tcp');
+  m.photos = await tunnel(m.cam, 'photos', 'http', { access: 'operator' });
+  await d.call('POST', `/api/tunnels/${m.wiki.id}/probe`);
+  browser = await launch();
+});
+
+after(async () => {
+  try { await browser?.close(); } catch { /* already gone */ }
+  await d?.stop();
+});
+
+async function noAxe(page, name) {
+  const found = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    found.push(...await axe(page, name));
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(found, []);
+}
+
+const rowsOf = (page, name) => page.getByRole('table', { name }).locator('tbody tr');
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`2. tunnels and machines are searched and filtered (${size} px)`, { timeout: 90_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'tunnels');
+    await page.getByRole('heading', { name: 'Tunnels', level: 1 }).waitFor();
+    const rows = rowsOf(page, 'Tunnels');
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 5);
+    const search = page.getByRole('searchbox', { name: 'Search' });
+    await search.fill('grafana');
+    await page.getByText('Showing 1 of 5 tunnels.').waitFor();
+    assert.deepEqual(await rows.locator('.main-cell .name').allTextContents(), ['grafana']);
+    await search.fill('');
+    await page.getByLabel('Machine', { exact: true }).first().selectOption({ label: 'camera-hub' });
+    await page.getByText('Showing 2 of 5 tunnels.').waitFor();
+    assert.deepEqual((await rows.locator('.main-cell .name').allTextContents()).sort(), ['photos', 'rtsp']);
+    await page.getByLabel('Kind', { exact: true }).first().selectOption('tcp');
+    await page.getByText('Showing 1 of 5 tunnels.').waitFor();
+    assert.deepEqual(await rows.locator('.main-cell .name').allTextContents(), ['rtsp']);
+    // The choice survives a live refresh.
+    await d.call('PATCH', `/api/tunnels/${m.rtsp.id}`, { local_port: 9000 + viewport.width });
+    await rows.getByText(`local port ${9000 + viewport.width}`).waitFor();
+    assert.deepEqual(await rows.locator('.main-cell .name').allTextContents(), ['rtsp']);
+    await page.getByLabel('Machine', { exact: true }).first().selectOption('');
+    await page.getByLabel('Kind', { exact: true }).first().selectOption('');
+    // Every HTTP tunnel was probed (after its creation): nothing answers.
+    await page.getByLabel('State', { exact: true }).selectOption('down');
+    await page.getByText('Showing 3 of 5 tunnels.').waitFor();
+    assert.deepEqual((await rows.locator('.main-cell .name').allTextContents()).sort(), ['grafana', 'photos', 'wiki']);
+    await search.fill('nothing-like-this');
+    await page.getByText('No tunnel matches the search and filters.').waitFor();
+    await noAxe(page, `tunnels filtered at ${size}`);
+    await page.getByRole('button', { name: 'Clear the filters' }).click();
+    await page.waitForFunction(() => document.querySelectorAll('table tbody tr').length === 5);
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Machines' }).click();
+    const mrows = rowsOf(page, 'Machines');
+    await mrows.nth(1).waitFor();
+    await page.getByRole('searchbox', { name: 'Search' }).fill('camera');
+    await page.getByText('Showing 1 of 2 machines.').waitFor();
+    assert.deepEqual(await mrows.locator('.main-cell .name').allTextContents(), ['camera-hub']);
+    await page.getByLabel('State', { exact: true }).selectOption('online');
+    await page.getByText('No machine matches the search and filters.').waitFor();
+    await noAxe(page, `machines filtered at ${size}`);
+    assert.deepEqual(page.problems.filter((p) => !/status of (40[04]|502)/.test(p)), []);
+    await page.context().close();
+  });
+}
