@@ -43,6 +43,7 @@ async function noAxe(page, name) {
   for (const scheme of ['light', 'dark']) {
     await page.emulateMedia({ colorScheme: scheme });
     found.push(...await axe(page, name));
+    if (process.env.UI_SHOTS) await page.screenshot({ path: `${process.env.UI_SHOTS}/trial-${name.replace(/\W+/g, '-')}-${scheme}.png`, fullPage: true });
   }
   await page.emulateMedia({ colorScheme: 'light' });
   assert.deepEqual(found, []);
@@ -93,6 +94,43 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.getByText('No machine matches the search and filters.').waitFor();
     await noAxe(page, `machines filtered at ${size}`);
     assert.deepEqual(page.problems.filter((p) => !/status of (40[04]|502)/.test(p)), []);
+    await page.context().close();
+  });
+}
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`3. tables say why in a few words, the details on demand (${size} px)`, { timeout: 90_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'machines');
+    const nas = rowsOf(page, 'Machines').filter({ has: page.getByRole('link', { name: 'nas', exact: true }) });
+    // No agent answers: the push of nas's config failed.
+    const why = nas.locator('details.why');
+    await why.locator('summary').getByText('config not delivered: agent not answering').waitFor();
+    const full = why.locator('p');
+    assert.equal(await full.isVisible(), false);
+    assert.match(await full.textContent(), /^config not delivered: .{30,}/);
+    await why.locator('summary').click();
+    await full.waitFor();
+    await noAxe(page, `machines at ${size}`);
+
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Tunnels' }).click();
+    const wiki = rowsOf(page, 'Tunnels').filter({ hasText: 'https://wiki.example.test' });
+    await wiki.getByText('web proxy not answering', { exact: true }).waitFor();
+    // The Go error is there, but only when asked for.
+    const dial = wiki.getByText(/TLS connection to the web proxy failed: dial tcp/);
+    assert.equal(await dial.isVisible(), false);
+    await wiki.getByText('web proxy not answering', { exact: true }).click();
+    await dial.waitFor();
+    assert.equal(await page.locator('main').evaluate((el) => /dial tcp|connection refused/.test(el.innerText.replace(/TLS connection to the web proxy failed: dial tcp[^\n]*/, ''))), false);
+
+    // The agent does not answer: Restart is off, and the reason is said once.
+    await page.goto(`${d.base}/#/machines/${m.nas.id}`);
+    const agent = page.locator('section.card').filter({ has: page.getByRole('heading', { name: 'Agent' }) });
+    await agent.getByText('not reachable', { exact: true }).waitFor();
+    const restart = agent.getByRole('button', { name: 'Restart tunnel client' });
+    assert.equal(await restart.isDisabled(), true);
+    assert.match(await restart.evaluate((b) => b.getAttribute('aria-describedby') && document.getElementById(b.getAttribute('aria-describedby')).textContent), /cannot be restarted/);
+    assert.equal(await agent.getByRole('alert').count(), 0);
+    await noAxe(page, `machine at ${size}`);
     await page.context().close();
   });
 }

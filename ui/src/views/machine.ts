@@ -8,6 +8,7 @@ import { ask } from '../dialog';
 import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { emit } from '../live';
 import { statusBadge } from './machines';
+import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
 
 export const machineView: View = (root, ctx, params) => {
@@ -58,7 +59,7 @@ export const machineView: View = (root, ctx, params) => {
     ctx.title(m.name);
     renameButton.setAttribute('aria-label', `Rename ${m.name}`);
     refill(statusBody,
-      h('p', { class: 'status-line' }, statusBadge(m), ' ', m.status_reason ? h('span', null, m.status_reason) : null),
+      h('div', { class: 'status-line state' }, statusBadge(m), reason(m.status_reason)),
       h('dl', { class: 'kv' },
         h('dt', null, 'Last seen'), h('dd', null, m.last_seen ? [time(m.last_seen), ` (${fmtTime(m.last_seen)})`] : 'never connected'),
         h('dt', null, 'Joined'), h('dd', null, fmtTime(m.created_at), m.client_addr ? ` from ${m.client_addr}` : ''),
@@ -92,6 +93,17 @@ export const machineView: View = (root, ctx, params) => {
     renderMachine();
   });
 
+  // While the agent does not answer, the tunnel client cannot be
+  // restarted: the button says so instead of failing with the same words.
+  const restart = h('button', { type: 'button', class: 'secondary', disabled: true }, 'Restart tunnel client');
+  const restartWhy = h('p', { id: `agent-why-${id}`, class: 'muted small', hidden: true },
+    'The agent does not answer, so the tunnel client cannot be restarted from here.');
+  const unreachable = (e: unknown) => {
+    refill(agentBody, h('div', { class: 'state' }, badge('not reachable', 'warn'), reason(describeError(e))));
+    restart.disabled = true;
+    restartWhy.hidden = false;
+    restart.setAttribute('aria-describedby', restartWhy.id);
+  };
   const loadAgent = () => busy([], agentNotice, async () => {
     try {
       const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`);
@@ -100,16 +112,28 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Tunnel client'), h('dd', null, badge(`${s.active_state ?? '?'} (${s.sub_state ?? '?'})`, up ? 'good' : 'bad')),
         s.uptime_seconds !== undefined ? [h('dt', null, 'Running for'), h('dd', null, `${Math.round(s.uptime_seconds / 60)} min`)] : null,
         h('dt', null, 'Versions'), h('dd', null, `agent ${s.agent_version ?? '?'}, tunnel client ${s.revtunnel_client_version ?? '?'}`)));
+      restart.disabled = false;
+      restartWhy.hidden = true;
+      restart.removeAttribute('aria-describedby');
     } catch (e) {
-      if (!(e instanceof ApiError) || e.status !== 502) throw e;
-      refill(agentBody, h('p', null, badge('not reachable', 'warn'), ' ', describeError(e)));
+      if (!(e instanceof ApiError) || e.status !== 502) {
+        restart.disabled = false;
+        throw e;
+      }
+      unreachable(e);
     }
   });
-  const restart = h('button', { type: 'button', class: 'secondary' }, 'Restart tunnel client');
   restart.addEventListener('click', () => void busy(restart, agentNotice, async () => {
-    agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`)).message || 'Restarted.');
+    try {
+      agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`)).message || 'Restarted.');
+    } catch (e) {
+      // The agent stopped answering: said once, in the agent's state.
+      if (!(e instanceof ApiError) || e.status !== 502) throw e;
+      unreachable(e);
+      return;
+    }
     window.setTimeout(() => void loadAgent(), 3000);
-  }));
+  }).then(() => { if (!restartWhy.hidden) restart.disabled = true; }));
 
   const newTunnel = newTunnelForm(ctx, id);
   const loadTunnels = () => busy([], tunnelsNotice, async () => {
@@ -146,7 +170,7 @@ export const machineView: View = (root, ctx, params) => {
     h('div', { class: 'title-row' }, heading, renameButton), renameBox, n.el,
     card('Status', statusBody),
     card('SSH', sshBody),
-    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart)),
+    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart), restartWhy),
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));

@@ -8,7 +8,7 @@ import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
 import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time } from '../dom';
 import { emit } from '../live';
-import { why } from './tunnels';
+import { reason } from '../words';
 
 export function statusBadge(m: Machine): HTMLElement {
   return badge(m.status, m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn');
@@ -137,7 +137,7 @@ function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null):
     return [
       h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
         h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
-      h('div', { class: 'state' }, statusBadge(m), why(m.status_reason)),
+      h('div', { class: 'state' }, statusBadge(m), reason(m.status_reason)),
       time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
   }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table');
 }

@@ -9,6 +9,7 @@ import { ask, modal } from '../dialog';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head } from '../dom';
 import { emit } from '../live';
 import { filterBar } from '../filter';
+import { reason } from '../words';
 
 // The server's rule for names and subdomains (TunnelInput in
 // daemon/api/openapi.yaml): a hostname label, 1-63 lowercase letters,
@@ -27,16 +28,11 @@ export function reachedAt(t: Tunnel): Child {
   return h('code', { class: 'url' }, t.address ?? `port ${t.remote_port ?? '?'}`);
 }
 
-/** A reason in a table: muted, small, wrapping anywhere. */
-export function why(text?: string): Child {
-  return text ? h('div', { class: 'muted small why' }, text) : null;
-}
-
 /** A tunnel that is not active yet (or any more), and why; null when active. */
 export function tunnelState(t: Tunnel): Child | null {
   if (!t.status || t.status === 'active') return null;
   const tone = t.status === 'pending' ? 'warn' : 'bad';
-  return h('div', null, badge(t.status, tone), why(t.status_reason));
+  return h('div', null, badge(t.status, tone), reason(t.status_reason));
 }
 
 /** What the last probe through the web proxy found (HTTP tunnels). */
@@ -45,7 +41,7 @@ function probeResult(t: Tunnel): Child {
   if (t.kind !== 'http') return h('div', { class: 'small' }, t.public ? 'public port' : 'VPS only');
   if (!r || r.state === 'unknown') return h('div', null, badge('not checked yet'));
   const when = r.checked_at ? h('span', { class: 'muted small' }, ' checked ', time(r.checked_at)) : null;
-  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, why(r.error));
+  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, reason(r.error));
   const cert = r.cert_issuer
     ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
       r.cert_valid === false ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
