@@ -109,7 +109,7 @@ export function select(label: string, options: [string, string][], props: Props 
   return makeField(label, h('select', props, options.map(([v, t]) => h('option', { value: v }, t))), opts);
 }
 
-export type Notice = { el: HTMLParagraphElement; error: (e: unknown) => void; ok: (m: string) => void; clear: () => void };
+export type Notice = { el: HTMLParagraphElement; error: (e: unknown, retry?: () => void) => void; ok: (m: string) => void; clear: () => void };
 
 /** A region for messages: errors are announced (role=alert). A lost
  * connection's error clears itself when the daemon answers again. */
@@ -124,9 +124,11 @@ export function notice(): Notice {
   };
   const n: Notice = {
     el,
-    error: (e) => {
+    error: (e, retry) => {
       offline = e instanceof ApiError && e.status === 0;
       show('error', describeError(e), 'alert');
+      // No answer (or no connection): offer to ask again.
+      if (offline && retry) el.append(' ', h('button', { type: 'button', class: 'secondary small', onclick: retry }, 'Try again'));
     },
     ok: (m) => { offline = false; show('ok', m, 'status'); },
     clear: () => { offline = false; el.hidden = true; el.textContent = ''; },
@@ -150,7 +152,7 @@ export async function busy<T>(
   try {
     return await fn();
   } catch (e) {
-    if (n) n.error(e);
+    if (n) n.error(e, () => void busy(buttons, n, fn));
     else console.warn(e);
     return undefined;
   } finally {

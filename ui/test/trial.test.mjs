@@ -134,3 +134,64 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.context().close();
   });
 }
+
+test('4. a frozen daemon: no answer in 10 s is said, with Try again, and no false empty state; secrets stay', { timeout: 120_000 }, async () => {
+  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, 'machines');
+  const nav = (name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+  await page.getByLabel('Label').fill('cellar pi');
+  await page.getByRole('button', { name: 'Create bootstrap token' }).click();
+  const command = await page.locator('code.cmd').textContent();
+  assert.match(command, /bootstrap\.sh \S+$/);
+
+  // Elsewhere, a notice leads back to the command; there it is again.
+  await nav('Tunnels').click();
+  const kept = page.locator('.secrets');
+  await kept.getByText('the join command for cellar pi').waitFor();
+  await kept.getByRole('link', { name: 'show it again' }).click();
+  await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
+  assert.equal(await page.locator('code.cmd').textContent(), command);
+  await page.getByRole('status').filter({ hasText: 'Waiting for the machine to join…' }).waitFor();
+  assert.equal(await kept.textContent(), '');
+
+  // The daemon freezes: the Tunnels page says so after 10 s and offers to
+  // try again; it never claims there is no machine.
+  d.proc.kill('SIGSTOP');
+  try {
+    await nav('Tunnels').click();
+    const t0 = Date.now();
+    const alert = page.getByRole('alert').filter({ hasText: 'the server is not answering' }).first();
+    await alert.waitFor({ timeout: 20_000 });
+    assert.ok(Date.now() - t0 >= 9000, `said after ${Date.now() - t0} ms`);
+    await alert.getByRole('button', { name: 'Try again' }).waitFor();
+    assert.equal(await page.getByText(/add a machine/).filter({ visible: true }).count(), 0);
+    assert.equal(await page.getByRole('form', { name: 'New tunnel' }).isVisible(), false);
+    await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor();
+    await noAxe(page, 'tunnels, frozen daemon');
+  } finally {
+    d.proc.kill('SIGCONT');
+  }
+  // Back: the page fills by itself.
+  await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor({ state: 'detached', timeout: 20_000 });
+  await page.getByRole('table', { name: 'Tunnels' }).waitFor();
+  await page.getByRole('form', { name: 'New tunnel' }).waitFor();
+  assert.equal(await page.getByRole('alert').filter({ hasText: 'the server is not answering' }).count(), 0);
+
+  // The metrics token, too, is kept until it is dismissed.
+  await page.goto(`${d.base}/#/security/monitoring`);
+  await page.getByRole('button', { name: 'Create token' }).click();
+  const token = await page.locator('.callout code.cmd').textContent();
+  await nav('Overview').click();
+  await kept.getByText('the new metrics token').waitFor();
+  await kept.getByRole('button', { name: 'Dismiss the join command for cellar pi' }).click();
+  const sure = page.getByRole('alertdialog', { name: 'Dismiss the join command for cellar pi?' });
+  await sure.getByRole('button', { name: 'Dismiss' }).click();
+  await kept.getByText('the join command for cellar pi').waitFor({ state: 'detached' });
+  await kept.getByRole('link', { name: 'show it again' }).click();
+  assert.equal(await page.locator('.callout code.cmd').textContent(), token);
+  await page.getByRole('button', { name: 'I have saved it' }).click();
+  await nav('Machines').click();
+  await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
+  assert.equal(await page.locator('code.cmd').count(), 0);
+  assert.equal(await kept.textContent(), '');
+  await page.context().close();
+});

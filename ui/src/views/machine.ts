@@ -106,7 +106,7 @@ export const machineView: View = (root, ctx, params) => {
   };
   const loadAgent = () => busy([], agentNotice, async () => {
     try {
-      const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`);
+      const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`, { timeout: 25_000 });
       const up = s.active_state === 'active';
       refill(agentBody, h('dl', { class: 'kv' },
         h('dt', null, 'Tunnel client'), h('dd', null, badge(`${s.active_state ?? '?'} (${s.sub_state ?? '?'})`, up ? 'good' : 'bad')),
@@ -125,7 +125,7 @@ export const machineView: View = (root, ctx, params) => {
   });
   restart.addEventListener('click', () => void busy(restart, agentNotice, async () => {
     try {
-      agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`)).message || 'Restarted.');
+      agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`, undefined, { timeout: 25_000 })).message || 'Restarted.');
     } catch (e) {
       // The agent stopped answering: said once, in the agent's state.
       if (!(e instanceof ApiError) || e.status !== 502) throw e;

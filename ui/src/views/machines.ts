@@ -6,7 +6,8 @@ import { filterBar } from '../filter';
 import { ApiError, type BootstrapToken, type Machine, type Message } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time } from '../dom';
+import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time, type Child } from '../dom';
+import { dismiss, getSecret, keep } from '../secrets';
 import { emit } from '../live';
 import { reason } from '../words';
 
@@ -15,7 +16,9 @@ export function statusBadge(m: Machine): HTMLElement {
 }
 
 /** The join command, then "waiting for the machine to join…" until the
- * token is used; then the new machine's page. */
+ * token is used; then the new machine's page. The command is kept (see
+ * secrets.ts) until it is dismissed, used or expired, so leaving the page
+ * does not lose it. */
 function joinCard(ctx: Ctx): HTMLElement {
   const label = field('Label', { type: 'text', name: 'label', maxlength: 64, autocomplete: 'off', placeholder: 'e.g. office NAS' },
     'Optional: which machine this is for.');
@@ -23,48 +26,73 @@ function joinCard(ctx: Ctx): HTMLElement {
     { invalid: 'From 1 minute to 7 days (10080).' });
   const out = h('div', { hidden: true });
   let stopWaiting = () => {};
-  const f = form({ label: 'Create a bootstrap token', submit: 'Create bootstrap token', className: 'stack inline' }, [label.row, minutes.row], async () => {
-    const t = await ctx.api.post<BootstrapToken>('/api/bootstrap/tokens', {
-      expires_in_minutes: Number(minutes.input.value), label: label.input.value.trim() || undefined,
-    });
-    emit('tokens');
+  const show = (t: BootstrapToken, resumed: boolean) => {
     const waiting = h('p', { class: 'waiting', role: 'status' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), 'Waiting for the machine to join…');
+    const hide = h('button', { type: 'button', class: 'secondary small' }, 'Dismiss the command');
+    hide.addEventListener('click', () => {
+      dismiss('join');
+      stopWaiting();
+      clear(out);
+      out.hidden = true;
+      label.input.focus();
+    });
     clear(out,
       h('p', null, 'Run this on the machine that should join. The token works once, until ', fmtTime(t.expires_at), '.'),
       copyBox(t.command ?? t.token ?? '', 'Copy the join command'),
       // The daemon knows no address machines can reach; it says what to set.
       t.warning ? h('p', { class: 'callout', role: 'alert' }, t.warning) : null,
-      waiting);
+      waiting, h('div', { class: 'actions' }, hide));
     out.hidden = false;
     stopWaiting();
-    stopWaiting = follow(ctx, t, waiting);
+    stopWaiting = follow(ctx, t, waiting, resumed);
+  };
+  const f = form({ label: 'Create a bootstrap token', submit: 'Create bootstrap token', className: 'stack inline' }, [label.row, minutes.row], async () => {
+    const t = await ctx.api.post<BootstrapToken>('/api/bootstrap/tokens', {
+      expires_in_minutes: Number(minutes.input.value), label: label.input.value.trim() || undefined,
+    });
+    emit('tokens');
+    keep({ key: 'join', route: 'machines', what: `the join command ${t.label ? `for ${t.label}` : 'for a new machine'}`, data: { token: t } });
+    show(t, false);
   });
+  const again = getSecret('join');
+  if (again) show(again.data.token as BootstrapToken, true);
   return card('Add a machine', h('p', null, 'A bootstrap token lets one machine join with a single command.'), f.form, out);
 }
 
 // Asks about the token whenever machines or tokens change (pushed), and
-// every 5 s in case a push was missed, until it is used or expired.
-function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement): () => void {
+// every 5 s in case a push was missed, until it is used or expired. When
+// it is used the new machine's page opens, unless it was used while the
+// operator was elsewhere: then a link says so.
+function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement, resumed: boolean): () => void {
   let done = false;
   let timer: number | undefined;
+  const end = (text: Child[]) => {
+    done = true;
+    dismiss('join');
+    clear(status, ...text);
+  };
   const check = async () => {
     if (done || !status.isConnected) return;
     try {
       const cur = await ctx.api.get<BootstrapToken>(`/api/bootstrap/tokens/${t.id}`);
       if (cur.state === 'used' && cur.machine_id) {
-        done = true;
-        ctx.go(`machines/${cur.machine_id}`);
+        if (!resumed) {
+          done = true;
+          dismiss('join');
+          ctx.go(`machines/${cur.machine_id}`);
+          return;
+        }
+        end(['A machine joined with this command: ', h('a', { href: `#/machines/${cur.machine_id}` }, 'open its page'), '.']);
         return;
       }
       if (cur.state === 'expired' || new Date(t.expires_at).getTime() < Date.now()) {
-        done = true;
-        status.textContent = 'The token expired before a machine joined; create a new one.';
+        end(['The token expired before a machine joined; create a new one.']);
         return;
       }
+      resumed = false;
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
-        done = true;
-        status.textContent = 'The token was revoked.';
+        end(['The token was revoked.']);
         return;
       }
     }
@@ -72,7 +100,7 @@ function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement): () => void {
     timer = window.setTimeout(() => void check(), 5000);
   };
   ctx.sub(['machines', 'tokens'], () => void check());
-  timer = window.setTimeout(() => void check(), 5000);
+  timer = window.setTimeout(() => void check(), resumed ? 0 : 5000);
   return () => { done = true; clearTimeout(timer); };
 }
 

@@ -5,6 +5,7 @@ import { ask } from '../dialog';
 import type { Message } from '../api';
 import type { Ctx } from '../ctx';
 import { busy, card, clear, field, fmtTime, form, h, notice, select } from '../dom';
+import { dismiss, getSecret, keep } from '../secrets';
 
 export interface TrafficSeries {
   in: number[]; out: number[]; bytes_in: number; bytes_out: number; connections: number; bucket_minutes: number;
@@ -70,6 +71,16 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   const tokenNotice = notice();
   const tokenBody = h('div');
   const shown = h('div');
+  // The new token, shown once by the daemon: kept until dismissed.
+  const showToken = (token: string) => {
+    const done = h('button', { type: 'button', class: 'secondary small' }, 'I have saved it');
+    done.addEventListener('click', () => { dismiss('metrics-token'); clear(shown); });
+    clear(shown, h('div', { class: 'callout' },
+      h('p', null, h('strong', null, 'Metrics token — shown only now.'), ' Send it as ', h('code', null, 'Authorization: Bearer <token>'), ' to /metrics.'),
+      h('pre', null, h('code', { class: 'cmd' }, token)), h('div', { class: 'actions' }, done)));
+  };
+  const kept = getSecret('metrics-token');
+  if (kept) showToken(kept.data.token as string);
   const loadToken = () => busy([], tokenNotice, async () => {
     const st = await api.get<TokenStatus>('/api/monitoring/metrics-token');
     const create = h('button', { type: 'button' }, st.exists ? 'Replace token' : 'Create token');
@@ -78,9 +89,8 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
       if (st.exists && !await ask({ title: 'Replace the metrics token?', body: h('p', null, 'Scrapers using the old one get 401.'), confirm: 'Replace the token', danger: true })) return;
       void busy([create, revoke], tokenNotice, async () => {
         const t = await api.post<TokenStatus>('/api/monitoring/metrics-token');
-        clear(shown, h('div', { class: 'callout' },
-          h('p', null, h('strong', null, 'Metrics token — shown only now.'), ' Send it as ', h('code', null, 'Authorization: Bearer <token>'), ' to /metrics.'),
-          h('pre', null, h('code', { class: 'cmd' }, t.token ?? ''))));
+        keep({ key: 'metrics-token', route: 'security/monitoring', what: 'the new metrics token', data: { token: t.token ?? '' } });
+        showToken(t.token ?? '');
         await loadToken();
       });
     });
@@ -89,6 +99,7 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
       void busy([create, revoke], tokenNotice, async () => {
         tokenNotice.ok((await api.del<Message>('/api/monitoring/metrics-token')).message);
         clear(shown);
+        dismiss('metrics-token');
         await loadToken();
       });
     });
@@ -116,11 +127,17 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
     else notifyForm.notice.error(new Error(r.message));
   }));
   notifyForm.submit.after(test);
+  // Until the settings are loaded the form cannot be sent: blank fields
+  // would turn notifications off.
+  notifyForm.submit.disabled = true;
+  test.disabled = true;
   void busy([], notifyForm.notice, async () => {
     const s = await api.get<NotifySettings>('/api/monitoring/notifications');
     url.input.value = s.url;
     preset.input.value = s.preset;
     delay.input.value = String(s.offline_minutes);
+    notifyForm.submit.disabled = false;
+    test.disabled = false;
   });
   void loadToken();
 

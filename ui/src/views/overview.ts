@@ -107,8 +107,8 @@ export const overviewView: View = (root, ctx) => {
     const d = domain.input.value.trim();
     if (!d) { domain.error('Enter the domain first.'); domain.input.focus(); return; }
     const [r, ip] = await Promise.all([
-      api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(`/api/local/check-dns?domain=${encodeURIComponent(d)}`),
-      api.get<{ ip: string }>('/api/local/detect-ip').then((x) => x.ip, () => ''),
+      api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(`/api/local/check-dns?domain=${encodeURIComponent(d)}`, { timeout: 20_000 }),
+      api.get<{ ip: string }>('/api/local/detect-ip', { timeout: 20_000 }).then((x) => x.ip, () => ''),
     ]);
     if (!r.ok) helperNotice.error(new Error(r.message || `router.${d} does not resolve`));
     else if (!ip) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}; this server's public address could not be detected to compare.`);

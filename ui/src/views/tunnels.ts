@@ -118,7 +118,7 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
   return table(heads, ts.map((t) => {
     const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
-      await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`);
+      await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`, undefined, { timeout: 20_000 });
       emit('tunnels');
     })) : null;
     const del = rowButton('Delete', t.name, () => void ask({
@@ -144,7 +144,10 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
 export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; setMachines: (ms: Machine[]) => void } {
   const sel = select('Machine', [], { name: 'machine_id', required: true });
   const f = tunnelFields({ kind: 'http' }, false);
-  const none = h('p', { class: 'muted' }, 'Tunnels belong to a machine: add a machine first.');
+  // Until the machines are known (a load can fail or time out) neither
+  // the form nor "add a machine first" shows: that would not be true.
+  const none = h('p', { class: 'muted', hidden: true }, 'Tunnels belong to a machine: ', h('a', { href: '#/machines' }, 'add a machine'), ' first.');
+  const waiting = h('p', { class: 'muted' }, 'Loading the machines…');
   const fm = form({ label: 'New tunnel', submit: 'Create tunnel' }, [machineId ? null : sel.row, ...f.rows], async (n) => {
     const t = await ctx.api.post<Tunnel>('/api/tunnels', { ...f.body(), machine_id: machineId ?? Number(sel.input.value) });
     n.ok(`Tunnel ${t.name} created${t.url ? `: ${t.url}` : t.address ? `: ${t.address}` : ''}.`);
@@ -157,9 +160,13 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
     if (cur) sel.input.value = cur;
     fm.form.hidden = !machineId && ms.length === 0;
     none.hidden = !fm.form.hidden;
+    waiting.hidden = true;
+    required.hidden = fm.form.hidden;
   };
+  const required = h('p', { class: 'muted small', hidden: true }, 'Fields marked * are required.');
+  fm.form.hidden = true;
   if (machineId) setMachines([]);
-  return { el: h('div', null, h('p', { class: 'muted small' }, 'Fields marked * are required.'), none, fm.form), setMachines };
+  return { el: h('div', null, waiting, required, none, fm.form), setMachines };
 }
 
 /** Whether a tunnel is in a state: its status (active, pending, error,

@@ -3,6 +3,7 @@
 import type { Enrollment, Message, TwoFAStatus } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
+import { dismiss, getSecret, keep } from '../secrets';
 import { badge, busy, card, clear, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
 
 const CODE = { label: 'Code from another device, or a backup code', hint: 'Six digits from an authenticator app, or a backup code.' };
@@ -21,7 +22,9 @@ function backupCodesBox(codes: string[]): HTMLElement {
   const box = h('div', { class: 'callout' },
     h('p', null, h('strong', null, 'Backup codes — shown only now.'), ' Each works once when you have no device. Store them somewhere safe.'),
     list, h('div', { class: 'actions' }, copy, dl, done, said));
-  done.addEventListener('click', () => box.remove());
+  // Kept until dismissed, so leaving the page does not lose them.
+  keep({ key: 'backup-codes', route: 'security/2fa', what: 'your new backup codes', data: { codes } });
+  done.addEventListener('click', () => { dismiss('backup-codes'); box.remove(); });
   return box;
 }
 
@@ -91,6 +94,7 @@ export function twoFA(ctx: Ctx): HTMLElement {
           n.ok((await api.post<Message>('/api/auth/2fa/disable', { code })).message);
           clear(extra);
           clear(codesBox);
+          dismiss('backup-codes');
           await load();
         },
       }));
@@ -99,6 +103,8 @@ export function twoFA(ctx: Ctx): HTMLElement {
     }
     refill(body, parts);
   });
+  const kept = getSecret('backup-codes');
+  if (kept) codesBox.append(backupCodesBox(kept.data.codes as string[]));
   void load();
   return card('Devices and backup codes', n.el, codesBox, body, extra);
 }
