@@ -176,19 +176,39 @@ export function validate(f: HTMLFormElement): boolean {
   return !first;
 }
 
-/** Puts a server message beside the field it names ("subdomain is already
- * in use"), when the form has one. */
+/** A field's label in words, without the required mark. */
+function labelOf(c: Element): string {
+  const l = c.id ? document.querySelector(`label[for="${c.id}"]`) : null;
+  return (l?.textContent ?? '').replace(/\s*\*$/, '').replace(/:.*$/, '').trim();
+}
+
+/**
+ * Puts a server message beside the field it names ("subdomain is already
+ * in use", "allow_ips: \"10.0.0.0/33\" is not an address or CIDR"), when
+ * the form has one: the field named first in the message wins, and API
+ * names become the field's label ("Allowed addresses …"), or go when they
+ * only prefix the message. Returns whether it found the field.
+ */
 export function errorToField(f: HTMLElement, e: unknown): boolean {
   if (!(e instanceof ApiError) || e.status === 0 || e.status === 401 && !f.querySelector('[name=password]')) return false;
-  for (const c of f.querySelectorAll<HTMLInputElement>('input[name], select[name]')) {
-    const set = fieldErrors.get(c);
-    if (set && !c.closest('[hidden]') && new RegExp(`\\b${c.name}\\b`).test(e.message)) {
-      set(describeError(e));
-      c.focus();
-      return true;
-    }
+  let best: { c: HTMLInputElement; at: number } | null = null;
+  const visible = [...f.querySelectorAll<HTMLInputElement>('input[name], select[name]')]
+    .filter((c) => fieldErrors.has(c) && !c.closest('[hidden]'));
+  for (const c of visible) {
+    const at = e.message.search(new RegExp(`\\b${c.name}\\b`));
+    if (at >= 0 && (!best || at < best.at)) best = { c, at };
   }
-  return false;
+  if (!best) return false;
+  const c = best.c;
+  const said = describeError(e);
+  let msg = said;
+  if (msg.startsWith(`${c.name}: `)) msg = msg.slice(c.name.length + 2);
+  else if (best.at === 0) msg = labelOf(c) + msg.slice(c.name.length);
+  // Other API names (with an underscore) in the message, in words too.
+  for (const o of visible) if (o.name.includes('_')) msg = msg.replace(new RegExp(`\\b${o.name}\\b`, 'g'), labelOf(o).toLowerCase() || o.name);
+  fieldErrors.get(c)?.(msg === said ? msg : msg.charAt(0).toUpperCase() + msg.slice(1));
+  c.focus();
+  return true;
 }
 
 /** A form: checked in the page (errors beside their fields), its submit

@@ -195,3 +195,38 @@ test('4. a frozen daemon: no answer in 10 s is said, with Try again, and no fals
   assert.equal(await kept.textContent(), '');
   await page.context().close();
 });
+
+// The text that describes an input (its hint and its error).
+const describedBy = (input) => input.evaluate((el) => (el.getAttribute('aria-describedby') ?? '').split(' ')
+  .map((id) => document.getElementById(id)?.textContent ?? '').join(' '));
+
+test('5. the server\'s errors show at their field, in words', { timeout: 90_000 }, async () => {
+  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, 'tunnels');
+  const form = page.getByRole('form', { name: 'New tunnel' });
+  await form.waitFor();
+  await form.getByLabel('Machine').selectOption({ label: 'nas' });
+  await form.getByLabel(/^Name/).fill('blog');
+  await form.getByLabel('Local port').fill('2368');
+  await form.getByLabel('Subdomain').fill('blog');
+  // The shared password says its minimum before anything is typed.
+  await form.getByLabel('Access').selectOption('password');
+  const pw = form.getByLabel(/^Shared password/);
+  assert.match(await describedBy(pw), /At least 8 characters/);
+  await pw.fill('Blue-Heron-Canal-12');
+  const ips = form.getByLabel('Allowed addresses');
+  await ips.fill('10.0.0.0/33');
+  await form.getByRole('button', { name: 'Create tunnel' }).click();
+  await ips.and(page.locator('[aria-invalid="true"]')).waitFor();
+  const said = await describedBy(ips);
+  assert.match(said, /"10\.0\.0\.0\/33" is not an address or CIDR/);
+  assert.doesNotMatch(said, /allow_ips/);
+  assert.equal(await ips.evaluate((el) => el === document.activeElement), true);
+  // Nothing under the form repeats it.
+  assert.equal(await form.locator('.notice').filter({ visible: true }).count(), 0);
+  await noAxe(page, 'tunnel form error');
+  await ips.fill('10.0.0.0/8');
+  assert.equal(await ips.getAttribute('aria-invalid'), null);
+  await form.getByRole('button', { name: 'Create tunnel' }).click();
+  await form.getByText(/^Tunnel blog created/).waitFor();
+  await page.context().close();
+});

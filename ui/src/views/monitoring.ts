@@ -109,10 +109,12 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   });
 
   // Webhook notifications.
-  const url = field('Webhook URL', { type: 'text', inputmode: 'url', autocomplete: 'off', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
+  // The names are the API's, so its errors land at the right field (and
+  // go as soon as the field is edited).
+  const url = field('Webhook URL', { type: 'text', name: 'url', inputmode: 'url', autocomplete: 'off', spellcheck: 'false', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
     'Empty turns notifications off.');
-  const preset = select('Preset', [['ntfy', 'ntfy (text, Title header)'], ['json', 'JSON webhook']]);
-  const delay = field('Offline delay (minutes)', { type: 'number', min: 1, max: 1440, required: true },
+  const preset = select('Preset', [['ntfy', 'ntfy (text, Title header)'], ['json', 'JSON webhook']], { name: 'preset' });
+  const delay = field('Offline delay (minutes)', { type: 'number', name: 'offline_minutes', min: 1, max: 1440, required: true },
     'A machine offline longer than this is reported, and again when it is back.');
   const notifyForm = form({ label: 'Notification settings', submit: 'Save notifications' }, [url.row, preset.row, delay.row], async (n) => {
     const s = await api.put<NotifySettings>('/api/monitoring/notifications', {

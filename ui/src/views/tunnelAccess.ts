@@ -14,14 +14,15 @@ export interface AccessControl {
 /** The access rows, filled from an existing tunnel when one is edited: a
  * blank password then keeps the one it has. */
 export function accessControl(init: { access?: string; allow_ips?: string[]; has_password?: boolean } = {}): AccessControl {
+  // The names are the API's, so its errors land at the right field.
   const mode = select('Access', [
     ['public', 'Public: anyone'],
     ['operator', 'Operator: only a browser signed in to this dashboard'],
     ['password', 'Password: a shared password'],
-  ]);
-  const pw = field('Shared password', { type: 'password', autocomplete: 'new-password' },
-    'Whoever should see the site signs in with it.');
-  const ips = field('Allowed addresses', { type: 'text', autocomplete: 'off', placeholder: '203.0.113.0/24, 2001:db8::1' },
+  ], { name: 'access' });
+  const pw = field('Shared password', { type: 'password', name: 'password', autocomplete: 'new-password', minlength: 8 },
+    { hint: 'At least 8 characters, not easy to guess. Whoever should see the site signs in with it.', invalid: 'At least 8 characters.' });
+  const ips = field('Allowed addresses', { type: 'text', name: 'allow_ips', autocomplete: 'off', spellcheck: 'false', placeholder: '203.0.113.0/24, 2001:db8::1' },
     'Optional: addresses and CIDRs, comma-separated; others are refused.');
   if (init.access) mode.input.value = init.access;
   if (init.allow_ips?.length) ips.input.value = init.allow_ips.join(', ');
