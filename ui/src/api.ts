@@ -255,6 +255,10 @@ export interface Tunnel {
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
 }
+export interface StaleTokenAttempt {
+  id: number; kind: 'bootstrap' | 'tunnel_credential'; created_at: string; first_seen?: string;
+  client_addr?: string; reason?: string; count?: number;
+}
 export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
 export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }
 export interface TwoFADevice { id: string; name: string; created_at?: string; last_used_at?: string | null }

@@ -230,3 +230,24 @@ test('5. the server\'s errors show at their field, in words', { timeout: 90_000 
   await form.getByText(/^Tunnel blog created/).waitFor();
   await page.context().close();
 });
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`6. failed joins show on the Machines page (${size} px)`, { timeout: 60_000 }, async () => {
+    if (size === '1280') {
+      const r = await fetch(`${d.base}/api/bootstrap`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ token: 'a-token-from-last-year', name: 'old-pi', username: 'pi' }),
+      });
+      assert.equal(r.status >= 400, true);
+    }
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'machines');
+    const failed = page.getByRole('table', { name: 'Failed join attempts' });
+    const row = failed.locator('tbody tr').filter({ hasText: '127.0.0.1' });
+    await row.getByText('join with a token').waitFor();
+    await row.getByText(/token/).last().waitFor();
+    assert.equal(await row.locator('td').nth(3).textContent(), 'unknown token');
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth));
+    await noAxe(page, `failed joins at ${size}`);
+    await page.context().close();
+  });
+}

@@ -3,7 +3,7 @@
 // machines with why they are not online.
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { filterBar } from '../filter';
-import { ApiError, type BootstrapToken, type Machine, type Message } from '../api';
+import { ApiError, type BootstrapToken, type Machine, type Message, type StaleTokenAttempt } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
 import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time, type Child } from '../dom';
@@ -170,6 +170,25 @@ function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null):
   }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table');
 }
 
+// Joins that failed (a stale, used or mistyped token) and tunnel clients
+// whose credentials were refused, grouped by address and reason.
+function failedCard(ctx: Ctx): HTMLElement {
+  const n = notice();
+  const body = h('div');
+  const load = () => busy([], n, async () => {
+    const as = (await ctx.api.get<StaleTokenAttempt[]>('/api/security/stale-tokens')) ?? [];
+    refill(body, table(['Last try', 'From', 'What', 'Why', 'Tries'], as.map((a) => [
+      time(a.created_at), a.client_addr || '—', a.kind === 'bootstrap' ? 'join with a token' : 'tunnel client login',
+      a.reason || '—', h('span', { title: a.first_seen ? `first ${fmtTime(a.first_seen)}` : null }, a.count ?? 1),
+    ]), 'No failed joins.', 'Failed join attempts'));
+  });
+  ctx.sub(['tokens', 'machines', 'audit'], () => void load());
+  void load();
+  return card('Failed join attempts',
+    h('p', { class: 'muted' }, 'Joins refused because the token was unknown, used or expired, and tunnel clients whose credentials were refused.'),
+    n.el, body);
+}
+
 export const machinesView: View = (root, ctx) => {
-  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx), tokensCard(ctx));
+  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx), tokensCard(ctx), failedCard(ctx));
 };
