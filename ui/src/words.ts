@@ -36,9 +36,13 @@ export function brief(s: string): string {
   if (/^its machine's tunnel client closed it/.test(t)) return 'its machine disconnected';
   if (/^waiting for the tunnel server to accept it/.test(t)) return 'waiting for the tunnel server';
   if (/tunnel-agent is outdated/.test(t)) return 'agent outdated: run bootstrap.sh again';
-  if (t.length <= 48 && !/dial tcp|: connect:|\d+\.\d+\.\d+\.\d+:\d+/.test(t)) return t;
+  if ((m = /^(looking up \S+ failed): (.+)$/s.exec(t))) return `${m[1]}: ${cause(m[2])}`;
+  // The daemon's own words stay; what looks like a Go error chain goes.
+  if (!TECHNICAL.test(t)) return t;
   return cause(t);
 }
+
+const TECHNICAL = /\b(dial|read|write) (tcp|udp)|: connect:|lookup \S+ on |\d+\.\d+\.\d+\.\d+:\d+|\[[0-9a-f:]+\]:\d+|x509:|tls:|context deadline|: EOF$/;
 
 /** The first clause of a sentence, at most about 48 characters. */
 function clip(s: string): string {
@@ -51,11 +55,11 @@ function clip(s: string): string {
  * A reason in a table cell: the short phrase, and the whole text when it
  * says more (in a details element: a click, Enter or a hover shows it).
  */
-export function reason(text?: string | null): Child {
+export function reason(text?: string | null, cls = 'muted small'): Child {
   if (!text) return null;
   const short = brief(text);
-  if (short === text) return h('div', { class: 'muted small why' }, text);
-  return h('details', { class: 'why small' },
+  if (short === text) return h('div', { class: `${cls} why` }, text);
+  return h('details', { class: `why ${cls}` },
     h('summary', { title: text }, short),
-    h('p', { class: 'muted' }, text));
+    h('p', null, text));
 }

@@ -251,3 +251,42 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.context().close();
   });
 }
+
+test('7. getting started: links, a description for each step, each error once', { timeout: 90_000 }, async () => {
+  // A daemon of its own: no domain yet.
+  const d7 = await startDaemon('overview', PASSWORD);
+  try {
+    const nas = await d7.machine('nas');
+    await d7.call('POST', '/api/tunnels', { machine_id: nas.id, name: 'grafana', kind: 'http', local_port: 3000, subdomain: 'grafana' });
+    for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+      const page = await loggedIn(browser, d7, PASSWORD, viewport, 'overview');
+      const list = page.getByRole('list').filter({ hasText: 'Password set' });
+      await list.getByText('First tunnel reachable').waitFor();
+      // Every step but the password links to where it is done.
+      assert.equal(await list.getByRole('link', { name: 'Domain and DNS' }).getAttribute('href'), '#install');
+      assert.equal(await list.getByRole('link', { name: 'First machine joined' }).getAttribute('href'), '#/machines');
+      assert.equal(await list.getByRole('link', { name: 'First tunnel reachable' }).getAttribute('href'), '#/tunnels');
+      await list.getByRole('listitem').filter({ hasText: 'Domain and DNS' }).getByText(/DNS A record for router\.<domain>/).waitFor();
+      // No domain: no "e.g. grafana." that names none.
+      assert.doesNotMatch(await list.innerText(), /e\.g\. grafana\.\)/);
+      await list.getByRole('link', { name: 'Domain and DNS' }).click();
+      assert.equal(await page.getByLabel('Domain', { exact: true }).evaluate((el) => el === document.activeElement), true);
+      if (size === '1280') {
+        await page.getByLabel('Domain', { exact: true }).fill('example.test');
+        await page.getByLabel('Server host').fill('127.0.0.1');
+        await page.getByRole('button', { name: 'Install', exact: true }).click();
+        await page.getByText(/^Last install: failed/).waitFor();
+        await page.reload();
+      }
+      await page.getByText(/^Last install: failed/).waitFor();
+      await page.getByText('Their state is unknown', { exact: false }).waitFor();
+      // The reason of the failure (no systemd here) is said once.
+      const said = (await page.locator('main').innerText()).match(/systemd is not available/g) ?? [];
+      assert.equal(said.length, 1, await page.locator('main').innerText());
+      await noAxe(page, `overview at ${size}`);
+      await page.context().close();
+    }
+  } finally {
+    await d7.stop();
+  }
+});
