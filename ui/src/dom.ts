@@ -148,7 +148,9 @@ export async function busy<T>(
 ): Promise<T | undefined> {
   const bs = (Array.isArray(buttons) ? buttons : [buttons]).filter((b): b is HTMLButtonElement => !!b);
   bs.forEach((b) => { b.disabled = true; b.setAttribute('aria-busy', 'true'); });
-  n?.clear();
+  // A load in the background clears only an old error: a confirmation of
+  // what the operator just did stays while the page refreshes.
+  if (bs.length || n?.el.classList.contains('error')) n?.clear();
   try {
     return await fn();
   } catch (e) {

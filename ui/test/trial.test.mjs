@@ -290,3 +290,36 @@ test('7. getting started: links, a description for each step, each error once', 
     await d7.stop();
   }
 });
+
+test('8. the New tunnel form is empty after a success; a saved edit says so', { timeout: 60_000 }, async () => {
+  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, `machines/${m.cam.id}`);
+  const form = page.getByRole('form', { name: 'New tunnel' });
+  await form.waitFor();
+  const create = async (name, port) => {
+    await form.getByLabel(/^Name/).fill(name);
+    await form.getByLabel('Local port').fill(String(port));
+    await form.getByLabel('Subdomain').fill(name);
+    await form.getByLabel('Allowed addresses').fill('192.0.2.0/24');
+    await form.getByRole('button', { name: 'Create tunnel' }).click();
+    await form.getByText(new RegExp(`^Tunnel ${name} created`)).waitFor();
+  };
+  await create('notes', 3001);
+  for (const label of [/^Name/, 'Local port', 'Subdomain', 'Allowed addresses']) assert.equal(await form.getByLabel(label).inputValue(), '', String(label));
+  assert.equal(await form.getByLabel('Access').inputValue(), 'public');
+  assert.equal(await form.getByLabel(/^Name/).evaluate((el) => el === document.activeElement), true);
+  // The next one goes in without a clash.
+  await create('notes-2', 3002);
+  assert.equal(await form.getByRole('alert').count(), 0);
+
+  await page.getByRole('button', { name: 'Edit notes', exact: true }).click();
+  const edit = page.getByRole('dialog', { name: 'Edit tunnel notes' });
+  await edit.getByLabel('Local port').fill('3003');
+  await edit.getByRole('button', { name: 'Save changes' }).click();
+  await edit.waitFor({ state: 'detached' });
+  await page.getByRole('status').filter({ hasText: 'Saved the changes to notes.' }).waitFor();
+  await page.getByText('local port 3003').waitFor();
+  // Still there once the table has been drawn again.
+  await page.getByRole('status').filter({ hasText: 'Saved the changes to notes.' }).waitFor();
+  await noAxe(page, 'machine page after an edit');
+  await page.context().close();
+});

@@ -9,6 +9,8 @@ export interface AccessControl {
   sync: (http: boolean) => void;
   /** The access fields of the request body (only for HTTP tunnels). */
   body: () => Record<string, unknown>;
+  /** Back to the defaults (public, no password, no list). */
+  reset: () => void;
 }
 
 /** The access rows, filled from an existing tunnel when one is edited: a
@@ -47,7 +49,13 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
     if (mode.input.value === 'password' && pw.input.value !== '') out.password = pw.input.value;
     return out;
   };
-  return { rows: [mode.row, pw.row, ips.row], sync, body };
+  const reset = () => {
+    mode.input.value = 'public';
+    pw.input.value = '';
+    ips.input.value = '';
+    syncMode();
+  };
+  return { rows: [mode.row, pw.row, ips.row], sync, body, reset };
 }
 
 /** A tunnel's access, as the tunnel list shows it: who may reach it and

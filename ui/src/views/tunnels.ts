@@ -6,7 +6,7 @@ import { accessControl, accessLabel } from './tunnelAccess';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
-import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head } from '../dom';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head, type Notice } from '../dom';
 import { emit } from '../live';
 import { filterBar } from '../filter';
 import { reason } from '../words';
@@ -90,17 +90,25 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     if (!kindFixed) b.kind = kind.input.value;
     return b;
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name };
+  // After a create: empty again but for the kind (and the machine), so a
+  // second submit cannot collide with the tunnel just made.
+  const reset = () => {
+    for (const i of [name.input, port.input, sub.input]) i.value = '';
+    pub.input.checked = false;
+    access.reset();
+  };
+  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name, reset };
 }
 
-function editTunnel(ctx: Ctx, t: Tunnel): void {
+function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
   void modal(`Edit tunnel ${t.name}`, (box, close) => {
     const f = tunnelFields(t, true);
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel');
     const fm = form({ label: `Edit tunnel ${t.name}`, submit: 'Save changes' }, f.rows, async () => {
-      await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
-      emit('tunnels');
+      const saved = await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
       close();
+      n.ok(`Saved the changes to ${saved?.name ?? t.name}.`);
+      emit('tunnels');
     });
     fm.submit.before(cancel);
     box.append(fm.form);
@@ -111,12 +119,12 @@ function editTunnel(ctx: Ctx, t: Tunnel): void {
 /** The tunnels table; without machine it lists every machine's. Secondary
  * details (where it is reached, the local port, who may reach it) sit
  * under the name; the actions are stacked in a narrow column. */
-export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
+export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
   const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? `#${t.machine_id}`;
   const heads: Head[] = [['Tunnel', 'c-main'], ...(withMachine ? [['Machine', 'c-machine'] as Head] : []),
     ['State', 'c-state'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']];
   return table(heads, ts.map((t) => {
-    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
+    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t, n));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
       await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`, undefined, { timeout: 20_000 });
       emit('tunnels');
@@ -151,7 +159,8 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
   const fm = form({ label: 'New tunnel', submit: 'Create tunnel' }, [machineId ? null : sel.row, ...f.rows], async (n) => {
     const t = await ctx.api.post<Tunnel>('/api/tunnels', { ...f.body(), machine_id: machineId ?? Number(sel.input.value) });
     n.ok(`Tunnel ${t.name} created${t.url ? `: ${t.url}` : t.address ? `: ${t.address}` : ''}.`);
-    f.name.input.value = '';
+    f.reset();
+    f.name.input.focus();
     emit('tunnels');
   });
   const setMachines = (ms: Machine[]) => {
