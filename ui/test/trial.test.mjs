@@ -323,3 +323,33 @@ test('8. the New tunnel form is empty after a success; a saved edit says so', { 
   await noAxe(page, 'machine page after an edit');
   await page.context().close();
 });
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`9. SSH keys: -i in the SSH command, no Delete on the default key, "1 machine trusts" (${size} px)`, { timeout: 60_000 }, async () => {
+    if (size === '1280') {
+      // A second key, given to one machine only, then the first is the default again.
+      const keys = await d.call('GET', '/api/local/ssh-keys');
+      const first = keys.find((k) => k.is_default);
+      await d.call('POST', '/api/local/ssh-keys/generate', { name: 'kiosk-key', set_default: true });
+      m.kiosk = await d.machine('kiosk');
+      await d.call('PUT', `/api/local/ssh-keys/${encodeURIComponent(first.id)}/default`);
+    }
+    const page = await loggedIn(browser, d, PASSWORD, viewport, `machines/${m.kiosk.id}`);
+    const ssh = page.locator('section.card').filter({ has: page.getByRole('heading', { name: 'SSH' }) });
+    await ssh.getByText('kiosk-key').waitFor();
+    assert.match(await ssh.locator('code.cmd').textContent(), /^ssh -i ~\/\.ssh\/tunnel_id_rsa .*-p \d+ pi@/);
+    await ssh.getByRole('link', { name: 'Security → SSH keys' }).click();
+    await page.getByRole('heading', { name: 'SSH keys', level: 1 }).waitFor();
+    const table = page.getByRole('table', { name: 'SSH keys' });
+    const def = table.locator('tbody tr').filter({ has: page.locator('.badge', { hasText: 'default' }) });
+    await def.getByRole('button', { name: /^Download/ }).waitFor();
+    assert.equal(await def.getByRole('button', { name: /^Delete/ }).count(), 0);
+    await table.locator('tbody tr').filter({ hasText: 'kiosk-key' }).getByText('1 machine', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Delete kiosk-key' }).click();
+    const dlg = page.getByRole('alertdialog', { name: 'Delete the key kiosk-key?' });
+    await dlg.getByText(/^1 machine trusts this key; you can no longer log in to it with it\.$/).waitFor();
+    await noAxe(page, `keys delete dialog at ${size}`);
+    await dlg.getByRole('button', { name: 'Cancel' }).click();
+    await page.context().close();
+  });
+}

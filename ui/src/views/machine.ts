@@ -2,7 +2,7 @@
 // it, its agent, its tunnels and its activity. Renamed in place; every view
 // that shows the name follows (the rename is pushed to them).
 import { loadTraffic } from './monitoring';
-import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type Tunnel } from '../api';
+import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type SSHKey, type Tunnel } from '../api';
 import type { View } from '../ctx';
 import { ask } from '../dialog';
 import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
@@ -10,6 +10,9 @@ import { emit } from '../live';
 import { statusBadge } from './machines';
 import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
+
+/** Where the SSH command expects the downloaded private key. */
+const KEY_FILE = '~/.ssh/tunnel_id_rsa';
 
 export const machineView: View = (root, ctx, params) => {
   const id = Number(params[0]);
@@ -69,15 +72,24 @@ export const machineView: View = (root, ctx, params) => {
         m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
           'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
     if (m.ssh_command) {
+      // The machine trusts one of this server's keys: ssh needs its
+      // private half, downloaded as tunnel_id_rsa.
+      const cmd = m.ssh_command.replace(/^ssh /, `ssh -i ${KEY_FILE} `);
+      const key = keys.find((k) => k.id === m?.ssh_key_id);
       refill(sshBody,
         h('p', null, m.ssh_direct ? 'Its SSH port is public, so you connect directly:'
           : 'Its SSH port is open only on the VPS, so you hop through the VPS (ProxyJump):'),
-        copyBox(m.ssh_command, `Copy the SSH command for ${m.name}`));
+        copyBox(cmd, `Copy the SSH command for ${m.name}`),
+        h('p', { class: 'small' }, 'It logs in with the key ', key ? h('strong', null, key.name) : 'the machine was given when it joined',
+          ': download its private key on ', h('a', { href: '#/security/keys' }, 'Security → SSH keys'),
+          ', save it as ', h('code', null, KEY_FILE), ' and make it private (', h('code', null, `chmod 600 ${KEY_FILE}`), ').'));
     } else {
       clear(sshBody, h('p', { class: 'muted' }, 'This daemon does not say how to reach the machine by SSH.'));
     }
   };
 
+  let keys: SSHKey[] = [];
+  const loadKeys = () => api.get<SSHKey[]>('/api/local/ssh-keys').then((ks) => { keys = ks ?? []; renderMachine(); }, () => {});
   const loadMachine = () => busy([], n, async () => {
     try {
       m = await api.get<Machine>(`/api/machines/${id}`);
@@ -177,7 +189,7 @@ export const machineView: View = (root, ctx, params) => {
   ctx.sub(['machines'], () => void loadMachine());
   ctx.sub(['tunnels'], () => void loadTunnels().then(loadActivity));
   ctx.sub(['activity'], () => void loadActivity());
-  void loadMachine().then(() => m && loadAgent());
+  void loadMachine().then(() => m && (void loadKeys(), loadAgent()));
   void loadTunnels().then(loadActivity);
 };
 
