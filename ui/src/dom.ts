@@ -304,9 +304,11 @@ export async function copyText(text: string, fallback: HTMLElement): Promise<boo
   }
 }
 
-/** A block of text with a Copy button that says what happened. */
-export function copyBox(text: string, label: string, cls = 'cmd'): HTMLElement {
-  const code = h('code', { class: cls }, text);
+/** A block of text with a Copy button that says what happened. shown is
+ * what the page displays when it differs from what is copied (a secret
+ * grouped in fours is copied without its spaces). */
+export function copyBox(text: string, label: string, cls = 'cmd', shown = text): HTMLElement {
+  const code = h('code', { class: cls }, shown);
   const said = h('span', { class: 'muted', role: 'status' });
   const copy = h('button', { type: 'button', class: 'secondary small', 'aria-label': label }, 'Copy');
   copy.addEventListener('click', async () => {

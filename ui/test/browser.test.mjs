@@ -474,7 +474,7 @@ function journey(size, viewport, opts = {}) {
         await focusedHeading('Two-factor authentication');
         await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
         await page.getByRole('img', { name: /QR code/ }).waitFor();
-        secret = (await page.locator('code.secret').textContent()).trim();
+        secret = (await page.locator('code.secret').textContent()).replace(/\s+/g, '');
         await page.getByLabel('Code from the app').fill(totp(secret));
         await page.getByLabel('Device name').fill('phone');
         await page.getByRole('button', { name: 'Confirm' }).click();
@@ -491,7 +491,7 @@ function journey(size, viewport, opts = {}) {
         // A second device (its own replay guard) for the key download.
         await page.getByRole('button', { name: 'Add another device' }).click();
         await page.getByRole('img', { name: /QR code/ }).waitFor();
-        secret2 = (await page.locator('code.secret').textContent()).trim();
+        secret2 = (await page.locator('code.secret').textContent()).replace(/\s+/g, '');
         await page.getByLabel('Code from the app').fill(totp(secret2));
         await page.getByLabel('Device name').fill('tablet');
         await page.getByRole('button', { name: 'Confirm' }).click();

@@ -353,3 +353,38 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.context().close();
   });
 }
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`10. metrics: the URL, a scrape snippet, Copy for the token and the 2FA secret (${size} px)`, { timeout: 60_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'security/monitoring');
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: d.base });
+    const clipboard = () => page.evaluate(() => navigator.clipboard.readText());
+    await page.getByRole('heading', { name: 'Metrics & notifications', level: 1 }).waitFor();
+    assert.equal(await page.getByRole('heading', { name: 'Metrics & notifications' }).count(), 1);
+    await page.getByText(`${d.base}/metrics`, { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Copy the scrape configuration' }).click();
+    const yaml = await clipboard();
+    assert.match(yaml, /^scrape_configs:\n {2}- job_name: tunnelsvc\n[\s\S]*credentials_file: \S+\n[\s\S]*targets: \['127\.0\.0\.1:\d+'\]$/);
+    await page.getByRole('button', { name: /^(Create|Replace) token$/ }).click();
+    const replace = page.getByRole('alertdialog', { name: 'Replace the metrics token?' });
+    await page.getByRole('button', { name: 'Copy the metrics token' }).or(replace).first().waitFor();
+    if (await replace.isVisible()) await replace.getByRole('button', { name: 'Replace the token' }).click();
+    await page.getByRole('button', { name: 'Copy the metrics token' }).click();
+    const token = await clipboard();
+    assert.equal((await fetch(`${d.base}/metrics`, { headers: { Authorization: `Bearer ${token}` } })).status, 200);
+    await page.getByText('Copied.').first().waitFor();
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth));
+    await noAxe(page, `metrics at ${size}`);
+    await page.getByRole('button', { name: 'I have saved it' }).click();
+
+    // The 2FA secret, in groups of four, copied whole.
+    await page.getByRole('navigation', { name: 'Security' }).getByRole('link', { name: 'Two-factor authentication' }).click();
+    await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
+    const shown = await page.locator('code.secret').textContent();
+    assert.match(shown, /^([A-Z2-7]{4} )+[A-Z2-7]{1,4}$/);
+    await page.getByRole('button', { name: 'Copy the secret' }).click();
+    assert.equal(await clipboard(), shown.replace(/ /g, ''));
+    await noAxe(page, `2fa enrolment at ${size}`);
+    await page.context().close();
+  });
+}

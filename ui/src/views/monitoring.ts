@@ -4,7 +4,7 @@
 import { ask } from '../dialog';
 import type { Message } from '../api';
 import type { Ctx } from '../ctx';
-import { busy, card, clear, field, fmtTime, form, h, notice, select } from '../dom';
+import { busy, card, clear, copyBox, field, fmtTime, form, h, notice, select } from '../dom';
 import { dismiss, getSecret, keep } from '../secrets';
 
 export interface TrafficSeries {
@@ -77,7 +77,7 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
     done.addEventListener('click', () => { dismiss('metrics-token'); clear(shown); });
     clear(shown, h('div', { class: 'callout' },
       h('p', null, h('strong', null, 'Metrics token — shown only now.'), ' Send it as ', h('code', null, 'Authorization: Bearer <token>'), ' to /metrics.'),
-      h('pre', null, h('code', { class: 'cmd' }, token)), h('div', { class: 'actions' }, done)));
+      copyBox(token, 'Copy the metrics token', 'cmd token'), h('div', { class: 'actions' }, done)));
   };
   const kept = getSecret('metrics-token');
   if (kept) showToken(kept.data.token as string);
@@ -143,11 +143,27 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   });
   void loadToken();
 
-  return card('Metrics & notifications',
-    h('h3', null, 'Prometheus metrics'),
-    h('p', null, 'Scrape ', h('code', null, '/metrics'), ' with this bearer token (only its hash is kept).'),
-    tokenNotice.el, tokenBody, shown,
-    h('h3', null, 'Notifications'),
-    h('p', null, 'Sent when a machine is offline too long or back, an address is banned, a certificate expires within 14 days, or logins fail in bursts. Each delivery appears in the activity feed.'),
-    notifyForm.form);
+  // Where Prometheus scrapes: this dashboard's own address, as the
+  // browser reaches it, with the token read from a file.
+  const metricsURL = `${location.origin}/metrics`;
+  const scrape = [
+    'scrape_configs:',
+    '  - job_name: tunnelsvc',
+    `    scheme: ${location.protocol.replace(':', '')}`,
+    '    metrics_path: /metrics',
+    '    authorization:',
+    '      credentials_file: /etc/prometheus/tunnelsvc-token',
+    '    static_configs:',
+    `      - targets: ['${location.host}']`,
+  ].join('\n');
+  return h('div', null,
+    card('Prometheus metrics',
+      h('p', null, 'Prometheus scrapes ', h('code', null, metricsURL), ' with a bearer token (only its hash is kept here).'),
+      tokenNotice.el, tokenBody, shown,
+      h('h3', null, 'Scrape configuration'),
+      h('p', null, 'For prometheus.yml, with the token in ', h('code', null, '/etc/prometheus/tunnelsvc-token'), ' (readable by Prometheus only):'),
+      copyBox(scrape, 'Copy the scrape configuration', 'yaml')),
+    card('Notifications',
+      h('p', null, 'Sent when a machine is offline too long or back, an address is banned, a certificate expires within 14 days, or logins fail in bursts. Each delivery appears in the activity feed.'),
+      notifyForm.form));
 }

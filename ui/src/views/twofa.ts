@@ -4,7 +4,7 @@ import type { Enrollment, Message, TwoFAStatus } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
 import { dismiss, getSecret, keep } from '../secrets';
-import { badge, busy, card, clear, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
+import { badge, busy, card, clear, copyBox, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
 
 const CODE = { label: 'Code from another device, or a backup code', hint: 'Six digits from an authenticator app, or a backup code.' };
 
@@ -65,7 +65,8 @@ export function twoFA(ctx: Ctx): HTMLElement {
         h('h3', null, 'New device'),
         h('p', null, 'Scan this code with an authenticator app, or enter the secret by hand, then confirm with a code.'),
         h('img', { class: 'qr', src: e.qr_data_url, alt: 'QR code of the new two-factor secret' }),
-        h('p', null, 'Secret: ', h('code', { class: 'secret' }, e.secret)),
+        h('p', null, 'Secret, to type into the app by hand (the spaces are only for reading):'),
+        copyBox(e.secret, 'Copy the secret', 'secret', e.secret.replace(/=+$/, '').replace(/(.{4})(?=.)/g, '$1 ')),
         confirm.form));
       code.input.focus();
     }));
