@@ -388,3 +388,27 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.context().close();
   });
 }
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`11. firewall: words, not false; the modes explained before Apply; Detect IP (${size} px)`, { timeout: 60_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'security/firewall');
+    await page.getByRole('table', { name: 'Firewall tools' }).waitFor();
+    const text = await page.locator('main').innerText();
+    assert.doesNotMatch(text, /\b(false|true|undefined)\b/);
+    // Each mode is explained above the Apply button.
+    const modes = page.locator('dl.modes');
+    for (const m of ['none', 'manual', 'svc']) await modes.locator('dt code', { hasText: m }).waitFor();
+    await modes.getByText(/Incoming traffic is dropped except SSH on port 22/).waitFor();
+    const [dl, apply] = [await modes.boundingBox(), await page.getByRole('button', { name: 'Apply' }).boundingBox()];
+    assert.ok(dl.y + dl.height <= apply.y);
+    await noAxe(page, `firewall at ${size}`);
+    // The docs' Detect IP is on the set-up form of the Overview.
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Overview' }).click();
+    await page.getByRole('button', { name: 'Detect IP' }).click();
+    // No IP echo answers here: it says so.
+    await page.getByRole('form', { name: 'Install' }).getByRole('alert').waitFor();
+    await page.getByRole('link', { name: 'Firewall' }).click();
+    await page.getByRole('heading', { name: 'Firewall', level: 1 }).waitFor();
+    await page.context().close();
+  });
+}

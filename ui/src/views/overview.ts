@@ -139,8 +139,15 @@ export const overviewView: View = (root, ctx) => {
     else if (ip === r.resolved_to) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}, this server's public address.`);
     else helperNotice.error(new Error(`${r.host} resolves to ${r.resolved_to}, but this server's public address is ${ip}.`));
   }));
+  // The address the world sees, for the DNS records to point at.
+  const detectIp = h('button', { type: 'button', class: 'secondary' }, 'Detect IP');
+  detectIp.addEventListener('click', () => void busy(detectIp, helperNotice, async () => {
+    const { ip } = await api.get<{ ip: string }>('/api/local/detect-ip', { timeout: 20_000 });
+    const d = domain.input.value.trim() || '<domain>';
+    helperNotice.ok(`This server's public address is ${ip}: point router.${d} and *.${d} at it.`);
+  }));
   const installForm = form({ label: 'Install', submit: 'Install' },
-    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, checkDns), helperNotice.el],
+    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, detectIp, checkDns), helperNotice.el],
     async () => {
       await api.post<Message>('/api/local/install', {
         domain: domain.input.value.trim(), server_host: host.input.value.trim(), skip_webproxy: skip.input.checked,
@@ -194,7 +201,8 @@ export const overviewView: View = (root, ctx) => {
     h('h1', null, 'Overview'),
     checkCard,
     card('Status', statusNotice.el, install.el, statusBody),
-    card('Install the web proxy and tunnel server', installForm.form),
+    card('Setup', h('p', null, 'Install the web proxy and the tunnel server.'), installForm.form,
+      h('p', { class: 'muted' }, 'Then choose how the firewall is run: ', h('a', { href: '#/security/firewall' }, 'Firewall'), ' (under Security).')),
     card('Operation log', h('p', null, 'Stream: ', logState), logBox, logDone),
     card('Recent activity', actBody));
   ctx.sub(['status'], () => { void loadStatus(); void loadChecklist(); });
