@@ -378,7 +378,7 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.getByRole('button', { name: 'I have saved it' }).click();
 
     // The 2FA secret, in groups of four, copied whole.
-    await page.getByRole('navigation', { name: 'Security' }).getByRole('link', { name: 'Two-factor authentication' }).click();
+    await page.getByRole('navigation', { name: 'Security' }).getByRole('link', { name: /^(Two-factor authentication|2FA)$/ }).click();
     await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
     const shown = await page.locator('code.secret').textContent();
     assert.match(shown, /^([A-Z2-7]{4} )+[A-Z2-7]{1,4}$/);
@@ -412,3 +412,34 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.context().close();
   });
 }
+
+test('12. phone: buttons 44 px tall, Security tabs in two rows, access summaries whole', { timeout: 120_000 }, async () => {
+  const page = await loggedIn(browser, d, PASSWORD, PHONE, 'overview');
+  const short = () => page.evaluate(() => [...document.querySelectorAll('button, .top nav a, .subnav a')]
+    .filter((b) => b.getClientRects().length && !b.closest('[hidden], details:not([open]) > :not(summary)'))
+    .map((b) => [b.getAttribute('aria-label') || b.textContent.trim(), Math.round(b.getBoundingClientRect().height)])
+    .filter(([, hgt]) => hgt < 44).map(([n, hgt]) => `${n}: ${hgt} px`));
+  for (const route of ['overview', 'machines', 'tunnels', `machines/${m.nas.id}`, 'security/2fa', 'security/keys', 'security/ban', 'security/firewall', 'security/monitoring', 'security/audit']) {
+    await page.goto(`${d.base}/#/${route}`);
+    await page.locator('main h1').waitFor();
+    await page.waitForLoadState('networkidle');
+    assert.deepEqual(await short(), [], `#/${route}`);
+    if (route.startsWith('security/')) {
+      const rows = await page.locator('.subnav li').evaluateAll((lis) => new Set(lis.map((li) => Math.round(li.getBoundingClientRect().top))).size);
+      assert.ok(rows <= 2, `the Security tabs take ${rows} rows`);
+    }
+    if (route === 'tunnels') {
+      const access = page.locator('.access');
+      await access.first().waitFor();
+      const cut = await access.evaluateAll((els) => els.filter((el) => el.scrollWidth > el.clientWidth + 1
+        || el.getBoundingClientRect().right > el.closest('.card').getBoundingClientRect().right).map((el) => el.textContent));
+      assert.deepEqual(cut, []);
+      await access.filter({ hasText: 'Access: only from 203.0.113.0/24' }).first().waitFor();
+    }
+  }
+  // Dialogs too.
+  await page.goto(`${d.base}/#/security/keys`);
+  await page.getByRole('button', { name: /^Delete kiosk-key/ }).click();
+  assert.deepEqual(await short(), []);
+  await page.context().close();
+});
