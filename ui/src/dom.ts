@@ -101,6 +101,30 @@ export function field(label: string, props: Props = {}, opts?: FieldOpts): Field
   return makeField(label, h('input', props), opts);
 }
 
+/**
+ * A field for a one-time code: shown as typed (it is no password), a
+ * number pad on phones, filled by the system's one-time-code helpers.
+ * Where a backup code is accepted too, a button switches to a keyboard
+ * with letters.
+ */
+export function codeField(label: string, hint?: string, backup = false, props: Props = {}): Field {
+  const f = field(label, {
+    type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true,
+    spellcheck: 'false', autocapitalize: 'off', ...props,
+  }, hint);
+  if (backup) {
+    const toggle = h('button', { type: 'button', class: 'link small' }, 'Type a backup code');
+    toggle.addEventListener('click', () => {
+      const letters = f.input.inputMode !== 'text';
+      f.input.inputMode = letters ? 'text' : 'numeric';
+      toggle.textContent = letters ? 'Type a code from the app' : 'Type a backup code';
+      f.input.focus();
+    });
+    f.input.after(toggle);
+  }
+  return f;
+}
+
 export function checkbox(label: string, props: Props = {}): Field {
   return makeField(label, h('input', { type: 'checkbox', ...props }), {}, true);
 }

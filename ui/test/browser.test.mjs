@@ -496,10 +496,12 @@ function journey(size, viewport, opts = {}) {
         await page.getByLabel('Device name').fill('tablet');
         await page.getByRole('button', { name: 'Confirm' }).click();
         await page.getByRole('button', { name: 'Remove tablet' }).waitFor();
-        // Turning 2FA off is dangerous: it asks, with a masked code field.
+        // Turning 2FA off is dangerous: it asks, with a one-time-code field
+        // (not masked: a code is no password).
         await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
         const off = page.getByRole('alertdialog', { name: 'Turn off two-factor authentication?' });
-        assert.equal(await off.getByLabel(/Code from another device/).getAttribute('type'), 'password');
+        const offCode = off.getByLabel(/^Code from your authenticator app, or a backup code/);
+        assert.deepEqual(await offCode.evaluate((el) => [el.type, el.inputMode, el.autocomplete]), ['text', 'numeric', 'one-time-code']);
         await look('security-2fa-off-dialog');
         await off.getByRole('button', { name: 'Cancel' }).click();
       });
@@ -529,10 +531,11 @@ function journey(size, viewport, opts = {}) {
         await page.getByRole('button', { name: 'Download laptop-key' }).click();
         const dlg = page.getByRole('dialog', { name: 'Download the private key of laptop-key' });
         const code = dlg.getByLabel('Code from your authenticator app');
-        assert.equal(await code.getAttribute('type'), 'password');
+        assert.equal(await code.getAttribute('type'), 'text');
         await code.fill('000000');
         await dlg.getByRole('button', { name: 'Download private key' }).click();
-        await dlg.getByRole('alert').waitFor();
+        // A wrong code is said at the code.
+        assert.match(await errorOf(code), /invalid code/);
         await code.fill(totp(secret2, Date.now() + 30_000));
         const [dl] = await Promise.all([page.waitForEvent('download'), dlg.getByRole('button', { name: 'Download private key' }).click()]);
         assert.equal(dl.suggestedFilename(), 'tunnel_id_rsa');

@@ -7,6 +7,7 @@
 // the 2FA dialogs. axe-core runs on each page at 0 serious/critical.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
 
 const PASSWORD = 'Trial-Lantern-Orchid-83';
@@ -442,4 +443,87 @@ test('12. phone: buttons 44 px tall, Security tabs in two rows, access summaries
   await page.getByRole('button', { name: /^Delete kiosk-key/ }).click();
   assert.deepEqual(await short(), []);
   await page.context().close();
+});
+
+// RFC 6238 code for a base32 secret, as an authenticator app computes it.
+function totp(secret, when = Date.now()) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(Math.floor(when / 1000 / 30)));
+  const mac = createHmac('sha1', key).update(msg).digest();
+  const o = mac[mac.length - 1] & 0xf;
+  return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
+// Last: it turns 2FA on.
+test('13. 2FA: codes in plain one-time-code fields, no "another device" for one device, errors at the code; no ring round the title', { timeout: 120_000 }, async () => {
+  const context = await browser.newContext({ viewport: DESKTOP });
+  context.setDefaultTimeout(15_000);
+  const page = await context.newPage();
+  // Opened by its URL: after logging in with Enter, the title has focus
+  // but no focus ring.
+  await page.goto(`${d.base}/#/tunnels`);
+  await page.getByLabel(/^Password \*$/).fill(PASSWORD);
+  await page.keyboard.press('Enter');
+  const h1 = page.getByRole('heading', { name: 'Tunnels', level: 1 });
+  await h1.waitFor();
+  await page.waitForFunction(() => document.activeElement?.tagName === 'H1');
+  assert.equal(await h1.evaluate((el) => getComputedStyle(el).outlineStyle), 'none');
+
+  await page.goto(`${d.base}/#/security/2fa`);
+  await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
+  const code = page.getByLabel('Code from the app');
+  assert.deepEqual(await code.evaluate((el) => [el.type, el.inputMode, el.autocomplete]), ['text', 'numeric', 'one-time-code']);
+  const secret = (await page.locator('code.secret').textContent()).replace(/\s+/g, '');
+  await code.fill(totp(secret));
+  await page.getByLabel('Device name').fill('phone');
+  await page.getByRole('button', { name: 'Confirm' }).click();
+  await page.getByText('Backup codes — shown only now.').waitFor();
+  const backup = await page.locator('ul.codes li').allTextContents();
+
+  // One device: removing it takes a backup code; no other device is named.
+  await page.getByRole('button', { name: 'Remove phone' }).click();
+  const rm = page.getByRole('alertdialog', { name: 'Remove phone?' });
+  await rm.getByLabel(/^A backup code/).waitFor();
+  assert.doesNotMatch(await rm.innerText(), /another device/);
+  assert.equal(await rm.getByLabel(/^A backup code/).getAttribute('type'), 'text');
+  await rm.getByRole('button', { name: 'Type a backup code' }).click();
+  assert.equal(await rm.getByLabel(/^A backup code/).evaluate((el) => el.inputMode), 'text');
+  await noAxe(page, '2fa remove dialog');
+  await rm.getByRole('button', { name: 'Cancel' }).click();
+  // Turning it off takes a code from the app (or a backup code): a wrong
+  // one is said at the code.
+  await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
+  const off = page.getByRole('alertdialog', { name: 'Turn off two-factor authentication?' });
+  const offCode = off.getByLabel(/^Code from your authenticator app, or a backup code/);
+  assert.doesNotMatch(await off.innerText(), /another device/);
+  await offCode.fill('000000');
+  await off.getByRole('button', { name: 'Turn off 2FA' }).click();
+  await offCode.and(page.locator('[aria-invalid="true"]')).waitFor();
+  assert.match(await describedBy(offCode), /invalid code/);
+  assert.equal(await off.getByRole('alert').count(), 0);
+  await page.setViewportSize(PHONE);
+  await noAxe(page, '2fa off dialog, wrong code, 390');
+  await page.setViewportSize(DESKTOP);
+  await off.getByRole('button', { name: 'Cancel' }).click();
+
+  // The login's code step says a wrong code at the field, as the password step does.
+  await page.getByRole('button', { name: 'Log out' }).click();
+  await page.getByLabel(/^Password \*$/).fill(PASSWORD);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  const login = page.getByLabel(/^Authentication code/);
+  assert.deepEqual(await login.evaluate((el) => [el.type, el.inputMode, el.autocomplete]), ['text', 'numeric', 'one-time-code']);
+  await login.fill('000000');
+  await page.getByRole('button', { name: 'Verify' }).click();
+  await login.and(page.locator('[aria-invalid="true"]')).waitFor();
+  assert.match(await describedBy(login), /invalid code/);
+  assert.equal(await page.getByRole('form', { name: 'Two-factor authentication' }).locator('.notice').filter({ visible: true }).count(), 0);
+  await noAxe(page, 'login code error');
+  await login.fill(backup[0]);
+  await page.getByRole('button', { name: 'Verify' }).click();
+  await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+  await context.close();
 });

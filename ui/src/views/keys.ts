@@ -16,7 +16,7 @@ export function sshKeys(ctx: Ctx): HTMLElement {
       title: `Download the private key of ${k.name}`,
       body: h('p', null, 'Anyone with this file can log in where the key is trusted. Confirm it is you.'),
       confirm: 'Download private key',
-      code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password' },
+      code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password', secret: true },
       action: async (secret) => {
         const res = await api.send('POST', `/api/local/ssh-keys/${encodeURIComponent(k.id)}/download`,
           totp ? { code: secret } : { password: secret });
