@@ -7,7 +7,7 @@ import './style.css';
 import { Api, describeError, type AuthStatus, type Message } from './api';
 import type { Ctx, View } from './ctx';
 import { ask, modal } from './dialog';
-import { allSecrets, dismiss } from './secrets';
+import { allSecrets, dismiss, forgetSecrets } from './secrets';
 import { clear, h } from './dom';
 import * as live from './live';
 import { loginFlow, loginView, setupView } from './views/auth';
@@ -179,6 +179,7 @@ function shell(active: string): HTMLElement {
   logout.addEventListener('click', async () => {
     logout.disabled = true;
     live.stop();
+    forgetSecrets();
     try {
       await api.post<Message>('/api/auth/logout');
     } catch {

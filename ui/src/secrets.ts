@@ -35,3 +35,9 @@ export function dismiss(key: string): void {
 export function allSecrets(): Secret[] {
   return [...kept.values()];
 }
+
+/** Forgets every secret (at logout: the next operator must not see them). */
+export function forgetSecrets(): void {
+  kept.clear();
+  emit('secrets');
+}

@@ -434,7 +434,10 @@ function journey(size, viewport, opts = {}) {
         // No agent answers here: the tunnel waits for its machine to apply
         // the new config, and says so in words.
         await row.getByText('pending', { exact: true }).waitFor();
-        await row.getByText(/waiting for nas-cellar to apply config generation \d+/).waitFor();
+        // In a few words; the daemon's sentence opens under them.
+        const why = row.locator('details.why').first();
+        await why.locator('summary').getByText(/^waiting for its machine/).waitFor();
+        assert.match(await why.locator('p').textContent(), /^waiting for nas-cellar to apply config generation \d+/);
         const config = page.locator('[data-config-state="pending"]');
         await config.waitFor();
         assert.match(await config.textContent(), /^pending since .+: .+/);
@@ -454,7 +457,8 @@ function journey(size, viewport, opts = {}) {
         await edit.getByRole('button', { name: 'Save changes' }).click();
         await patched;
         await edit.waitFor({ state: 'hidden' });
-        await page.getByRole('row').filter({ has: link }).getByText('8081', { exact: true }).waitFor();
+        await page.getByRole('row').filter({ has: link }).getByText(/local port 8081$/).waitFor();
+        await page.getByRole('status').filter({ hasText: 'Saved the changes to wiki.' }).waitFor();
 
         // Deleting asks first, naming the tunnel; cancelling keeps it.
         await page.getByRole('button', { name: 'Delete db' }).click();
