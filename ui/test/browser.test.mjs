@@ -83,10 +83,15 @@ class Daemon {
     this.port ??= await freePort();
     this.pluginPort ??= await freePort();
     this.frpsPort ??= await freePort();
+    // Not the default gate and frps-dashboard ports: another daemon on the
+    // machine (another checkout's tests) may hold them.
+    this.gatePort ??= await freePort();
+    this.dashPort ??= await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
     this.proc = spawn(bin, ['serve', '--listen', `127.0.0.1:${this.port}`, '--data-dir', join(this.dir, 'data'),
       '--system-root', join(this.dir, 'root'), '--bin-dir', join(repo, 'bin'),
       '--frps-plugin-listen', `127.0.0.1:${this.pluginPort}`, '--frps-port', String(this.frpsPort),
+      '--gate-listen', `127.0.0.1:${this.gatePort}`, '--frps-dashboard-listen', `127.0.0.1:${this.dashPort}`,
       '--ip-echo-urls', `http://127.0.0.1:${echo.address().port}/`,
       '--dns-server', `127.0.0.1:${dns.address().port}`, ...this.extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     daemons.add(this);
