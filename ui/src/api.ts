@@ -5,13 +5,22 @@
 export class ApiError extends Error {
   readonly status: number;
   readonly retryAfter?: number;
-  constructor(status: number, message: string, retryAfter?: number) {
+  /** No answer came within the request's time limit (status 0). */
+  readonly timedOut: boolean;
+  constructor(status: number, message: string, retryAfter?: number, timedOut = false) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.retryAfter = retryAfter;
+    this.timedOut = timedOut;
   }
 }
+
+/** How long a request may go unanswered (a frozen daemon must not leave a
+ * page loading for ever); a request that waits on something slower
+ * (a probe, a DNS lookup, a machine's agent) says so in its options. */
+export const TIMEOUT_MS = 10_000;
+export const NOT_ANSWERING = 'the server is not answering';
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -102,12 +111,18 @@ export interface ApiOptions {
   onUnauthorized?: () => Promise<boolean> | boolean | void;
   /** Called when the daemon could not be reached at all. */
   onOffline?: () => void;
+  /** Called when a request got no answer in time (the daemon may be frozen). */
+  onSlow?: () => void;
+  /** The default time limit of a request, in ms (TIMEOUT_MS). */
+  timeoutMs?: number;
   /** Called when a request failed because the data disk is full. */
   onDiskFull?: () => void;
 }
 
 export interface RequestOptions {
   headers?: Record<string, string>;
+  /** This request's time limit in ms, when it may take longer than usual. */
+  timeout?: number;
 }
 
 // 401s that are answers about a password or code, not a lost session.
@@ -117,13 +132,17 @@ export class Api {
   private readonly fetchFn: FetchLike;
   onUnauthorized?: ApiOptions['onUnauthorized'];
   onOffline?: () => void;
+  onSlow?: () => void;
   onDiskFull?: () => void;
+  private readonly timeoutMs: number;
 
   constructor(opts: ApiOptions = {}) {
     this.fetchFn = opts.fetch ?? ((i, init) => fetch(i, init));
     this.onUnauthorized = opts.onUnauthorized;
     this.onOffline = opts.onOffline;
+    this.onSlow = opts.onSlow;
     this.onDiskFull = opts.onDiskFull;
+    this.timeoutMs = opts.timeoutMs ?? TIMEOUT_MS;
   }
 
   /** Sends a request and returns the raw Response (for non-JSON bodies). */
@@ -134,12 +153,22 @@ export class Api {
       headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
+    const ms = opts.timeout ?? this.timeoutMs;
+    const stop = new AbortController();
+    const timer = setTimeout(() => stop.abort(), ms);
+    init.signal = stop.signal;
     let res: Response;
     try {
       res = await this.fetchFn(path, init);
     } catch {
+      if (stop.signal.aborted) {
+        this.onSlow?.();
+        throw new ApiError(0, `${NOT_ANSWERING} (no answer in ${Math.round(ms / 1000)} s)`, undefined, true);
+      }
       this.onOffline?.();
       throw new ApiError(0, 'could not reach the server; check the connection and try again');
+    } finally {
+      clearTimeout(timer);
     }
     if (res.status === 401 && !ownAnswer(path) && this.onUnauthorized) {
       if ((await this.onUnauthorized()) === true && !again) return this.send(method, path, body, opts, true);
@@ -152,8 +181,8 @@ export class Api {
     return unwrap<T>(await this.send(method, path, body, opts));
   }
 
-  get<T>(path: string): Promise<T> {
-    return this.call<T>('GET', path);
+  get<T>(path: string, opts?: RequestOptions): Promise<T> {
+    return this.call<T>('GET', path, undefined, opts);
   }
   post<T>(path: string, body?: unknown, opts?: RequestOptions): Promise<T> {
     return this.call<T>('POST', path, body, opts);
@@ -229,6 +258,10 @@ export interface Tunnel {
   paused?: boolean;
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
+}
+export interface StaleTokenAttempt {
+  id: number; kind: 'bootstrap' | 'tunnel_credential'; created_at: string; first_seen?: string;
+  client_addr?: string; reason?: string; count?: number;
 }
 export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
 export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }

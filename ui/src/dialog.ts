@@ -1,7 +1,9 @@
 // A modal question in the page (never window.prompt): it names what will
-// happen, may ask for a masked code, runs the action while open and shows
-// its error there, so a wrong code can be typed again.
-import { busy, field, h, nextId, notice, validate, type Child } from './dom';
+// happen, may ask for a one-time code (or a masked password), runs the
+// action while open and shows its error there (a refused code at the
+// code), so a wrong code can be typed again.
+import { ApiError, describeError } from './api';
+import { busy, codeField, field, h, nextId, notice, validate, type Child } from './dom';
 
 export interface AskOpts {
   title: string;
@@ -9,8 +11,9 @@ export interface AskOpts {
   /** The confirming button's text, e.g. "Delete nas-1". */
   confirm: string;
   danger?: boolean;
-  /** Ask for a code (masked) and hand it to action. */
-  code?: { label: string; hint?: string };
+  /** Ask for a one-time code (or, with secret, a password: masked) and
+   * hand it to action; backup says a backup code is accepted too. */
+  code?: { label: string; hint?: string; secret?: boolean; backup?: boolean };
   /** Runs with the dialog open; its error is shown there. */
   action?: (code: string) => Promise<void>;
 }
@@ -21,7 +24,10 @@ export function ask(o: AskOpts): Promise<boolean> {
     const back = document.activeElement as HTMLElement | null;
     const titleId = nextId('dlg');
     const n = notice();
-    const code = o.code ? field(o.code.label, { type: 'password', name: 'code', autocomplete: 'one-time-code', required: true, spellcheck: 'false' }, o.code.hint) : null;
+    const c = o.code;
+    const code = !c ? null : c.secret
+      ? field(c.label, { type: 'password', name: 'code', autocomplete: 'current-password', required: true }, c.hint)
+      : codeField(c.label, c.hint, c.backup);
     const ok = h('button', { type: 'submit', class: o.danger ? 'danger solid' : '' }, o.confirm);
     const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
     const f = h('form', { class: 'stack', novalidate: true },
@@ -42,7 +48,14 @@ export function ask(o: AskOpts): Promise<boolean> {
       ev.preventDefault();
       if (!validate(f)) return;
       void busy([ok, cancel], n, async () => {
-        await o.action?.(code?.input.value.trim() ?? '');
+        try {
+          await o.action?.(code?.input.value.trim() ?? '');
+        } catch (e) {
+          // A refused code is said at the code, like a wrong password.
+          if (!code || !(e instanceof ApiError) || ![400, 401, 403, 429].includes(e.status)) throw e;
+          code.error(describeError(e));
+          return;
+        }
         result = true;
         close();
       }).then(() => { if (!result) { code?.input.select(); code?.input.focus(); } });

@@ -101,6 +101,30 @@ export function field(label: string, props: Props = {}, opts?: FieldOpts): Field
   return makeField(label, h('input', props), opts);
 }
 
+/**
+ * A field for a one-time code: shown as typed (it is no password), a
+ * number pad on phones, filled by the system's one-time-code helpers.
+ * Where a backup code is accepted too, a button switches to a keyboard
+ * with letters.
+ */
+export function codeField(label: string, hint?: string, backup = false, props: Props = {}): Field {
+  const f = field(label, {
+    type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true,
+    spellcheck: 'false', autocapitalize: 'off', ...props,
+  }, hint);
+  if (backup) {
+    const toggle = h('button', { type: 'button', class: 'link small' }, 'Type a backup code');
+    toggle.addEventListener('click', () => {
+      const letters = f.input.inputMode !== 'text';
+      f.input.inputMode = letters ? 'text' : 'numeric';
+      toggle.textContent = letters ? 'Type a code from the app' : 'Type a backup code';
+      f.input.focus();
+    });
+    f.input.after(toggle);
+  }
+  return f;
+}
+
 export function checkbox(label: string, props: Props = {}): Field {
   return makeField(label, h('input', { type: 'checkbox', ...props }), {}, true);
 }
@@ -109,7 +133,7 @@ export function select(label: string, options: [string, string][], props: Props 
   return makeField(label, h('select', props, options.map(([v, t]) => h('option', { value: v }, t))), opts);
 }
 
-export type Notice = { el: HTMLParagraphElement; error: (e: unknown) => void; ok: (m: string) => void; clear: () => void };
+export type Notice = { el: HTMLParagraphElement; error: (e: unknown, retry?: () => void) => void; ok: (m: string) => void; clear: () => void };
 
 /** A region for messages: errors are announced (role=alert). A lost
  * connection's error clears itself when the daemon answers again. */
@@ -124,9 +148,11 @@ export function notice(): Notice {
   };
   const n: Notice = {
     el,
-    error: (e) => {
+    error: (e, retry) => {
       offline = e instanceof ApiError && e.status === 0;
       show('error', describeError(e), 'alert');
+      // No answer (or no connection): offer to ask again.
+      if (offline && retry) el.append(' ', h('button', { type: 'button', class: 'secondary small', onclick: retry }, 'Try again'));
     },
     ok: (m) => { offline = false; show('ok', m, 'status'); },
     clear: () => { offline = false; el.hidden = true; el.textContent = ''; },
@@ -146,11 +172,13 @@ export async function busy<T>(
 ): Promise<T | undefined> {
   const bs = (Array.isArray(buttons) ? buttons : [buttons]).filter((b): b is HTMLButtonElement => !!b);
   bs.forEach((b) => { b.disabled = true; b.setAttribute('aria-busy', 'true'); });
-  n?.clear();
+  // A load in the background clears only an old error: a confirmation of
+  // what the operator just did stays while the page refreshes.
+  if (bs.length || n?.el.classList.contains('error')) n?.clear();
   try {
     return await fn();
   } catch (e) {
-    if (n) n.error(e);
+    if (n) n.error(e, () => void busy(buttons, n, fn));
     else console.warn(e);
     return undefined;
   } finally {
@@ -174,19 +202,39 @@ export function validate(f: HTMLFormElement): boolean {
   return !first;
 }
 
-/** Puts a server message beside the field it names ("subdomain is already
- * in use"), when the form has one. */
+/** A field's label in words, without the required mark. */
+function labelOf(c: Element): string {
+  const l = c.id ? document.querySelector(`label[for="${c.id}"]`) : null;
+  return (l?.textContent ?? '').replace(/\s*\*$/, '').replace(/:.*$/, '').trim();
+}
+
+/**
+ * Puts a server message beside the field it names ("subdomain is already
+ * in use", "allow_ips: \"10.0.0.0/33\" is not an address or CIDR"), when
+ * the form has one: the field named first in the message wins, and API
+ * names become the field's label ("Allowed addresses …"), or go when they
+ * only prefix the message. Returns whether it found the field.
+ */
 export function errorToField(f: HTMLElement, e: unknown): boolean {
   if (!(e instanceof ApiError) || e.status === 0 || e.status === 401 && !f.querySelector('[name=password]')) return false;
-  for (const c of f.querySelectorAll<HTMLInputElement>('input[name], select[name]')) {
-    const set = fieldErrors.get(c);
-    if (set && !c.closest('[hidden]') && new RegExp(`\\b${c.name}\\b`).test(e.message)) {
-      set(describeError(e));
-      c.focus();
-      return true;
-    }
+  let best: { c: HTMLInputElement; at: number } | null = null;
+  const visible = [...f.querySelectorAll<HTMLInputElement>('input[name], select[name]')]
+    .filter((c) => fieldErrors.has(c) && !c.closest('[hidden]'));
+  for (const c of visible) {
+    const at = e.message.search(new RegExp(`\\b${c.name}\\b`));
+    if (at >= 0 && (!best || at < best.at)) best = { c, at };
   }
-  return false;
+  if (!best) return false;
+  const c = best.c;
+  const said = describeError(e);
+  let msg = said;
+  if (msg.startsWith(`${c.name}: `)) msg = msg.slice(c.name.length + 2);
+  else if (best.at === 0) msg = labelOf(c) + msg.slice(c.name.length);
+  // Other API names (with an underscore) in the message, in words too.
+  for (const o of visible) if (o.name.includes('_')) msg = msg.replace(new RegExp(`\\b${o.name}\\b`, 'g'), labelOf(o).toLowerCase() || o.name);
+  fieldErrors.get(c)?.(msg === said ? msg : msg.charAt(0).toUpperCase() + msg.slice(1));
+  c.focus();
+  return true;
 }
 
 /** A form: checked in the page (errors beside their fields), its submit
@@ -250,13 +298,18 @@ export function badge(text: string, tone: 'good' | 'warn' | 'bad' | '' = ''): HT
   return h('span', { class: `badge ${tone}` }, text);
 }
 
-export function table(headers: string[], rows: Child[][], empty: string, caption?: string): HTMLElement {
+/** A column: its heading, and a class for its th and tds (widths). An
+ * empty heading is read as "Actions". */
+export type Head = string | [string, string];
+
+export function table(headers: Head[], rows: Child[][], empty: string, caption?: string, cls?: string): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'muted' }, empty);
+  const heads = headers.map((x) => (typeof x === 'string' ? [x, ''] : x));
   return h('div', { class: 'table-wrap' },
-    h('table', null,
+    h('table', { class: cls },
       caption ? h('caption', { class: 'sr-only' }, caption) : null,
-      h('thead', null, h('tr', null, headers.map((t) => h('th', { scope: 'col' }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
-      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': headers[i] }, c))))),
+      h('thead', null, h('tr', null, heads.map(([t, c]) => h('th', { scope: 'col', class: c || null }, t || h('span', { class: 'sr-only' }, 'Actions'))))),
+      h('tbody', null, rows.map((r) => h('tr', null, r.map((c, i) => h('td', { 'data-label': heads[i][0], class: heads[i][1] || null }, c))))),
     ));
 }
 
@@ -275,9 +328,11 @@ export async function copyText(text: string, fallback: HTMLElement): Promise<boo
   }
 }
 
-/** A block of text with a Copy button that says what happened. */
-export function copyBox(text: string, label: string, cls = 'cmd'): HTMLElement {
-  const code = h('code', { class: cls }, text);
+/** A block of text with a Copy button that says what happened. shown is
+ * what the page displays when it differs from what is copied (a secret
+ * grouped in fours is copied without its spaces). */
+export function copyBox(text: string, label: string, cls = 'cmd', shown = text): HTMLElement {
+  const code = h('code', { class: cls }, shown);
   const said = h('span', { class: 'muted', role: 'status' });
   const copy = h('button', { type: 'button', class: 'secondary small', 'aria-label': label }, 'Copy');
   copy.addEventListener('click', async () => {

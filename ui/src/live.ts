@@ -125,6 +125,13 @@ export function offline(): void {
   timer = window.setTimeout(ask, 1000);
 }
 
+/** A request got no answer in time: the daemon is offline if /healthz
+ * does not answer either (a slow route alone is not). */
+export function slow(): void {
+  if (conn === 'offline') return;
+  void healthy().then((up) => { if (!up) offline(); });
+}
+
 function open(): void {
   clearTimeout(timer);
   timer = undefined;

@@ -6,7 +6,8 @@
 import './style.css';
 import { Api, describeError, type AuthStatus, type Message } from './api';
 import type { Ctx, View } from './ctx';
-import { modal } from './dialog';
+import { ask, modal } from './dialog';
+import { allSecrets, dismiss, forgetSecrets } from './secrets';
 import { clear, h } from './dom';
 import * as live from './live';
 import { loginFlow, loginView, setupView } from './views/auth';
@@ -71,6 +72,7 @@ api.onUnauthorized = () => relogin ??= new Promise<boolean>((resolve) => {
   });
 });
 api.onOffline = live.offline;
+api.onSlow = live.slow;
 
 // One banner for a daemon that stopped answering; it goes when it is back.
 const banner = h('div', { class: 'banner', role: 'alert', hidden: true });
@@ -129,7 +131,7 @@ async function render(): Promise<void> {
   const r = routes[route];
   if (!r) return go('overview');
   live.start();
-  clear(app, skipLink(), shell(route), main);
+  clear(app, skipLink(), shell(route), secretsNotice(), main);
   document.title = `${r.title} · tunnelsvc`;
   const c = r.view(main, ctx, parts().slice(1));
   if (c) cleanups.push(c);
@@ -149,11 +151,35 @@ function skipLink(): HTMLElement {
   }, 'Skip to content');
 }
 
+// One-time secrets not yet dismissed, on every page but their own.
+function secretsNotice(): HTMLElement {
+  const box = h('div', { class: 'secrets' });
+  const fill = () => {
+    const p = parts();
+    const here = p[0] === 'security' && !p[1] ? 'security/2fa' : p.join('/');
+    const others = allSecrets().filter((x) => x.route !== here);
+    clear(box, others.length ? h('div', { class: 'notice warn' },
+      h('p', null, 'Shown only once, and kept here until you dismiss it:'),
+      h('ul', null, others.map((x) => h('li', null, x.what, ': ', h('a', { href: `#/${x.route}` }, 'show it again'), ' ',
+        h('button', {
+          type: 'button', class: 'secondary small', 'aria-label': `Dismiss ${x.what}`,
+          onclick: () => void ask({
+            title: `Dismiss ${x.what}?`, body: h('p', null, 'It cannot be shown again.'), confirm: 'Dismiss', danger: true,
+            action: async () => dismiss(x.key),
+          }),
+        }, 'Dismiss'))))) : null);
+  };
+  fill();
+  cleanups.push(live.on('secrets', fill));
+  return box;
+}
+
 function shell(active: string): HTMLElement {
   const logout = h('button', { type: 'button', class: 'secondary' }, 'Log out');
   logout.addEventListener('click', async () => {
     logout.disabled = true;
     live.stop();
+    forgetSecrets();
     try {
       await api.post<Message>('/api/auth/logout');
     } catch {

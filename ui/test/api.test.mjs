@@ -2,7 +2,7 @@
 // compiled by `tsc -p tsconfig.test.json` into .test-build/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Api, ApiError, DISK_FULL, describeError, diskFullDir, health, isDiskFull, unwrap } from '../.test-build/api.js';
+import { Api, ApiError, DISK_FULL, TIMEOUT_MS, describeError, diskFullDir, health, isDiskFull, unwrap } from '../.test-build/api.js';
 
 const json = (status, body, headers = {}) =>
   new Response(typeof body === 'string' ? body : JSON.stringify(body), {
@@ -127,4 +127,27 @@ test('health tells a full disk (the daemon answers) from a daemon that does not'
   assert.deepEqual(await health(answer(json(503, { error: 'store unavailable' }))), { up: false, diskFull: null });
   assert.deepEqual(await health(answer(new Response('<html>bad gateway</html>', { status: 502 }))), { up: false, diskFull: null });
   assert.deepEqual(await health(answer(new TypeError('Failed to fetch'))), { up: false, diskFull: null });
+});
+
+test('Api gives up on a request that gets no answer in time and says so', async () => {
+  let slow = 0;
+  let offline = 0;
+  const api = new Api({
+    // A frozen daemon: nothing comes back until the request is aborted.
+    fetch: (url, init) => new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError')))),
+    onSlow: () => slow++, onOffline: () => offline++, timeoutMs: 50,
+  });
+  const t0 = Date.now();
+  const err = await api.get('/api/machines').catch((e) => e);
+  assert.ok(err instanceof ApiError && err.status === 0 && err.timedOut, String(err));
+  assert.match(describeError(err), /^the server is not answering \(no answer in 0 s\)$/);
+  assert.ok(Date.now() - t0 < 1000);
+  assert.equal(slow, 1);
+  assert.equal(offline, 0);
+  assert.equal(TIMEOUT_MS, 10_000);
+  // A request may ask for longer (a probe, a machine's agent).
+  let signal;
+  const slowApi = new Api({ fetch: async (url, init) => { signal = init.signal; return json(200, { data: 1 }); }, timeoutMs: 50 });
+  assert.equal(await slowApi.get('/api/x', { timeout: 5000 }), 1);
+  assert.equal(signal.aborted, false);
 });

@@ -83,10 +83,15 @@ class Daemon {
     this.port ??= await freePort();
     this.pluginPort ??= await freePort();
     this.frpsPort ??= await freePort();
+    // Not the default gate and frps-dashboard ports: another daemon on the
+    // machine (another checkout's tests) may hold them.
+    this.gatePort ??= await freePort();
+    this.dashPort ??= await freePort();
     this.base = `http://127.0.0.1:${this.port}`;
     this.proc = spawn(bin, ['serve', '--listen', `127.0.0.1:${this.port}`, '--data-dir', join(this.dir, 'data'),
       '--system-root', join(this.dir, 'root'), '--bin-dir', join(repo, 'bin'),
       '--frps-plugin-listen', `127.0.0.1:${this.pluginPort}`, '--frps-port', String(this.frpsPort),
+      '--gate-listen', `127.0.0.1:${this.gatePort}`, '--frps-dashboard-listen', `127.0.0.1:${this.dashPort}`,
       '--ip-echo-urls', `http://127.0.0.1:${echo.address().port}/`,
       '--dns-server', `127.0.0.1:${dns.address().port}`, ...this.extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     daemons.add(this);
@@ -434,7 +439,10 @@ function journey(size, viewport, opts = {}) {
         // No agent answers here: the tunnel waits for its machine to apply
         // the new config, and says so in words.
         await row.getByText('pending', { exact: true }).waitFor();
-        await row.getByText(/waiting for nas-cellar to apply config generation \d+/).waitFor();
+        // In a few words; the daemon's sentence opens under them.
+        const why = row.locator('details.why').first();
+        await why.locator('summary').getByText(/^waiting for its machine/).waitFor();
+        assert.match(await why.locator('p').textContent(), /^waiting for nas-cellar to apply config generation \d+/);
         const config = page.locator('[data-config-state="pending"]');
         await config.waitFor();
         assert.match(await config.textContent(), /^pending since .+: .+/);
@@ -454,7 +462,8 @@ function journey(size, viewport, opts = {}) {
         await edit.getByRole('button', { name: 'Save changes' }).click();
         await patched;
         await edit.waitFor({ state: 'hidden' });
-        await page.getByRole('row').filter({ has: link }).getByText('8081', { exact: true }).waitFor();
+        await page.getByRole('row').filter({ has: link }).getByText(/local port 8081$/).waitFor();
+        await page.getByRole('status').filter({ hasText: 'Saved the changes to wiki.' }).waitFor();
 
         // Deleting asks first, naming the tunnel; cancelling keeps it.
         await page.getByRole('button', { name: 'Delete db' }).click();
@@ -474,7 +483,7 @@ function journey(size, viewport, opts = {}) {
         await focusedHeading('Two-factor authentication');
         await page.getByRole('button', { name: 'Turn on two-factor authentication' }).click();
         await page.getByRole('img', { name: /QR code/ }).waitFor();
-        secret = (await page.locator('code.secret').textContent()).trim();
+        secret = (await page.locator('code.secret').textContent()).replace(/\s+/g, '');
         await page.getByLabel('Code from the app').fill(totp(secret));
         await page.getByLabel('Device name').fill('phone');
         await page.getByRole('button', { name: 'Confirm' }).click();
@@ -491,15 +500,17 @@ function journey(size, viewport, opts = {}) {
         // A second device (its own replay guard) for the key download.
         await page.getByRole('button', { name: 'Add another device' }).click();
         await page.getByRole('img', { name: /QR code/ }).waitFor();
-        secret2 = (await page.locator('code.secret').textContent()).trim();
+        secret2 = (await page.locator('code.secret').textContent()).replace(/\s+/g, '');
         await page.getByLabel('Code from the app').fill(totp(secret2));
         await page.getByLabel('Device name').fill('tablet');
         await page.getByRole('button', { name: 'Confirm' }).click();
         await page.getByRole('button', { name: 'Remove tablet' }).waitFor();
-        // Turning 2FA off is dangerous: it asks, with a masked code field.
+        // Turning 2FA off is dangerous: it asks, with a one-time-code field
+        // (not masked: a code is no password).
         await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
         const off = page.getByRole('alertdialog', { name: 'Turn off two-factor authentication?' });
-        assert.equal(await off.getByLabel(/Code from another device/).getAttribute('type'), 'password');
+        const offCode = off.getByLabel(/^Code from your authenticator app, or a backup code/);
+        assert.deepEqual(await offCode.evaluate((el) => [el.type, el.inputMode, el.autocomplete]), ['text', 'numeric', 'one-time-code']);
         await look('security-2fa-off-dialog');
         await off.getByRole('button', { name: 'Cancel' }).click();
       });
@@ -529,10 +540,11 @@ function journey(size, viewport, opts = {}) {
         await page.getByRole('button', { name: 'Download laptop-key' }).click();
         const dlg = page.getByRole('dialog', { name: 'Download the private key of laptop-key' });
         const code = dlg.getByLabel('Code from your authenticator app');
-        assert.equal(await code.getAttribute('type'), 'password');
+        assert.equal(await code.getAttribute('type'), 'text');
         await code.fill('000000');
         await dlg.getByRole('button', { name: 'Download private key' }).click();
-        await dlg.getByRole('alert').waitFor();
+        // A wrong code is said at the code.
+        assert.match(await errorOf(code), /invalid code/);
         await code.fill(totp(secret2, Date.now() + 30_000));
         const [dl] = await Promise.all([page.waitForEvent('download'), dlg.getByRole('button', { name: 'Download private key' }).click()]);
         assert.equal(dl.suggestedFilename(), 'tunnel_id_rsa');

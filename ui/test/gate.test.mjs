@@ -83,12 +83,13 @@ before(async () => {
   for (const bin of ['frps', 'frpc']) assert.ok(existsSync(join(repo, 'bin', bin)), `bin/${bin} is missing; run make build`);
   const bin = join(tmp, 'tunnelsvc');
   await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
-  const [port, pluginPort, frpsPort] = [await freePort(), await freePort(), await freePort()];
+  const [port, pluginPort, frpsPort, dashPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const lo = 21000 + Math.floor(Math.random() * 100) * 100;
   base = `http://127.0.0.1:${port}`;
   const daemon = start('tunnelsvc', bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(tmp, 'data'),
     '--system-root', join(tmp, 'root'), '--bin-dir', join(repo, 'bin'), '--server-host', '127.0.0.1',
     '--frps-plugin-listen', `127.0.0.1:${pluginPort}`, '--frps-port', String(frpsPort), '--gate-listen', '127.0.0.1:0',
+    '--frps-dashboard-listen', `127.0.0.1:${dashPort}`,
     '--tunnel-ports', `${lo}-${lo + 99}`, '--ip-echo-urls', `${base}/nothing`]);
   await until('the daemon', 20_000, async () => {
     if (daemon.exitCode !== null) throw new Error('daemon exited');
@@ -148,7 +149,7 @@ test('operator gate: dashboard form, redirect through router.<domain>, what the 
   assert.equal(await page.getByLabel('Shared password').isVisible(), false);
   await page.getByRole('button', { name: 'Create tunnel' }).click();
   await page.getByText(/^Tunnel app created/).waitFor();
-  await page.getByRole('cell', { name: /app.*\(operator\)/ }).waitFor();
+  await page.getByRole('cell', { name: /app.*Access: operator only/ }).waitFor();
 
   const [tunnel] = await call('GET', '/api/tunnels');
   assert.equal(tunnel.access, 'operator');

@@ -99,11 +99,16 @@ test('monitoring: metrics token, webhook settings and test delivery', { timeout:
   assert.match(metrics, /^tunnelsvc_build_info\{goversion="go[^"]+",version="[^"]+"\} 1$/m);
   await page.getByText(/A token exists/).waitFor();
 
-  // A URL the server refuses shows its words; a good one is saved and tested.
-  await page.getByLabel('Webhook URL').fill('ftp://127.0.0.1/x');
+  // A URL the server refuses shows its words at the field, which they
+  // leave as soon as it is edited; a good one is saved and tested.
+  const url = page.getByLabel('Webhook URL');
+  await url.fill('ftp://127.0.0.1/x');
   await page.getByRole('button', { name: 'Save notifications' }).click();
-  await page.getByRole('alert').filter({ hasText: 'http or https URL with a host' }).waitFor();
-  await page.getByLabel('Webhook URL').fill(`http://127.0.0.1:${hook.address().port}/hook`);
+  await url.and(page.locator('[aria-invalid="true"]')).waitFor();
+  const said = await url.evaluate((el) => el.getAttribute('aria-describedby').split(' ').map((id) => document.getElementById(id).textContent).join(' '));
+  assert.match(said, /Webhook URL must be an http or https URL with a host/);
+  await url.fill(`http://127.0.0.1:${hook.address().port}/hook`);
+  assert.equal(await url.getAttribute('aria-invalid'), null);
   await page.getByLabel('Preset').selectOption('json');
   await page.getByLabel('Offline delay (minutes)').fill('3');
   await page.getByRole('button', { name: 'Save notifications' }).click();

@@ -1,8 +1,8 @@
 // First-run setup, login and the 2FA step of login (also used, in a
 // dialog, when the session expires mid-work).
-import { ApiError, isDiskFull, type Api, type LoginResult, type Message } from '../api';
+import { ApiError, describeError, isDiskFull, type Api, type LoginResult, type Message } from '../api';
 import type { View } from '../ctx';
-import { clear, field, form, h, type Field } from '../dom';
+import { clear, codeField, field, form, h, type Field } from '../dom';
 
 export const setupView: View = (root, ctx) => {
   const pw = field('New password', { type: 'password', name: 'password', autocomplete: 'new-password', required: true, minlength: 8 },
@@ -68,11 +68,10 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     pw.input.focus();
   };
   const codeStep = (pending: string) => {
-    const code = field('Authentication code', { type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true, spellcheck: 'false' },
-      'The 6-digit code from your authenticator app, or a backup code.');
+    const code = codeField('Authentication code', 'The 6-digit code from your authenticator app, or a backup code.', true);
     const f = form({ label: 'Two-factor authentication', submit: 'Verify' }, [code.row], async () => {
       const r = await api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() })
-        .catch((e) => atField(e, code));
+        .catch((e) => atField(e, code, true));
       if (r) done(true);
     });
     const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
@@ -83,10 +82,12 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
 }
 
 /** A full data disk is said at the field the operator just filled (the
- * banner says it too); anything else goes on to the form's own handling. */
-function atField(e: unknown, f: Field): undefined {
-  if (!isDiskFull(e)) throw e;
-  f.error(e.message);
+ * banner says it too), and so is a refused code (like a wrong password);
+ * anything else goes on to the form's own handling. */
+function atField(e: unknown, f: Field, refused = false): undefined {
+  if (!isDiskFull(e) && !(refused && e instanceof ApiError && [400, 401, 403, 429].includes(e.status))) throw e;
+  f.error(describeError(e));
+  f.input.select();
   f.input.focus();
   return undefined;
 }

@@ -87,18 +87,29 @@ async function svcPlan(ctx: Ctx): Promise<Child[]> {
   ];
 }
 
+// The three modes, in words, before anything is applied.
+const MODES: [string, string, string][] = [
+  ['none', 'No firewall', 'tunnelsvc does not touch the firewall, and nothing filters incoming traffic unless you set that up.'],
+  ['manual', 'I manage the firewall myself', 'tunnelsvc does not touch the firewall; you open the ports tunnels need (ufw, firewalld or your own nftables).'],
+  ['svc', 'tunnelsvc manages its own nftables table', 'Incoming traffic is dropped except SSH on port 22, HTTP and HTTPS, the tunnel server\'s port, public tunnel ports and this dashboard (unless it is private); the table follows tunnels as they change, and other tables are left alone. Apply shows the ports and asks first.'],
+];
+const modeName = (m?: string) => MODES.find(([v]) => v === m)?.[1] ?? m ?? 'unknown';
+
+/** "active", "inactive", or "—" for a tool that is not installed. */
+const state = (installed?: boolean, active?: boolean) => (!installed ? '—' : active ? 'active' : 'inactive');
+
 export function firewall(ctx: Ctx): HTMLElement {
   const api = ctx.api;
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const n = notice();
   const outcome = outcomeBox(ctx, 'firewall', 'Firewall change');
-  const mode = select('Mode', [['svc', 'tunnelsvc manages its own nftables table'], ['manual', 'I manage the firewall myself'], ['none', 'No firewall']], { name: 'mode' });
+  const mode = select('Mode', MODES.map(([v, t]): [string, string] => [v, t]), { name: 'mode' });
   const apply = async () => {
     await api.post<Message>('/api/local/firewall/configure', { mode: mode.input.value });
     outcome.started();
     await load();
   };
-  const f = form({ label: 'Firewall mode', submit: 'Apply', className: 'stack inline' }, [mode.row], async () => {
+  const f = form({ label: 'Firewall mode', submit: 'Apply' }, [mode.row], async () => {
     if (mode.input.value !== 'svc') return apply();
     await ask({
       title: 'Let tunnelsvc take over the firewall?', body: await svcPlan(ctx),
@@ -107,21 +118,23 @@ export function firewall(ctx: Ctx): HTMLElement {
   });
   const load = () => busy([], n, async () => {
     const d = await api.get<FirewallDetection>('/api/local/firewall/detect');
-    const tool = (name: string, installed?: boolean, active?: boolean | string) =>
-      [name, installed ? 'installed' : 'not installed', active === undefined ? '—' : String(active)];
     if (d.mode && !f.form.contains(document.activeElement)) mode.input.value = d.mode;
+    const tables = d.nftables?.tables ?? [];
     refill(body,
-      h('p', null, 'Current mode: ', h('strong', null, d.mode ?? 'unknown')),
-      table(['Tool', 'Installed', 'Active / rules'], [
-        tool('nftables', d.nftables?.installed, (d.nftables?.tables ?? []).join(', ') || 'no tables'),
-        tool('ufw', d.ufw?.installed, d.ufw?.active),
-        tool('firewalld', d.firewalld?.installed, d.firewalld?.active),
-        tool('iptables', d.iptables?.installed, `${d.iptables?.rules ?? 0} rules, ${d.iptables?.ipv6_rules ?? 0} IPv6`),
+      h('p', null, 'Current mode: ', h('strong', null, modeName(d.mode)), d.mode ? [' (', h('code', null, d.mode), ')'] : null),
+      h('h3', null, 'Firewall tools on this server'),
+      table(['Tool', 'Installed', 'State'], [
+        ['nftables', d.nftables?.installed ? 'yes' : 'no', !d.nftables?.installed ? '—' : tables.length ? `tables: ${tables.join(', ')}` : 'no tables'],
+        ['ufw', d.ufw?.installed ? 'yes' : 'no', state(d.ufw?.installed, d.ufw?.active)],
+        ['firewalld', d.firewalld?.installed ? 'yes' : 'no', state(d.firewalld?.installed, d.firewalld?.active)],
+        ['iptables', d.iptables?.installed ? 'yes' : 'no', !d.iptables?.installed ? '—'
+          : `${d.iptables?.rules ?? 0} rule${d.iptables?.rules === 1 ? '' : 's'}, ${d.iptables?.ipv6_rules ?? 0} for IPv6`],
       ], '', 'Firewall tools'),
       (d.notes ?? []).length ? h('ul', { class: 'muted' }, (d.notes ?? []).map((x) => h('li', null, x))) : null);
   });
   ctx.sub(['status'], () => void load());
   void load();
   void outcome.refresh();
-  return card('Mode', n.el, outcome.el, body, f.form);
+  return card('Mode', n.el, outcome.el, body, h('h3', null, 'Choose the mode'),
+    h('dl', { class: 'modes' }, MODES.flatMap(([v, t, w]) => [h('dt', null, t, ' (', h('code', null, v), ')'), h('dd', null, w)])), f.form);
 }

@@ -16,7 +16,7 @@ export function sshKeys(ctx: Ctx): HTMLElement {
       title: `Download the private key of ${k.name}`,
       body: h('p', null, 'Anyone with this file can log in where the key is trusted. Confirm it is you.'),
       confirm: 'Download private key',
-      code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password' },
+      code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password', secret: true },
       action: async (secret) => {
         const res = await api.send('POST', `/api/local/ssh-keys/${encodeURIComponent(k.id)}/download`,
           totp ? { code: secret } : { password: secret });
@@ -35,9 +35,11 @@ export function sshKeys(ctx: Ctx): HTMLElement {
         await load();
       }));
       const used = k.machine_count ?? 0;
-      const del = rowButton('Delete', k.name, () => void ask({
+      // The default key is what joining machines get: it is not offered
+      // for deletion (make another one the default first).
+      const del = k.is_default ? null : rowButton('Delete', k.name, () => void ask({
         title: `Delete the key ${k.name}?`,
-        body: h('p', null, used ? `${used} machine${used === 1 ? '' : 's'} trust this key; you can no longer log in to them with it.` : 'No machine was given this key.'),
+        body: h('p', null, used ? `${used === 1 ? '1 machine trusts' : `${used} machines trust`} this key; you can no longer log in to ${used === 1 ? 'it' : 'them'} with it.` : 'No machine was given this key.'),
         confirm: `Delete ${k.name}`, danger: true,
         action: async () => {
           await api.del<Message>(`/api/local/ssh-keys/${encodeURIComponent(k.id)}`);
@@ -58,6 +60,7 @@ export function sshKeys(ctx: Ctx): HTMLElement {
   });
   ctx.sub(['machines'], () => void load());
   void load();
-  return card('Key pairs', h('p', null, 'Machines trust the default key when they join; "used by" counts the machines that got each key.'),
+  return card('Key pairs', h('p', null, 'Machines trust the default key when they join; "used by" counts the machines that got each key. ',
+    'To log in to a machine, download the private key it trusts and give it to ssh with ', h('code', null, '-i'), '.'),
     n.el, body, h('h3', null, 'New key'), gen.form);
 }

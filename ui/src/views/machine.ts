@@ -2,13 +2,17 @@
 // it, its agent, its tunnels and its activity. Renamed in place; every view
 // that shows the name follows (the rename is pushed to them).
 import { loadTraffic } from './monitoring';
-import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type Tunnel } from '../api';
+import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type SSHKey, type Tunnel } from '../api';
 import type { View } from '../ctx';
 import { ask } from '../dialog';
 import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { emit } from '../live';
 import { statusBadge } from './machines';
+import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
+
+/** Where the SSH command expects the downloaded private key. */
+const KEY_FILE = '~/.ssh/tunnel_id_rsa';
 
 export const machineView: View = (root, ctx, params) => {
   const id = Number(params[0]);
@@ -58,7 +62,7 @@ export const machineView: View = (root, ctx, params) => {
     ctx.title(m.name);
     renameButton.setAttribute('aria-label', `Rename ${m.name}`);
     refill(statusBody,
-      h('p', { class: 'status-line' }, statusBadge(m), ' ', m.status_reason ? h('span', null, m.status_reason) : null),
+      h('div', { class: 'status-line state' }, statusBadge(m), reason(m.status_reason)),
       h('dl', { class: 'kv' },
         h('dt', null, 'Last seen'), h('dd', null, m.last_seen ? [time(m.last_seen), ` (${fmtTime(m.last_seen)})`] : 'never connected'),
         h('dt', null, 'Joined'), h('dd', null, fmtTime(m.created_at), m.client_addr ? ` from ${m.client_addr}` : ''),
@@ -68,15 +72,24 @@ export const machineView: View = (root, ctx, params) => {
         m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
           'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
     if (m.ssh_command) {
+      // The machine trusts one of this server's keys: ssh needs its
+      // private half, downloaded as tunnel_id_rsa.
+      const cmd = m.ssh_command.replace(/^ssh /, `ssh -i ${KEY_FILE} `);
+      const key = keys.find((k) => k.id === m?.ssh_key_id);
       refill(sshBody,
         h('p', null, m.ssh_direct ? 'Its SSH port is public, so you connect directly:'
           : 'Its SSH port is open only on the VPS, so you hop through the VPS (ProxyJump):'),
-        copyBox(m.ssh_command, `Copy the SSH command for ${m.name}`));
+        copyBox(cmd, `Copy the SSH command for ${m.name}`),
+        h('p', { class: 'small' }, 'It logs in with the key ', key ? h('strong', null, key.name) : 'the machine was given when it joined',
+          ': download its private key on ', h('a', { href: '#/security/keys' }, 'Security → SSH keys'),
+          ', save it as ', h('code', null, KEY_FILE), ' and make it private (', h('code', null, `chmod 600 ${KEY_FILE}`), ').'));
     } else {
       clear(sshBody, h('p', { class: 'muted' }, 'This daemon does not say how to reach the machine by SSH.'));
     }
   };
 
+  let keys: SSHKey[] = [];
+  const loadKeys = () => api.get<SSHKey[]>('/api/local/ssh-keys').then((ks) => { keys = ks ?? []; renderMachine(); }, () => {});
   const loadMachine = () => busy([], n, async () => {
     try {
       m = await api.get<Machine>(`/api/machines/${id}`);
@@ -92,24 +105,47 @@ export const machineView: View = (root, ctx, params) => {
     renderMachine();
   });
 
+  // While the agent does not answer, the tunnel client cannot be
+  // restarted: the button says so instead of failing with the same words.
+  const restart = h('button', { type: 'button', class: 'secondary', disabled: true }, 'Restart tunnel client');
+  const restartWhy = h('p', { id: `agent-why-${id}`, class: 'muted small', hidden: true },
+    'The agent does not answer, so the tunnel client cannot be restarted from here.');
+  const unreachable = (e: unknown) => {
+    refill(agentBody, h('div', { class: 'state' }, badge('not reachable', 'warn'), reason(describeError(e))));
+    restart.disabled = true;
+    restartWhy.hidden = false;
+    restart.setAttribute('aria-describedby', restartWhy.id);
+  };
   const loadAgent = () => busy([], agentNotice, async () => {
     try {
-      const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`);
+      const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`, { timeout: 25_000 });
       const up = s.active_state === 'active';
       refill(agentBody, h('dl', { class: 'kv' },
         h('dt', null, 'Tunnel client'), h('dd', null, badge(`${s.active_state ?? '?'} (${s.sub_state ?? '?'})`, up ? 'good' : 'bad')),
         s.uptime_seconds !== undefined ? [h('dt', null, 'Running for'), h('dd', null, `${Math.round(s.uptime_seconds / 60)} min`)] : null,
         h('dt', null, 'Versions'), h('dd', null, `agent ${s.agent_version ?? '?'}, tunnel client ${s.revtunnel_client_version ?? '?'}`)));
+      restart.disabled = false;
+      restartWhy.hidden = true;
+      restart.removeAttribute('aria-describedby');
     } catch (e) {
-      if (!(e instanceof ApiError) || e.status !== 502) throw e;
-      refill(agentBody, h('p', null, badge('not reachable', 'warn'), ' ', describeError(e)));
+      if (!(e instanceof ApiError) || e.status !== 502) {
+        restart.disabled = false;
+        throw e;
+      }
+      unreachable(e);
     }
   });
-  const restart = h('button', { type: 'button', class: 'secondary' }, 'Restart tunnel client');
   restart.addEventListener('click', () => void busy(restart, agentNotice, async () => {
-    agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`)).message || 'Restarted.');
+    try {
+      agentNotice.ok((await api.post<Message>(`/api/machines/${id}/agent/restart-tunnel`, undefined, { timeout: 25_000 })).message || 'Restarted.');
+    } catch (e) {
+      // The agent stopped answering: said once, in the agent's state.
+      if (!(e instanceof ApiError) || e.status !== 502) throw e;
+      unreachable(e);
+      return;
+    }
     window.setTimeout(() => void loadAgent(), 3000);
-  }));
+  }).then(() => { if (!restartWhy.hidden) restart.disabled = true; }));
 
   const newTunnel = newTunnelForm(ctx, id);
   const loadTunnels = () => busy([], tunnelsNotice, async () => {
@@ -146,14 +182,14 @@ export const machineView: View = (root, ctx, params) => {
     h('div', { class: 'title-row' }, heading, renameButton), renameBox, n.el,
     card('Status', statusBody),
     card('SSH', sshBody),
-    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart)),
+    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart), restartWhy),
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
   ctx.sub(['machines'], () => void loadMachine());
   ctx.sub(['tunnels'], () => void loadTunnels().then(loadActivity));
   ctx.sub(['activity'], () => void loadActivity());
-  void loadMachine().then(() => m && loadAgent());
+  void loadMachine().then(() => m && (void loadKeys(), loadAgent()));
   void loadTunnels().then(loadActivity);
 };
 

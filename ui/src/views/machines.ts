@@ -1,19 +1,24 @@
 // Machines: joining (a bootstrap token's one-line command, then waiting for
 // the machine, whose page opens when it registers), pending tokens, and the
 // machines with why they are not online.
-import { loadTraffic, trafficCell } from './monitoring';
-import { ApiError, type BootstrapToken, type Machine, type Message } from '../api';
+import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
+import { filterBar } from '../filter';
+import { ApiError, type BootstrapToken, type Machine, type Message, type StaleTokenAttempt } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time } from '../dom';
+import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time, type Child } from '../dom';
+import { dismiss, getSecret, keep } from '../secrets';
 import { emit } from '../live';
+import { reason } from '../words';
 
 export function statusBadge(m: Machine): HTMLElement {
   return badge(m.status, m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn');
 }
 
 /** The join command, then "waiting for the machine to join…" until the
- * token is used; then the new machine's page. */
+ * token is used; then the new machine's page. The command is kept (see
+ * secrets.ts) until it is dismissed, used or expired, so leaving the page
+ * does not lose it. */
 function joinCard(ctx: Ctx): HTMLElement {
   const label = field('Label', { type: 'text', name: 'label', maxlength: 64, autocomplete: 'off', placeholder: 'e.g. office NAS' },
     'Optional: which machine this is for.');
@@ -21,48 +26,73 @@ function joinCard(ctx: Ctx): HTMLElement {
     { invalid: 'From 1 minute to 7 days (10080).' });
   const out = h('div', { hidden: true });
   let stopWaiting = () => {};
-  const f = form({ label: 'Create a bootstrap token', submit: 'Create bootstrap token', className: 'stack inline' }, [label.row, minutes.row], async () => {
-    const t = await ctx.api.post<BootstrapToken>('/api/bootstrap/tokens', {
-      expires_in_minutes: Number(minutes.input.value), label: label.input.value.trim() || undefined,
-    });
-    emit('tokens');
+  const show = (t: BootstrapToken, resumed: boolean) => {
     const waiting = h('p', { class: 'waiting', role: 'status' }, h('span', { class: 'spinner', 'aria-hidden': 'true' }), 'Waiting for the machine to join…');
+    const hide = h('button', { type: 'button', class: 'secondary small' }, 'Dismiss the command');
+    hide.addEventListener('click', () => {
+      dismiss('join');
+      stopWaiting();
+      clear(out);
+      out.hidden = true;
+      label.input.focus();
+    });
     clear(out,
       h('p', null, 'Run this on the machine that should join. The token works once, until ', fmtTime(t.expires_at), '.'),
       copyBox(t.command ?? t.token ?? '', 'Copy the join command'),
       // The daemon knows no address machines can reach; it says what to set.
       t.warning ? h('p', { class: 'callout', role: 'alert' }, t.warning) : null,
-      waiting);
+      waiting, h('div', { class: 'actions' }, hide));
     out.hidden = false;
     stopWaiting();
-    stopWaiting = follow(ctx, t, waiting);
+    stopWaiting = follow(ctx, t, waiting, resumed);
+  };
+  const f = form({ label: 'Create a bootstrap token', submit: 'Create bootstrap token', className: 'stack inline' }, [label.row, minutes.row], async () => {
+    const t = await ctx.api.post<BootstrapToken>('/api/bootstrap/tokens', {
+      expires_in_minutes: Number(minutes.input.value), label: label.input.value.trim() || undefined,
+    });
+    emit('tokens');
+    keep({ key: 'join', route: 'machines', what: `the join command ${t.label ? `for ${t.label}` : 'for a new machine'}`, data: { token: t } });
+    show(t, false);
   });
+  const again = getSecret('join');
+  if (again) show(again.data.token as BootstrapToken, true);
   return card('Add a machine', h('p', null, 'A bootstrap token lets one machine join with a single command.'), f.form, out);
 }
 
 // Asks about the token whenever machines or tokens change (pushed), and
-// every 5 s in case a push was missed, until it is used or expired.
-function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement): () => void {
+// every 5 s in case a push was missed, until it is used or expired. When
+// it is used the new machine's page opens, unless it was used while the
+// operator was elsewhere: then a link says so.
+function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement, resumed: boolean): () => void {
   let done = false;
   let timer: number | undefined;
+  const end = (text: Child[]) => {
+    done = true;
+    dismiss('join');
+    clear(status, ...text);
+  };
   const check = async () => {
     if (done || !status.isConnected) return;
     try {
       const cur = await ctx.api.get<BootstrapToken>(`/api/bootstrap/tokens/${t.id}`);
       if (cur.state === 'used' && cur.machine_id) {
-        done = true;
-        ctx.go(`machines/${cur.machine_id}`);
+        if (!resumed) {
+          done = true;
+          dismiss('join');
+          ctx.go(`machines/${cur.machine_id}`);
+          return;
+        }
+        end(['A machine joined with this command: ', h('a', { href: `#/machines/${cur.machine_id}` }, 'open its page'), '.']);
         return;
       }
       if (cur.state === 'expired' || new Date(t.expires_at).getTime() < Date.now()) {
-        done = true;
-        status.textContent = 'The token expired before a machine joined; create a new one.';
+        end(['The token expired before a machine joined; create a new one.']);
         return;
       }
+      resumed = false;
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
-        done = true;
-        status.textContent = 'The token was revoked.';
+        end(['The token was revoked.']);
         return;
       }
     }
@@ -70,7 +100,7 @@ function follow(ctx: Ctx, t: BootstrapToken, status: HTMLElement): () => void {
     timer = window.setTimeout(() => void check(), 5000);
   };
   ctx.sub(['machines', 'tokens'], () => void check());
-  timer = window.setTimeout(() => void check(), 5000);
+  timer = window.setTimeout(() => void check(), resumed ? 0 : 5000);
   return () => { done = true; clearTimeout(timer); };
 }
 
@@ -100,30 +130,65 @@ function tokensCard(ctx: Ctx): HTMLElement {
 function machinesCard(ctx: Ctx): HTMLElement {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  let data: { ms: Machine[]; traffic: TrafficHistory | null } | null = null;
+  const filters = filterBar<Machine>((m) => [m.name, m.username, m.status, m.status_reason, m.tunnel_port, m.client_addr].join(' '),
+    [{ label: 'State', name: 'state', options: [['', 'All states'], ['online', 'Online'], ['offline', 'Offline'], ['pending', 'Pending']],
+      match: (m, v) => m.status === v }],
+    () => show());
+  filters.el.hidden = true;
+  const show = () => {
+    if (data) refill(body, filters.apply(data.ms, (ms) => machinesTable(ctx, ms, data?.traffic ?? null), ['machine', 'machines']));
+  };
   const load = () => busy([], n, async () => {
-    const [ms0, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
-    const ms = ms0 ?? [];
-    refill(body, table(['Name', 'Status', 'Last seen', 'User', 'SSH port', 'Traffic (24 h)', ''], ms.map((m) => {
-      const del = rowButton('Delete', m.name, () => void ask({
-        title: `Delete ${m.name}?`,
-        body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
-        confirm: `Delete ${m.name}`, danger: true,
-        action: async () => {
-          await ctx.api.del<Message>(`/api/machines/${m.id}`);
-          emit('machines');
-          emit('tunnels');
-        },
-      }), 'danger small');
-      return [h('a', { href: `#/machines/${m.id}` }, m.name),
-        h('div', null, statusBadge(m), m.status_reason ? h('div', { class: 'muted small' }, m.status_reason) : null),
-        time(m.last_seen), m.username, m.tunnel_port ?? '—', trafficCell(traffic?.machines[String(m.id)]), del];
-    }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines'));
+    const [ms, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
+    data = { ms: ms ?? [], traffic };
+    filters.el.hidden = data.ms.length === 0;
+    show();
   });
   ctx.sub(['machines'], () => void load());
   void load();
-  return card('Machines', n.el, body);
+  return card('Machines', filters.el, n.el, body);
+}
+
+function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null): HTMLElement {
+  return table([['Machine', 'c-main'], ['Status', 'c-state'], ['Last seen', 'c-seen'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']], ms.map((m) => {
+    const del = rowButton('Delete', m.name, () => void ask({
+      title: `Delete ${m.name}?`,
+      body: h('p', null, `${m.name} loses its tunnels and its credentials; it must join again with a new token.`),
+      confirm: `Delete ${m.name}`, danger: true,
+      action: async () => {
+        await ctx.api.del<Message>(`/api/machines/${m.id}`);
+        emit('machines');
+        emit('tunnels');
+      },
+    }), 'danger small');
+    return [
+      h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
+        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
+      h('div', { class: 'state' }, statusBadge(m), reason(m.status_reason)),
+      time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
+  }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table');
+}
+
+// Joins that failed (a stale, used or mistyped token) and tunnel clients
+// whose credentials were refused, grouped by address and reason.
+function failedCard(ctx: Ctx): HTMLElement {
+  const n = notice();
+  const body = h('div');
+  const load = () => busy([], n, async () => {
+    const as = (await ctx.api.get<StaleTokenAttempt[]>('/api/security/stale-tokens')) ?? [];
+    refill(body, table(['Last try', 'From', 'What', 'Why', 'Tries'], as.map((a) => [
+      time(a.created_at), a.client_addr || '—', a.kind === 'bootstrap' ? 'join with a token' : 'tunnel client login',
+      a.reason || '—', h('span', { title: a.first_seen ? `first ${fmtTime(a.first_seen)}` : null }, a.count ?? 1),
+    ]), 'No failed joins.', 'Failed join attempts'));
+  });
+  ctx.sub(['tokens', 'machines', 'audit'], () => void load());
+  void load();
+  return card('Failed join attempts',
+    h('p', { class: 'muted' }, 'Joins refused because the token was unknown, used or expired, and tunnel clients whose credentials were refused.'),
+    n.el, body);
 }
 
 export const machinesView: View = (root, ctx) => {
-  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx), tokensCard(ctx));
+  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx), tokensCard(ctx), failedCard(ctx));
 };

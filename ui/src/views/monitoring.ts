@@ -4,7 +4,8 @@
 import { ask } from '../dialog';
 import type { Message } from '../api';
 import type { Ctx } from '../ctx';
-import { busy, card, clear, field, fmtTime, form, h, notice, select } from '../dom';
+import { busy, card, clear, copyBox, field, fmtTime, form, h, notice, select } from '../dom';
+import { dismiss, getSecret, keep } from '../secrets';
 
 export interface TrafficSeries {
   in: number[]; out: number[]; bytes_in: number; bytes_out: number; connections: number; bucket_minutes: number;
@@ -55,9 +56,11 @@ export async function loadTraffic(ctx: Ctx): Promise<TrafficHistory | null> {
   }
 }
 
-/** A table cell: the chart, the 24 h totals and the open connections. */
-export function trafficCell(s: TrafficSeries | undefined): HTMLElement {
-  if (!s) return h('span', { class: 'muted' }, 'no traffic yet');
+/** A table cell: the chart, the 24 h totals and the open connections.
+ * known is false when the history could not be loaded: then nothing is
+ * claimed about the traffic. */
+export function trafficCell(s: TrafficSeries | undefined, known = true): HTMLElement {
+  if (!s) return h('span', { class: 'muted' }, known ? 'no traffic yet' : '—');
   return h('div', { class: 'traffic' }, sparkline(s),
     h('small', null, `in ${fmtBytes(s.bytes_in)} · out ${fmtBytes(s.bytes_out)} · ${s.connections} conn.`));
 }
@@ -68,6 +71,16 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   const tokenNotice = notice();
   const tokenBody = h('div');
   const shown = h('div');
+  // The new token, shown once by the daemon: kept until dismissed.
+  const showToken = (token: string) => {
+    const done = h('button', { type: 'button', class: 'secondary small' }, 'I have saved it');
+    done.addEventListener('click', () => { dismiss('metrics-token'); clear(shown); });
+    clear(shown, h('div', { class: 'callout' },
+      h('p', null, h('strong', null, 'Metrics token — shown only now.'), ' Send it as ', h('code', null, 'Authorization: Bearer <token>'), ' to /metrics.'),
+      copyBox(token, 'Copy the metrics token', 'cmd token'), h('div', { class: 'actions' }, done)));
+  };
+  const kept = getSecret('metrics-token');
+  if (kept) showToken(kept.data.token as string);
   const loadToken = () => busy([], tokenNotice, async () => {
     const st = await api.get<TokenStatus>('/api/monitoring/metrics-token');
     const create = h('button', { type: 'button' }, st.exists ? 'Replace token' : 'Create token');
@@ -76,9 +89,8 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
       if (st.exists && !await ask({ title: 'Replace the metrics token?', body: h('p', null, 'Scrapers using the old one get 401.'), confirm: 'Replace the token', danger: true })) return;
       void busy([create, revoke], tokenNotice, async () => {
         const t = await api.post<TokenStatus>('/api/monitoring/metrics-token');
-        clear(shown, h('div', { class: 'callout' },
-          h('p', null, h('strong', null, 'Metrics token — shown only now.'), ' Send it as ', h('code', null, 'Authorization: Bearer <token>'), ' to /metrics.'),
-          h('pre', null, h('code', { class: 'cmd' }, t.token ?? ''))));
+        keep({ key: 'metrics-token', route: 'security/monitoring', what: 'the new metrics token', data: { token: t.token ?? '' } });
+        showToken(t.token ?? '');
         await loadToken();
       });
     });
@@ -87,6 +99,7 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
       void busy([create, revoke], tokenNotice, async () => {
         tokenNotice.ok((await api.del<Message>('/api/monitoring/metrics-token')).message);
         clear(shown);
+        dismiss('metrics-token');
         await loadToken();
       });
     });
@@ -96,10 +109,12 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
   });
 
   // Webhook notifications.
-  const url = field('Webhook URL', { type: 'text', inputmode: 'url', autocomplete: 'off', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
+  // The names are the API's, so its errors land at the right field (and
+  // go as soon as the field is edited).
+  const url = field('Webhook URL', { type: 'text', name: 'url', inputmode: 'url', autocomplete: 'off', spellcheck: 'false', placeholder: 'https://ntfy.sh/your-secret-topic', maxlength: 2048 },
     'Empty turns notifications off.');
-  const preset = select('Preset', [['ntfy', 'ntfy (text, Title header)'], ['json', 'JSON webhook']]);
-  const delay = field('Offline delay (minutes)', { type: 'number', min: 1, max: 1440, required: true },
+  const preset = select('Preset', [['ntfy', 'ntfy (text, Title header)'], ['json', 'JSON webhook']], { name: 'preset' });
+  const delay = field('Offline delay (minutes)', { type: 'number', name: 'offline_minutes', min: 1, max: 1440, required: true },
     'A machine offline longer than this is reported, and again when it is back.');
   const notifyForm = form({ label: 'Notification settings', submit: 'Save notifications' }, [url.row, preset.row, delay.row], async (n) => {
     const s = await api.put<NotifySettings>('/api/monitoring/notifications', {
@@ -114,19 +129,41 @@ export function monitoringCard(ctx: Ctx): HTMLElement {
     else notifyForm.notice.error(new Error(r.message));
   }));
   notifyForm.submit.after(test);
+  // Until the settings are loaded the form cannot be sent: blank fields
+  // would turn notifications off.
+  notifyForm.submit.disabled = true;
+  test.disabled = true;
   void busy([], notifyForm.notice, async () => {
     const s = await api.get<NotifySettings>('/api/monitoring/notifications');
     url.input.value = s.url;
     preset.input.value = s.preset;
     delay.input.value = String(s.offline_minutes);
+    notifyForm.submit.disabled = false;
+    test.disabled = false;
   });
   void loadToken();
 
-  return card('Metrics & notifications',
-    h('h3', null, 'Prometheus metrics'),
-    h('p', null, 'Scrape ', h('code', null, '/metrics'), ' with this bearer token (only its hash is kept).'),
-    tokenNotice.el, tokenBody, shown,
-    h('h3', null, 'Notifications'),
-    h('p', null, 'Sent when a machine is offline too long or back, an address is banned, a certificate expires within 14 days, or logins fail in bursts. Each delivery appears in the activity feed.'),
-    notifyForm.form);
+  // Where Prometheus scrapes: this dashboard's own address, as the
+  // browser reaches it, with the token read from a file.
+  const metricsURL = `${location.origin}/metrics`;
+  const scrape = [
+    'scrape_configs:',
+    '  - job_name: tunnelsvc',
+    `    scheme: ${location.protocol.replace(':', '')}`,
+    '    metrics_path: /metrics',
+    '    authorization:',
+    '      credentials_file: /etc/prometheus/tunnelsvc-token',
+    '    static_configs:',
+    `      - targets: ['${location.host}']`,
+  ].join('\n');
+  return h('div', null,
+    card('Prometheus metrics',
+      h('p', null, 'Prometheus scrapes ', h('code', null, metricsURL), ' with a bearer token (only its hash is kept here).'),
+      tokenNotice.el, tokenBody, shown,
+      h('h3', null, 'Scrape configuration'),
+      h('p', null, 'For prometheus.yml, with the token in ', h('code', null, '/etc/prometheus/tunnelsvc-token'), ' (readable by Prometheus only):'),
+      copyBox(scrape, 'Copy the scrape configuration', 'yaml')),
+    card('Notifications',
+      h('p', null, 'Sent when a machine is offline too long or back, an address is banned, a certificate expires within 14 days, or logins fail in bursts. Each delivery appears in the activity feed.'),
+      notifyForm.form));
 }

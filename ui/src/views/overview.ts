@@ -6,15 +6,32 @@ import type { View } from '../ctx';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { conn, logBuffer, onLog, type LogLine } from '../live';
 import { outcomeBox } from '../outcome';
+import { reason } from '../words';
 
-// Where each checklist item is done.
-const WHERE: Record<string, [string, string]> = {
-  password: ['#/security/2fa', 'Security'],
-  domain_dns: ['#install', 'the install form below'],
-  webproxy: ['#install', 'the install form below'],
-  machine: ['#/machines', 'Machines'],
-  tunnel: ['#/tunnels', 'Tunnels'],
+// Where each checklist item is done, and what it is about.
+const WHERE: Record<string, string> = {
+  domain_dns: '#install',
+  webproxy: '#install',
+  machine: '#/machines',
+  tunnel: '#/tunnels',
 };
+const WHAT: Record<string, string> = {
+  password: 'The operator password protects this dashboard.',
+  domain_dns: 'Tunnels get names under your domain, and a DNS A record for router.<domain> must point at this server.',
+  webproxy: 'Caddy publishes HTTP tunnels over HTTPS; the tunnel server is what machines connect to.',
+  machine: 'A machine joins with a one-line command and keeps its tunnels open to this server.',
+  tunnel: 'An HTTP tunnel publishes a service of a machine at https://<name>.<domain>.',
+};
+
+/** Whether the units' shared error is what the last install failed with. */
+const sameAsInstall = (s: LocalStatus, err: string) => {
+  const o = s.outcomes?.install;
+  return !!o && !o.ok && !!o.message && (o.message.includes(err) || err.includes(o.message));
+};
+
+/** The daemon's detail, without an example that names no domain
+ * ("(e.g. grafana.)" while no domain is set). */
+export const detailText = (s: string) => s.replace(/ \(e\.g\. [^\s)]*\.\)/g, '');
 
 export const overviewView: View = (root, ctx) => {
   const api = ctx.api;
@@ -34,18 +51,21 @@ export const overviewView: View = (root, ctx) => {
     }
     const items = c.items ?? [];
     const next = items.find((i) => i.id === c.next);
-    const link = (id: string) => {
+    const link = (id: string, text: string) => {
       const w = WHERE[id];
-      if (!w) return null;
-      if (w[0] === '#install') return h('a', { href: '#install', onclick: (e: Event) => { e.preventDefault(); domain.input.focus(); } }, w[1]);
-      return h('a', { href: w[0] }, w[1]);
+      if (!w) return text;
+      if (w === '#install') return h('a', { href: '#install', onclick: (e: Event) => { e.preventDefault(); domain.input.focus(); } }, text);
+      return h('a', { href: w }, text);
     };
     refill(checkBody,
       h('ol', { class: 'checklist' }, items.map((i) => h('li', { class: i.done ? 'done' : i.id === c.next ? 'next' : '' },
         h('span', { class: 'mark', 'aria-hidden': 'true' }, i.done ? '✓' : '○'),
         h('span', { class: 'sr-only' }, i.done ? 'Done: ' : 'To do: '),
-        h('strong', null, i.label), i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${i.detail}`) : null))),
-      next ? h('p', { class: 'next-step' }, h('strong', null, 'Next step: '), c.next_step || next.label, ' ', link(next.id) ? ['(', link(next.id), ')'] : null)
+        h('strong', null, link(i.id, i.label)),
+        i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${detailText(i.detail)}`) : null,
+        WHAT[i.id] ? h('div', { class: 'muted small what' }, WHAT[i.id]) : null))),
+      next ? h('div', { class: 'next-step' }, h('strong', null, 'Next step: '), reason(detailText(c.next_step || next.label), ''), ' ',
+        WHERE[next.id] ? link(next.id, WHERE[next.id] === '#install' ? 'Go to the install form' : `Go to ${next.id === 'machine' ? 'Machines' : 'Tunnels'}`) : null)
         : items.length ? h('p', { class: 'notice ok' }, 'All set: every step is done.') : null);
   });
 
@@ -60,6 +80,7 @@ export const overviewView: View = (root, ctx) => {
     renderStatus(s);
   });
   const renderStatus = (s: LocalStatus) => {
+    if (s.operation) logBox.open = true;
     const rows: [string, string][] = [
       ['Web proxy', (s.webproxy ?? 'unknown').replace('_', ' ')],
       ['Domain', s.domain || '—'],
@@ -88,7 +109,10 @@ export const overviewView: View = (root, ctx) => {
         h('ul', null, ...missing)) : null,
       h('dl', { class: 'kv' }, rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
       h('h3', null, 'Services'),
-      shared ? h('p', { class: 'notice error' }, shared) : null,
+      // Said once: when the last install failed for the same reason, its
+      // message above says it already.
+      shared ? (sameAsInstall(s, shared) ? h('p', { class: 'muted' }, 'Their state is unknown, for the reason the last install gives above.')
+        : h('p', { class: 'notice error' }, shared)) : null,
       table(['Unit', 'State', 'Since'], units, 'No managed services reported.', 'Services'),
       versions ? h('p', { class: 'muted' }, 'Versions: ', versions) : null);
     if (s.domain && !domain.input.value) domain.input.value = s.domain;
@@ -107,20 +131,28 @@ export const overviewView: View = (root, ctx) => {
     const d = domain.input.value.trim();
     if (!d) { domain.error('Enter the domain first.'); domain.input.focus(); return; }
     const [r, ip] = await Promise.all([
-      api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(`/api/local/check-dns?domain=${encodeURIComponent(d)}`),
-      api.get<{ ip: string }>('/api/local/detect-ip').then((x) => x.ip, () => ''),
+      api.get<{ ok: boolean; resolved_to?: string; host?: string; message?: string }>(`/api/local/check-dns?domain=${encodeURIComponent(d)}`, { timeout: 20_000 }),
+      api.get<{ ip: string }>('/api/local/detect-ip', { timeout: 20_000 }).then((x) => x.ip, () => ''),
     ]);
     if (!r.ok) helperNotice.error(new Error(r.message || `router.${d} does not resolve`));
     else if (!ip) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}; this server's public address could not be detected to compare.`);
     else if (ip === r.resolved_to) helperNotice.ok(`${r.host} resolves to ${r.resolved_to}, this server's public address.`);
     else helperNotice.error(new Error(`${r.host} resolves to ${r.resolved_to}, but this server's public address is ${ip}.`));
   }));
+  // The address the world sees, for the DNS records to point at.
+  const detectIp = h('button', { type: 'button', class: 'secondary' }, 'Detect IP');
+  detectIp.addEventListener('click', () => void busy(detectIp, helperNotice, async () => {
+    const { ip } = await api.get<{ ip: string }>('/api/local/detect-ip', { timeout: 20_000 });
+    const d = domain.input.value.trim() || '<domain>';
+    helperNotice.ok(`This server's public address is ${ip}: point router.${d} and *.${d} at it.`);
+  }));
   const installForm = form({ label: 'Install', submit: 'Install' },
-    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, checkDns), helperNotice.el],
+    [domain.row, host.row, skip.row, h('div', { class: 'actions' }, detectIp, checkDns), helperNotice.el],
     async () => {
       await api.post<Message>('/api/local/install', {
         domain: domain.input.value.trim(), server_host: host.input.value.trim(), skip_webproxy: skip.input.checked,
       });
+      logBox.open = true;
       install.started();
     });
   installForm.form.id = 'install';
@@ -128,6 +160,14 @@ export const overviewView: View = (root, ctx) => {
   // Live log. Not a live region: a screen reader is told only when an
   // operation ends, not every line.
   const logList = h('ol', { class: 'log', 'aria-label': 'Operation log', tabindex: 0 });
+  // Folded while nothing runs (its last error is in Status already); it
+  // opens by itself while an operation runs.
+  const logSummary = h('summary');
+  const logBox = h('details', { class: 'logbox' }, logSummary, logList);
+  const countLines = () => {
+    const n = logList.childElementCount;
+    logSummary.textContent = n ? `The log of background operations (${n} line${n === 1 ? '' : 's'})` : 'The log of background operations (empty)';
+  };
   const logDone = h('p', { class: 'sr-only', role: 'status' });
   const logState = h('span', { class: 'badge' });
   const showConn = () => {
@@ -143,9 +183,11 @@ export const overviewView: View = (root, ctx) => {
     logList.append(line(m));
     if (m.done) logDone.textContent = `${m.op ?? 'operation'} ${m.ok ? 'finished' : 'failed'}`;
     while (logList.childElementCount > 500) logList.firstElementChild?.remove();
+    countLines();
     logList.scrollTop = logList.scrollHeight;
   };
   logBuffer.forEach((l) => logList.append(line(l)));
+  countLines();
   showConn();
 
   // Recent activity.
@@ -159,8 +201,9 @@ export const overviewView: View = (root, ctx) => {
     h('h1', null, 'Overview'),
     checkCard,
     card('Status', statusNotice.el, install.el, statusBody),
-    card('Install the web proxy and tunnel server', installForm.form),
-    card('Operation log', h('p', null, 'Stream: ', logState), logList, logDone),
+    card('Setup', h('p', null, 'Install the web proxy and the tunnel server.'), installForm.form,
+      h('p', { class: 'muted' }, 'Then choose how the firewall is run: ', h('a', { href: '#/security/firewall' }, 'Firewall'), ' (under Security).')),
+    card('Operation log', h('p', null, 'Stream: ', logState), logBox, logDone),
     card('Recent activity', actBody));
   ctx.sub(['status'], () => { void loadStatus(); void loadChecklist(); });
   ctx.sub(['machines', 'tunnels'], () => void loadChecklist());

@@ -8,12 +8,14 @@ import { sshKeys } from './keys';
 import { twoFA } from './twofa';
 import { monitoringCard } from './monitoring';
 
-const sections: Record<string, [string, (ctx: Ctx) => HTMLElement]> = {
-  '2fa': ['Two-factor authentication', twoFA],
+// Each page's title, and a short name for the tabs on a phone (so six
+// tabs take two rows there, not three).
+const sections: Record<string, [string, (ctx: Ctx) => HTMLElement, string?]> = {
+  '2fa': ['Two-factor authentication', twoFA, '2FA'],
   keys: ['SSH keys', sshKeys],
   ban: ['Ban tool', banTool],
   firewall: ['Firewall', firewall],
-  monitoring: ['Metrics & notifications', monitoringCard],
+  monitoring: ['Metrics & notifications', monitoringCard, 'Metrics'],
   audit: ['Audit log', auditLog],
 };
 
@@ -46,8 +48,9 @@ export const securityView: View = (root, ctx, params) => {
   const key = sections[params[0]] ? params[0] : '2fa';
   const [title, build] = sections[key];
   clear(root,
-    h('nav', { class: 'subnav', 'aria-label': 'Security' }, h('ul', null, Object.entries(sections).map(([k, [t]]) =>
-      h('li', null, h('a', { href: `#/security/${k}`, 'aria-current': k === key ? 'page' : null }, t))))),
+    h('nav', { class: 'subnav', 'aria-label': 'Security' }, h('ul', null, Object.entries(sections).map(([k, [t, , short]]) =>
+      h('li', null, h('a', { href: `#/security/${k}`, 'aria-current': k === key ? 'page' : null },
+        short ? [h('span', { class: 'long' }, t), h('span', { class: 'short' }, short)] : t))))),
     h('h1', null, title),
     build(ctx));
   document.title = `${title} · Security · tunnelsvc`;

@@ -9,19 +9,22 @@ export interface AccessControl {
   sync: (http: boolean) => void;
   /** The access fields of the request body (only for HTTP tunnels). */
   body: () => Record<string, unknown>;
+  /** Back to the defaults (public, no password, no list). */
+  reset: () => void;
 }
 
 /** The access rows, filled from an existing tunnel when one is edited: a
  * blank password then keeps the one it has. */
 export function accessControl(init: { access?: string; allow_ips?: string[]; has_password?: boolean } = {}): AccessControl {
+  // The names are the API's, so its errors land at the right field.
   const mode = select('Access', [
     ['public', 'Public: anyone'],
     ['operator', 'Operator: only a browser signed in to this dashboard'],
     ['password', 'Password: a shared password'],
-  ]);
-  const pw = field('Shared password', { type: 'password', autocomplete: 'new-password' },
-    'Whoever should see the site signs in with it.');
-  const ips = field('Allowed addresses', { type: 'text', autocomplete: 'off', placeholder: '203.0.113.0/24, 2001:db8::1' },
+  ], { name: 'access' });
+  const pw = field('Shared password', { type: 'password', name: 'password', autocomplete: 'new-password', minlength: 8 },
+    { hint: 'At least 8 characters, not easy to guess. Whoever should see the site signs in with it.', invalid: 'At least 8 characters.' });
+  const ips = field('Allowed addresses', { type: 'text', name: 'allow_ips', autocomplete: 'off', spellcheck: 'false', placeholder: '203.0.113.0/24, 2001:db8::1' },
     'Optional: addresses and CIDRs, comma-separated; others are refused.');
   if (init.access) mode.input.value = init.access;
   if (init.allow_ips?.length) ips.input.value = init.allow_ips.join(', ');
@@ -46,13 +49,21 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
     if (mode.input.value === 'password' && pw.input.value !== '') out.password = pw.input.value;
     return out;
   };
-  return { rows: [mode.row, pw.row, ips.row], sync, body };
+  const reset = () => {
+    mode.input.value = 'public';
+    pw.input.value = '';
+    ips.input.value = '';
+    syncMode();
+  };
+  return { rows: [mode.row, pw.row, ips.row], sync, body, reset };
 }
 
-/** A tunnel's access, as the tunnel list shows it. */
-export function accessLabel(t: { access?: string; allow_ips?: string[] }): Node | string {
+/** A tunnel's access, as the tunnel list shows it: who may reach it and
+ * from where, in a line of its own that wraps. */
+export function accessLabel(t: { kind?: string; access?: string; allow_ips?: string[] }): Node | string {
   const parts: string[] = [];
-  if (t.access && t.access !== 'public') parts.push(t.access);
-  if (t.allow_ips && t.allow_ips.length > 0) parts.push(`from ${t.allow_ips.join(', ')}`);
-  return parts.length ? h('small', { class: 'muted' }, ` (${parts.join(', ')})`) : '';
+  if (t.access === 'operator') parts.push('operator only');
+  else if (t.access === 'password') parts.push('shared password');
+  if (t.allow_ips && t.allow_ips.length > 0) parts.push(`only from ${t.allow_ips.join(', ')}`);
+  return parts.length ? h('div', { class: 'small muted access' }, `Access: ${parts.join('; ')}`) : '';
 }

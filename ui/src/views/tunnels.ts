@@ -6,8 +6,10 @@ import { accessControl, accessLabel } from './tunnelAccess';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
-import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child } from '../dom';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head, type Notice } from '../dom';
 import { emit } from '../live';
+import { filterBar } from '../filter';
+import { reason } from '../words';
 
 // The server's rule for names and subdomains (TunnelInput in
 // daemon/api/openapi.yaml): a hostname label, 1-63 lowercase letters,
@@ -20,34 +22,36 @@ const LABEL_MSG = 'Use letters, digits and hyphens (not first or last), at most 
 /** Where a tunnel is reached: a link for HTTP, host:port for TCP. */
 export function reachedAt(t: Tunnel): Child {
   if (t.kind === 'http') {
-    if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener' }, t.url);
+    if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener', class: 'url' }, t.url);
     return h('span', { class: 'muted' }, `${t.subdomain ?? '?'}.<domain> (no domain set)`);
   }
-  return h('code', null, t.address ?? `port ${t.remote_port ?? '?'}`);
+  return h('code', { class: 'url' }, t.address ?? `port ${t.remote_port ?? '?'}`);
 }
 
 /** A tunnel that is not active yet (or any more), and why; null when active. */
 export function tunnelState(t: Tunnel): Child | null {
   if (!t.status || t.status === 'active') return null;
   const tone = t.status === 'pending' ? 'warn' : 'bad';
-  return h('div', null, badge(t.status, tone), t.status_reason ? h('div', { class: 'muted small' }, t.status_reason) : null);
+  return h('div', null, badge(t.status, tone), reason(t.status_reason));
 }
 
-export function reachability(t: Tunnel): Child {
-  const state = tunnelState(t);
-  if (state) return state;
+/** What the last probe through the web proxy found (HTTP tunnels). */
+function probeResult(t: Tunnel): Child {
   const r = t.reachability;
-  if (t.kind !== 'http') return t.public ? 'public port' : 'VPS only';
-  if (!r || r.state === 'unknown') return badge('not checked yet');
-  const when = r.checked_at ? [' ', h('span', { class: 'muted' }, 'checked ', time(r.checked_at))] : null;
-  if (r.state === 'down') {
-    return h('div', null, badge('down', 'bad'), when, r.error ? h('div', { class: 'muted small' }, r.error) : null);
-  }
+  if (t.kind !== 'http') return h('div', { class: 'small' }, t.public ? 'public port' : 'VPS only');
+  if (!r || r.state === 'unknown') return h('div', null, badge('not checked yet'));
+  const when = r.checked_at ? h('span', { class: 'muted small' }, ' checked ', time(r.checked_at)) : null;
+  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, reason(r.error));
   const cert = r.cert_issuer
     ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
       r.cert_valid === false ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
     : null;
   return h('div', null, badge('up', 'good'), r.http_status ? ` HTTP ${r.http_status}` : null, when, cert);
+}
+
+/** The tunnel's state: its status when not active, then its last probe. */
+export function reachability(t: Tunnel): Child {
+  return h('div', { class: 'state' }, tunnelState(t), probeResult(t));
 }
 
 function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
@@ -86,17 +90,25 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     if (!kindFixed) b.kind = kind.input.value;
     return b;
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name };
+  // After a create: empty again but for the kind (and the machine), so a
+  // second submit cannot collide with the tunnel just made.
+  const reset = () => {
+    for (const i of [name.input, port.input, sub.input]) i.value = '';
+    pub.input.checked = false;
+    access.reset();
+  };
+  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name, reset };
 }
 
-function editTunnel(ctx: Ctx, t: Tunnel): void {
+function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
   void modal(`Edit tunnel ${t.name}`, (box, close) => {
     const f = tunnelFields(t, true);
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel');
     const fm = form({ label: `Edit tunnel ${t.name}`, submit: 'Save changes' }, f.rows, async () => {
-      await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
-      emit('tunnels');
+      const saved = await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
       close();
+      n.ok(`Saved the changes to ${saved?.name ?? t.name}.`);
+      emit('tunnels');
     });
     fm.submit.before(cancel);
     box.append(fm.form);
@@ -104,14 +116,17 @@ function editTunnel(ctx: Ctx, t: Tunnel): void {
   }, true);
 }
 
-/** The tunnels table; without machine it lists every machine's. */
-export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice>, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
+/** The tunnels table; without machine it lists every machine's. Secondary
+ * details (where it is reached, the local port, who may reach it) sit
+ * under the name; the actions are stacked in a narrow column. */
+export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boolean, machines: Machine[] = [], traffic: TrafficHistory | null = null): HTMLElement {
   const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? `#${t.machine_id}`;
-  const heads = ['Name', ...(withMachine ? ['Machine'] : []), 'Reached at', 'Local port', 'Reachability', 'Traffic (24 h)', ''];
+  const heads: Head[] = [['Tunnel', 'c-main'], ...(withMachine ? [['Machine', 'c-machine'] as Head] : []),
+    ['State', 'c-state'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']];
   return table(heads, ts.map((t) => {
-    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t));
+    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t, n));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
-      await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`);
+      await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`, undefined, { timeout: 20_000 });
       emit('tunnels');
     })) : null;
     const del = rowButton('Delete', t.name, () => void ask({
@@ -123,21 +138,29 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: ReturnType<typeof notice
         emit('tunnels');
       },
     }), 'danger small');
-    return [h('span', { class: 'nowrap' }, t.name, ' ', badge(t.kind.toUpperCase()), accessLabel(t)),
-      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'nowrap' }, machineName(t))] : []),
-      reachedAt(t), t.local_port, reachability(t), trafficCell(traffic?.tunnels[String(t.id)]), h('div', { class: 'row-actions' }, edit, probe, del)];
-  }), 'No tunnels yet.', 'Tunnels');
+    return [
+      h('div', { class: 'main-cell' },
+        h('div', null, h('strong', { class: 'name' }, t.name), ' ', badge(t.kind.toUpperCase())),
+        h('div', null, reachedAt(t), h('span', { class: 'muted small' }, ` → local port ${t.local_port}`)),
+        accessLabel(t)),
+      ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'name' }, machineName(t))] : []),
+      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, probe, del)];
+  }), 'No tunnels yet.', 'Tunnels', 'data-table');
 }
 
 /** The form that adds a tunnel, to one machine or to a chosen one. */
 export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; setMachines: (ms: Machine[]) => void } {
   const sel = select('Machine', [], { name: 'machine_id', required: true });
   const f = tunnelFields({ kind: 'http' }, false);
-  const none = h('p', { class: 'muted' }, 'Tunnels belong to a machine: add a machine first.');
+  // Until the machines are known (a load can fail or time out) neither
+  // the form nor "add a machine first" shows: that would not be true.
+  const none = h('p', { class: 'muted', hidden: true }, 'Tunnels belong to a machine: ', h('a', { href: '#/machines' }, 'add a machine'), ' first.');
+  const waiting = h('p', { class: 'muted' }, 'Loading the machines…');
   const fm = form({ label: 'New tunnel', submit: 'Create tunnel' }, [machineId ? null : sel.row, ...f.rows], async (n) => {
     const t = await ctx.api.post<Tunnel>('/api/tunnels', { ...f.body(), machine_id: machineId ?? Number(sel.input.value) });
     n.ok(`Tunnel ${t.name} created${t.url ? `: ${t.url}` : t.address ? `: ${t.address}` : ''}.`);
-    f.name.input.value = '';
+    f.reset();
+    f.name.input.focus();
     emit('tunnels');
   });
   const setMachines = (ms: Machine[]) => {
@@ -146,25 +169,59 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
     if (cur) sel.input.value = cur;
     fm.form.hidden = !machineId && ms.length === 0;
     none.hidden = !fm.form.hidden;
+    waiting.hidden = true;
+    required.hidden = fm.form.hidden;
   };
+  const required = h('p', { class: 'muted small', hidden: true }, 'Fields marked * are required.');
+  fm.form.hidden = true;
   if (machineId) setMachines([]);
-  return { el: h('div', null, h('p', { class: 'muted small' }, 'Fields marked * are required.'), none, fm.form), setMachines };
+  return { el: h('div', null, waiting, required, none, fm.form), setMachines };
 }
+
+/** Whether a tunnel is in a state: its status (active, pending, error,
+ * offline) or, for HTTP, its last probe (up, down, unknown). */
+export function inState(t: Tunnel, v: string): boolean {
+  return (t.status ?? 'active') === v || (t.kind === 'http' && (t.reachability?.state ?? 'unknown') === v);
+}
+
+export const TUNNEL_STATES: [string, string][] = [['', 'All states'], ['active', 'Active'], ['pending', 'Pending'], ['error', 'Error'],
+  ['offline', 'Offline'], ['up', 'Check: up'], ['down', 'Check: down'], ['unknown', 'Not checked yet']];
 
 export const tunnelsView: View = (root, ctx) => {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const create = newTunnelForm(ctx);
   let machines: Machine[] = [];
+  let data: { ts: Tunnel[]; traffic: TrafficHistory | null } | null = null;
+  const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? '';
+  const filters = filterBar<Tunnel>(
+    (t) => [t.name, t.subdomain, t.url, t.address, machineName(t), t.local_port, t.kind, t.access, ...(t.allow_ips ?? []), t.status, t.status_reason,
+      t.reachability?.error].join(' '),
+    [
+      { label: 'Machine', name: 'machine', options: [['', 'All machines']], match: (t, v) => String(t.machine_id) === v },
+      { label: 'Kind', name: 'kind', options: [['', 'HTTP and TCP'], ['http', 'HTTP'], ['tcp', 'TCP']], match: (t, v) => t.kind === v },
+      { label: 'State', name: 'state', options: TUNNEL_STATES, match: inState },
+    ],
+    () => show());
+  filters.el.hidden = true;
+  const show = () => {
+    if (!data) return;
+    const { ts, traffic } = data;
+    refill(body, filters.apply(ts, (shown) => tunnelsTable(ctx, shown, n, true, machines, traffic), ['tunnel', 'tunnels']));
+  };
   const load = () => busy([], n, async () => {
     const [ms, ts, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels'), loadTraffic(ctx)]);
     machines = ms ?? [];
-    refill(body, tunnelsTable(ctx, ts ?? [], n, true, machines, traffic));
+    filters.setOptions('machine', [['', 'All machines'], ...machines.map((m): [string, string] => [String(m.id), m.name])]);
+    data = { ts: ts ?? [], traffic };
+    filters.el.hidden = data.ts.length === 0;
+    show();
     create.setMachines(machines);
   });
   ctx.sub(['tunnels', 'machines'], () => void load());
   clear(root, h('h1', null, 'Tunnels'),
-    card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'), n.el, body),
+    card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'),
+      filters.el, n.el, body),
     card('New tunnel', create.el));
   void load();
 };

@@ -1,11 +1,18 @@
 // Two-factor authentication: devices, enrolment, backup codes (copy and
-// download), and turning it off. Every code is asked for in a masked field.
+// download), and turning it off. Codes are typed in plain one-time-code
+// fields (number pad on phones), never masked like a password.
 import type { Enrollment, Message, TwoFAStatus } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, clear, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
+import { dismiss, getSecret, keep } from '../secrets';
+import { badge, busy, card, clear, codeField, copyBox, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
 
-const CODE = { label: 'Code from another device, or a backup code', hint: 'Six digits from an authenticator app, or a backup code.' };
+// Turning 2FA off or issuing new backup codes takes a code from any
+// device; removing a device, one from another device (or a backup code).
+const CODE = { label: 'Code from your authenticator app, or a backup code', hint: 'Six digits from the app, or a backup code.', backup: true };
+const otherCode = (others: number) => (others > 0
+  ? { label: 'Code from another device, or a backup code', hint: 'Six digits from another device\'s app, or a backup code.', backup: true }
+  : { label: 'A backup code', hint: 'This is your only device, so only a backup code can confirm it.', backup: true });
 
 function backupCodesBox(codes: string[]): HTMLElement {
   const list = h('ul', { class: 'codes' }, codes.map((c) => h('li', null, c)));
@@ -21,7 +28,9 @@ function backupCodesBox(codes: string[]): HTMLElement {
   const box = h('div', { class: 'callout' },
     h('p', null, h('strong', null, 'Backup codes — shown only now.'), ' Each works once when you have no device. Store them somewhere safe.'),
     list, h('div', { class: 'actions' }, copy, dl, done, said));
-  done.addEventListener('click', () => box.remove());
+  // Kept until dismissed, so leaving the page does not lose them.
+  keep({ key: 'backup-codes', route: 'security/2fa', what: 'your new backup codes', data: { codes } });
+  done.addEventListener('click', () => { dismiss('backup-codes'); box.remove(); });
   return box;
 }
 
@@ -36,8 +45,10 @@ export function twoFA(ctx: Ctx): HTMLElement {
     const devices = table(['Device', 'Added', 'Last used', ''], (s.devices ?? []).map((d) => {
       const rm = rowButton('Remove', d.name, () => void ask({
         title: `Remove ${d.name}?`,
-        body: h('p', null, `Codes from ${d.name} stop working. Confirm with a code from another device or a backup code.`),
-        confirm: `Remove ${d.name}`, danger: true, code: CODE,
+        body: h('p', null, `Codes from ${d.name} stop working.`, (s.devices ?? []).length > 1
+          ? ' Confirm with a code from another device or a backup code.'
+          : ' It is your only device: removing it turns two-factor authentication off. Confirm with a backup code.'),
+        confirm: `Remove ${d.name}`, danger: true, code: otherCode((s.devices ?? []).length - 1),
         action: async (code) => {
           n.ok((await api.del<Message>(`/api/auth/2fa/devices/${encodeURIComponent(d.id)}`, { code })).message);
           await load();
@@ -48,7 +59,7 @@ export function twoFA(ctx: Ctx): HTMLElement {
     const enroll = h('button', { type: 'button' }, s.enabled ? 'Add another device' : 'Turn on two-factor authentication');
     enroll.addEventListener('click', () => void busy(enroll, n, async () => {
       const e = await api.post<Enrollment>('/api/auth/2fa/enroll');
-      const code = field('Code from the app', { type: 'text', name: 'code', inputmode: 'numeric', autocomplete: 'one-time-code', required: true, spellcheck: 'false' });
+      const code = codeField('Code from the app', 'The six digits the app shows for the new entry.');
       const name = field('Device name', { type: 'text', name: 'name', placeholder: 'Authenticator', maxlength: 64 });
       const confirm = form({ label: 'Confirm the new device', submit: 'Confirm' }, [code.row, name.row], async (cn) => {
         const r = await api.post<Message & { backup_codes?: string[] }>('/api/auth/2fa/confirm', { code: code.input.value.trim(), name: name.input.value.trim() });
@@ -62,7 +73,8 @@ export function twoFA(ctx: Ctx): HTMLElement {
         h('h3', null, 'New device'),
         h('p', null, 'Scan this code with an authenticator app, or enter the secret by hand, then confirm with a code.'),
         h('img', { class: 'qr', src: e.qr_data_url, alt: 'QR code of the new two-factor secret' }),
-        h('p', null, 'Secret: ', h('code', { class: 'secret' }, e.secret)),
+        h('p', null, 'Secret, to type into the app by hand (the spaces are only for reading):'),
+        copyBox(e.secret, 'Copy the secret', 'secret', e.secret.replace(/=+$/, '').replace(/(.{4})(?=.)/g, '$1 ')),
         confirm.form));
       code.input.focus();
     }));
@@ -91,6 +103,7 @@ export function twoFA(ctx: Ctx): HTMLElement {
           n.ok((await api.post<Message>('/api/auth/2fa/disable', { code })).message);
           clear(extra);
           clear(codesBox);
+          dismiss('backup-codes');
           await load();
         },
       }));
@@ -99,6 +112,8 @@ export function twoFA(ctx: Ctx): HTMLElement {
     }
     refill(body, parts);
   });
+  const kept = getSecret('backup-codes');
+  if (kept) codesBox.append(backupCodesBox(kept.data.codes as string[]));
   void load();
   return card('Devices and backup codes', n.el, codesBox, body, extra);
 }
