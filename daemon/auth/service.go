@@ -159,7 +159,11 @@ func (s *Service) Setup(ctx context.Context, c Client, password, setupCode strin
 // LOGIN_RATE_LIMITED (or, for the global budget, LOGIN_GLOBAL_LIMITED) row
 // per address and minute.
 func (s *Service) Reserve(ctx context.Context, c Client) (*Reservation, error) {
-	res, err := s.Limiter.Reserve(c.Addr, !c.Session)
+	// The global budget locks out clients without a session, except those
+	// that logged in before from this address (Known): a flood from
+	// elsewhere must not lock the operator out. Their own address's limit
+	// still holds.
+	res, err := s.Limiter.Reserve(c.Addr, !c.Session && !s.Known.Has(LimitKey(c.Addr)))
 	if err != nil {
 		kind := audit.LoginRateLimited
 		var e *RateLimitedError
