@@ -443,8 +443,10 @@ function journey(size, viewport, opts = {}) {
         const why = row.locator('details.why').first();
         await why.locator('summary').getByText(/^waiting for its machine/).waitFor();
         assert.match(await why.locator('p').textContent(), /^waiting for nas-cellar to apply config generation \d+/);
+        // The machine's config line says so too (in the DOM: on a phone
+        // its card may be folded).
         const config = page.locator('[data-config-state="pending"]');
-        await config.waitFor();
+        await config.waitFor({ state: 'attached' });
         assert.match(await config.textContent(), /^pending since .+: .+/);
 
         // A TCP tunnel shows host:port.

@@ -90,10 +90,17 @@ export const machineView: View = (root, ctx, params) => {
 
   let keys: SSHKey[] = [];
   const loadKeys = () => api.get<SSHKey[]>('/api/local/ssh-keys').then((ks) => { keys = ks ?? []; renderMachine(); }, () => {});
+  // Live events can start a load while another runs, and answers can
+  // arrive out of order: only the latest load's answer is shown.
+  let loads = 0;
   const loadMachine = () => busy([], n, async () => {
+    const mine = ++loads;
     try {
-      m = await api.get<Machine>(`/api/machines/${id}`);
+      const got = await api.get<Machine>(`/api/machines/${id}`);
+      if (mine !== loads) return;
+      m = got;
     } catch (e) {
+      if (mine !== loads) return;
       if (e instanceof ApiError && e.status === 404) {
         m = null;
         ctx.title('Machine not found');
