@@ -182,6 +182,12 @@ func (s *Server) challengeInfo(w http.ResponseWriter, r *http.Request) error {
 // stepUpStatus: GET /api/auth/step-up, what a step-up asks for and until
 // when this session counts as recently authenticated (sudo mode).
 func (s *Server) stepUpStatus(w http.ResponseWriter, r *http.Request) error {
+	return s.writeStepUp(w, r)
+}
+
+// writeStepUp answers both step-up routes: what a step-up asks for, and
+// until when r's session counts as recently authenticated.
+func (s *Server) writeStepUp(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.totp.Requirement(r.Context())
 	if err != nil {
 		return Internal("could not read the 2FA state", err)
@@ -223,14 +229,5 @@ func (s *Server) stepUp(w http.ResponseWriter, r *http.Request) error {
 		return Internal("could not renew the session's authentication", err)
 	}
 	s.record(r, auditStepUp, fmt.Sprintf("sensitive changes allowed for %d minutes", int(auth.RecentAuthWindow/time.Minute)))
-	req, err := s.totp.Requirement(r.Context())
-	if err != nil {
-		return Internal("could not read the 2FA state", err)
-	}
-	until, _, err := s.auth.Sessions.RecentUntil(r.Context(), session(r))
-	if err != nil {
-		return Internal("could not check the session", err)
-	}
-	writeData(w, http.StatusOK, stepUpView(req, until, s.now()))
-	return nil
+	return s.writeStepUp(w, r)
 }
