@@ -83,6 +83,9 @@ type state struct {
 	// forced: deliver even when the machine reports the desired
 	// generation (its running client must restart onto it).
 	forced bool
+	// nudged: the machine was heard from while a delivery ran; should
+	// that one fail, the next goes at once instead of after the backoff.
+	nudged bool
 }
 
 // Options are New's.
@@ -143,7 +146,9 @@ func (r *Reconciler) Changed(topic string) {
 func (r *Reconciler) Nudge(id int64) {
 	r.mu.Lock()
 	st, behind := r.ms[id]
-	if behind && !st.inFlight {
+	if behind && st.inFlight {
+		st.nudged = true
+	} else if behind {
 		st.next = time.Time{}
 	}
 	r.mu.Unlock()
@@ -274,10 +279,21 @@ func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigS
 	if err != nil {
 		return m.Config, err
 	}
-	// A machine from before generations, whose last delivery worked (or
-	// that never needed one), runs what the daemon last rendered for it.
+	return r.recordDesired(ctx, m, cfg, server)
+}
+
+// recordDesired records cfg as what machine m should run. Most passes find
+// the digest unchanged: that needs no transaction (which would take the
+// store's one writer slot just to read).
+func (r *Reconciler) recordDesired(ctx context.Context, m store.Machine, cfg, server string) (store.ConfigState, error) {
+	digest := machines.ConfigDigest(cfg)
+	if m.Config.DesiredHash == digest {
+		return m.Config, nil
+	}
+	// A machine from before generations, whose last delivery worked,
+	// runs what the daemon last rendered for it.
 	adopt := m.Config.DesiredHash == "" && m.ConfigPush != nil && m.ConfigPush.OK
-	return r.store.SetDesiredConfig(ctx, m.ID, machines.ConfigDigest(cfg), adopt, server, r.now())
+	return r.store.SetDesiredConfig(ctx, m.ID, digest, adopt, server, r.now())
 }
 
 // deliver makes one delivery to machine id.
@@ -291,6 +307,8 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
 		return
 	}
 	st.inFlight = false
+	nudged := st.nudged
+	st.nudged = false
 	switch {
 	case err == nil, errors.Is(err, store.ErrNotFound), ctx.Err() != nil:
 		delete(r.ms, id)
@@ -301,6 +319,9 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
 			wait = min(wait, OnlineMaxBackoff)
 		}
 		st.next = r.now().Add(wait)
+		if nudged {
+			st.next = time.Time{}
+		}
 		st.forced = st.forced || forced
 	}
 }
@@ -321,7 +342,7 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 		r.record(ctx, m, err)
 		return err
 	}
-	cs, err := r.store.SetDesiredConfig(ctx, id, machines.ConfigDigest(cfg), false, server, r.now())
+	cs, err := r.recordDesired(ctx, m, cfg, server)
 	if err != nil {
 		return err
 	}
