@@ -109,6 +109,12 @@ export interface ApiOptions {
    * more, so nothing the operator typed or asked for is lost.
    */
   onUnauthorized?: () => Promise<boolean> | boolean | void;
+  /**
+   * Called when a sensitive change answers 403 `recent authentication
+   * required` (sudo mode). When it resolves true (the operator passed a
+   * step-up) the request is sent once more, so the change carries on.
+   */
+  onRecentAuth?: () => Promise<boolean>;
   /** Called when the daemon could not be reached at all. */
   onOffline?: () => void;
   /** Called when a request got no answer in time (the daemon may be frozen). */
@@ -126,11 +132,26 @@ export interface RequestOptions {
 }
 
 // 401s that are answers about a password or code, not a lost session.
-const ownAnswer = (path: string) => /^\/api\/auth\/(login|setup|status)\b/.test(path) || path.endsWith('/download');
+const ownAnswer = (path: string) => /^\/api\/auth\/(login|setup|status|step-up)\b/.test(path) || path.endsWith('/download');
+
+/** The daemon's answer to a sensitive change from a session that has not
+ * logged in or passed a step-up recently. */
+export const RECENT_AUTH_REQUIRED = 'recent authentication required';
+
+async function needsStepUp(res: Response): Promise<boolean> {
+  if (res.status !== 403) return false;
+  try {
+    const body: unknown = JSON.parse(await res.clone().text());
+    return isRecord(body) && body.error === RECENT_AUTH_REQUIRED;
+  } catch {
+    return false;
+  }
+}
 
 export class Api {
   private readonly fetchFn: FetchLike;
   onUnauthorized?: ApiOptions['onUnauthorized'];
+  onRecentAuth?: ApiOptions['onRecentAuth'];
   onOffline?: () => void;
   onSlow?: () => void;
   onDiskFull?: () => void;
@@ -139,6 +160,7 @@ export class Api {
   constructor(opts: ApiOptions = {}) {
     this.fetchFn = opts.fetch ?? ((i, init) => fetch(i, init));
     this.onUnauthorized = opts.onUnauthorized;
+    this.onRecentAuth = opts.onRecentAuth;
     this.onOffline = opts.onOffline;
     this.onSlow = opts.onSlow;
     this.onDiskFull = opts.onDiskFull;
@@ -172,6 +194,9 @@ export class Api {
     }
     if (res.status === 401 && !ownAnswer(path) && this.onUnauthorized) {
       if ((await this.onUnauthorized()) === true && !again) return this.send(method, path, body, opts, true);
+    }
+    if (!again && this.onRecentAuth && await needsStepUp(res)) {
+      if (await this.onRecentAuth()) return this.send(method, path, body, opts, true);
     }
     if (res.status === DISK_FULL) this.onDiskFull?.();
     return res;

@@ -4,7 +4,7 @@
 // every navigation; a lost session opens a login dialog over the page, so
 // what was typed stays and the request that met the 401 is sent again.
 import './style.css';
-import { Api, describeError, type AuthStatus, type Message } from './api';
+import { Api, describeError, type AuthStatus, type Message, type StepUpState } from './api';
 import type { Ctx, View } from './ctx';
 import { ask, modal } from './dialog';
 import { allSecrets, dismiss, forgetSecrets } from './secrets';
@@ -71,6 +71,32 @@ api.onUnauthorized = () => relogin ??= new Promise<boolean>((resolve) => {
     });
   });
 });
+// A sensitive change from a session that has not logged in or passed a
+// step-up in the last minutes (403 'recent authentication required'):
+// ask for a code (or the password) here, then the change carries on.
+let stepping: Promise<boolean> | null = null;
+api.onRecentAuth = () => stepping ??= (async () => {
+  try {
+    const st = await api.get<StepUpState>('/api/auth/step-up');
+    if (st.recent) return true; // passed meanwhile, in another dialog or tab
+    const totp = st.requires === 'totp';
+    const minutes = Math.round(st.window_seconds / 60);
+    return await ask({
+      title: 'Confirm it is you',
+      body: h('p', null, `This change needs a sign-in from the last ${minutes} minutes. `,
+        totp ? 'Type a code from your authenticator app' : 'Type your password', ' and it carries on.'),
+      confirm: 'Confirm and carry on',
+      code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password', secret: true },
+      action: async (secret) => {
+        await api.post<StepUpState>('/api/auth/step-up', totp ? { code: secret } : { password: secret });
+      },
+    });
+  } catch {
+    return false; // the change then says why it was refused
+  } finally {
+    stepping = null;
+  }
+})();
 api.onOffline = live.offline;
 api.onSlow = live.slow;
 

@@ -87,6 +87,35 @@ test('Api does not treat a wrong password or step-up code as a lost session', as
   assert.equal(asked, 0);
 });
 
+test('Api asks for a step-up on 403 recent authentication required, then sends the change again', async () => {
+  let recent = false;
+  let asked = 0;
+  const sent = [];
+  const api = new Api({
+    fetch: async (url, init) => {
+      sent.push(`${init.method} ${url} ${init.body ?? ''}`);
+      if (url === '/api/local/firewall/configure') {
+        return recent ? json(202, { data: { message: 'applying' } }) : json(403, { error: 'recent authentication required' });
+      }
+      return json(403, { error: 'forbidden' });
+    },
+    onRecentAuth: async () => { asked++; recent = true; return true; },
+  });
+  assert.deepEqual(await api.post('/api/local/firewall/configure', { mode: 'manual' }), { message: 'applying' });
+  assert.equal(asked, 1);
+  assert.deepEqual(sent, ['POST /api/local/firewall/configure {"mode":"manual"}', 'POST /api/local/firewall/configure {"mode":"manual"}']);
+  // Another 403 is an answer, not a question; a cancelled step-up leaves the refusal.
+  await assert.rejects(api.get('/api/other'), { status: 403, message: 'forbidden' });
+  assert.equal(asked, 1);
+  const cancelled = new Api({ fetch: async () => json(403, { error: 'recent authentication required' }), onRecentAuth: async () => false });
+  await assert.rejects(cancelled.post('/api/monitoring/metrics-token'), { status: 403, message: 'recent authentication required' });
+  // A wrong step-up password is the step-up's own answer, not a lost session.
+  let lost = 0;
+  const wrong = new Api({ fetch: async () => json(401, { error: 'invalid password' }), onUnauthorized: () => { lost++; return true; } });
+  await assert.rejects(wrong.post('/api/auth/step-up', { password: 'x' }), { status: 401 });
+  assert.equal(lost, 0);
+});
+
 test('Api reports an unreachable daemon', async () => {
   let offline = 0;
   const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); }, onOffline: () => offline++ });

@@ -69,6 +69,11 @@ export function twoFA(ctx: Ctx): HTMLElement {
         n.ok(r.message || 'Device added.');
         await load();
       });
+      // Cancel drops the unconfirmed secret from the page (the daemon
+      // forgets it when another enrolment starts); nothing changed yet.
+      const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+      cancel.addEventListener('click', () => { clear(extra); enroll.focus(); });
+      confirm.submit.after(cancel);
       clear(extra, h('div', { class: 'enroll' },
         h('h3', null, 'New device'),
         h('p', null, 'Scan this code with an authenticator app, or enter the secret by hand, then confirm with a code.'),
@@ -82,6 +87,8 @@ export function twoFA(ctx: Ctx): HTMLElement {
       h('p', null, 'Status: ', badge(s.enabled ? 'on' : 'off', s.enabled ? 'good' : 'warn'),
         s.enabled ? ` · ${s.backup_codes_remaining} backup codes left` : ''),
       devices, h('div', { class: 'actions' }, enroll),
+      // The new-device form opens here, under its button, above Turn off.
+      extra,
     ];
     if (s.enabled) {
       const regen = h('button', { type: 'button', class: 'secondary' }, 'Issue new backup codes');
@@ -115,5 +122,5 @@ export function twoFA(ctx: Ctx): HTMLElement {
   const kept = getSecret('backup-codes');
   if (kept) codesBox.append(backupCodesBox(kept.data.codes as string[]));
   void load();
-  return card('Devices and backup codes', n.el, codesBox, body, extra);
+  return card('Devices and backup codes', n.el, codesBox, body);
 }
