@@ -145,3 +145,45 @@ func join(s []string) string {
 	}
 	return out
 }
+
+// TestChecklistSaysWhatIsMissingInWords: an http tunnel before a domain is
+// set names no half address, and a DNS server that fails is named with
+// what it did, not as a Go error.
+func TestChecklistSaysWhatIsMissingInWords(t *testing.T) {
+	dns := testutil.DNSServer(t, map[string]string{"router.broken.test.": "SERVFAIL"})
+	e := newLocalEnv(t, &netcheck.Checker{DNSServer: dns, EchoURLs: []string{}})
+	ctx := context.Background()
+	ports := store.PortRange{Lo: 30000, Hi: 30100}
+	m, err := e.st.RegisterMachine(ctx, store.NewMachine{Name: "pi", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+		Seal: func(int64) (string, error) { return "x", nil }, Now: time.Now(), Ports: ports})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.InsertTunnel(ctx, store.Tunnel{MachineID: m.ID, Name: "grafana", Kind: "http", LocalPort: 3000, Subdomain: "grafana"}, ports, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	detail := func(id string) string {
+		t.Helper()
+		d := e.do(req{method: "GET", path: "/api/local/checklist", cookie: e.cookie})
+		if d.Code != 200 {
+			t.Fatalf("checklist: %d %s", d.Code, d.Body)
+		}
+		for _, x := range d.json(t)["data"].(map[string]any)["items"].([]any) {
+			if it := x.(map[string]any); it["id"] == id {
+				return it["detail"].(string)
+			}
+		}
+		t.Fatalf("no item %s", id)
+		return ""
+	}
+	if got, want := detail("tunnel"), `http tunnel "grafana" answers at https://grafana.<domain> once a domain is set`; got != want {
+		t.Fatalf("tunnel without a domain: %q, want %q", got, want)
+	}
+	if r := e.do(req{method: "POST", path: "/api/local/skip", body: `{"domain":"broken.test"}`, cookie: e.cookie}); r.Code != 200 {
+		t.Fatalf("skip: %d %s", r.Code, r.Body)
+	}
+	want := "could not look up router.broken.test: the DNS server " + dns + " answered with a server failure; check the domain's DNS zone, or try again later"
+	if got := detail("domain_dns"); got != want {
+		t.Fatalf("DNS failure: %q, want %q", got, want)
+	}
+}

@@ -105,6 +105,9 @@ func TestStateEventsPushed(t *testing.T) {
 	next("tokens", "audit")
 	e.data(t, e.bootstrap(t, tok, "pi"), 200)
 	next("machines", "activity")
+	// A failed join is listed on the Machines page: it is announced too.
+	wantError(t, e.bootstrap(t, tok, "cam"), 401, "invalid or expired token")
+	next("tokens")
 	e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":1,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
 	next("tunnels", "activity")
 	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/1", body: `{"name":"nas"}`, cookie: e.cookie}), 200)

@@ -180,6 +180,8 @@ func (s *Service) Checklist(ctx context.Context, passwordSet bool, net NetChecks
 	switch {
 	case up != "":
 		add("tunnel", "First tunnel reachable", true, fmt.Sprintf("https://%s.%s answers", up, domain))
+	case anyHTTP != "" && domain == "":
+		add("tunnel", "First tunnel reachable", false, fmt.Sprintf("http tunnel %q answers at https://%s.<domain> once a domain is set", anyHTTP, anyHTTP))
 	case anyHTTP != "":
 		add("tunnel", "First tunnel reachable", false, fmt.Sprintf("no http tunnel answered through the proxy yet (e.g. %s.%s); check that the service runs on the machine, then probe again", anyHTTP, domain))
 	default:

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
@@ -112,11 +113,41 @@ func (c *Checker) CheckDNS(ctx context.Context, domain string) (DNSResult, error
 		if errors.As(err, &dnsErr) && dnsErr.IsTimeout {
 			return DNSResult{Message: fmt.Sprintf("looking up %s timed out after %s", host, LookupTimeout)}, nil
 		}
-		return DNSResult{Message: fmt.Sprintf("looking up %s failed: %v", host, err)}, nil
+		return DNSResult{Message: c.lookupFailure(host, err)}, nil
 	case len(addrs) == 0:
 		return DNSResult{Message: fmt.Sprintf("%s has no address records", host)}, nil
 	}
 	return DNSResult{OK: true, ResolvedTo: addrs[0].String(), Host: host}, nil
+}
+
+// lookupFailure says in words why looking up host failed, for a failure
+// other than "no such name" and a timeout: which server and what it did.
+// The server is the one c asks (a DNSError names the system's, which
+// c's dialer does not use).
+func (c *Checker) lookupFailure(host string, err error) string {
+	server := "the system's DNS resolver (/etc/resolv.conf)"
+	reason := err.Error()
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.Server != "" {
+			server = "the DNS server " + dnsErr.Server
+		}
+		reason = dnsErr.Err
+	}
+	where := "the DNS servers in /etc/resolv.conf"
+	if c.DNSServer != "" {
+		server, where = "the DNS server "+c.DNSServer, "--dns-server"
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED) || strings.HasSuffix(reason, "connection refused"):
+		return fmt.Sprintf("could not look up %s: %s refused the connection; check %s", host, server, where)
+	case reason == "server misbehaving":
+		return fmt.Sprintf("could not look up %s: %s answered with a server failure; check the domain's DNS zone, or try again later", host, server)
+	}
+	if i := strings.LastIndex(reason, ": "); i >= 0 {
+		reason = reason[i+2:]
+	}
+	return fmt.Sprintf("could not look up %s: %s gave no answer (%s)", host, server, reason)
 }
 
 // ErrNoPublicIP is returned when no echo service gave an address.

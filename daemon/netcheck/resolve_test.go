@@ -3,6 +3,7 @@ package netcheck
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -33,6 +34,19 @@ func TestResolveAndCheckDNS(t *testing.T) {
 	r, err = c.CheckDNS(ctx, "nowhere.test")
 	if err != nil || r.OK || r.Message != "router.nowhere.test does not resolve: add an A (or AAAA) record pointing at this server" {
 		t.Fatalf("CheckDNS missing = %+v, %v", r, err)
+	}
+	// A failing DNS server is named, with what it did, in words.
+	failing := &Checker{DNSServer: testutil.DNSServer(t, map[string]string{"router.broken.test.": "SERVFAIL"})}
+	r, err = failing.CheckDNS(ctx, "broken.test")
+	want := "could not look up router.broken.test: the DNS server " + failing.DNSServer + " answered with a server failure; check the domain's DNS zone, or try again later"
+	if err != nil || r.OK || r.Message != want {
+		t.Fatalf("CheckDNS with SERVFAIL = %+v, %v; want %q", r, err, want)
+	}
+	refused := &Checker{DNSServer: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))}
+	r, err = refused.CheckDNS(ctx, "example.test")
+	want = "could not look up router.example.test: the DNS server " + refused.DNSServer + " refused the connection; check --dns-server"
+	if err != nil || r.OK || r.Message != want {
+		t.Fatalf("CheckDNS with nothing listening = %+v, %v; want %q", r, err, want)
 	}
 	if _, err := c.CheckDNS(ctx, "-bad-"); !errors.Is(err, ErrInvalidHost) {
 		t.Fatalf("invalid domain: %v", err)

@@ -546,6 +546,10 @@ func (s *Store) InsertStaleTokenAttempt(ctx context.Context, a StaleTokenAttempt
 	}
 	_, err := s.exec(ctx, "INSERT INTO stale_token_attempts(created_at, client_addr, reason, kind) VALUES (?, ?, ?, ?)",
 		a.CreatedAt.UnixMilli(), a.ClientAddr, a.Reason, a.Kind)
+	if err == nil {
+		// The Machines page lists failed joins: it hears of this one.
+		s.changed(TopicTokens)
+	}
 	return err
 }
 

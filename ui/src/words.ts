@@ -36,7 +36,6 @@ export function brief(s: string): string {
   if (/^its machine's tunnel client closed it/.test(t)) return 'its machine disconnected';
   if (/^waiting for the tunnel server to accept it/.test(t)) return 'waiting for the tunnel server';
   if (/tunnel-agent is outdated/.test(t)) return 'agent outdated: run bootstrap.sh again';
-  if ((m = /^(looking up \S+ failed): (.+)$/s.exec(t))) return `${m[1]}: ${cause(m[2])}`;
   // The daemon's own words stay; what looks like a Go error chain goes.
   if (!TECHNICAL.test(t)) return t;
   return cause(t);

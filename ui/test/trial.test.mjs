@@ -237,15 +237,17 @@ test('5. the server\'s errors show at their field, in words', { timeout: 90_000 
 
 for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
   test(`6. failed joins show on the Machines page (${size} px)`, { timeout: 60_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'machines');
+    const failed = page.getByRole('table', { name: 'Failed join attempts' });
     if (size === '1280') {
+      // With the page open: the attempt appears without a reload.
+      await failed.or(page.getByText('No failed joins.')).first().waitFor();
       const r = await fetch(`${d.base}/api/bootstrap`, {
         method: 'POST', headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify({ token: 'a-token-from-last-year', name: 'old-pi', username: 'pi' }),
       });
       assert.equal(r.status >= 400, true);
     }
-    const page = await loggedIn(browser, d, PASSWORD, viewport, 'machines');
-    const failed = page.getByRole('table', { name: 'Failed join attempts' });
     const row = failed.locator('tbody tr').filter({ hasText: '127.0.0.1' });
     await row.getByText('join with a token').waitFor();
     await row.getByText(/token/).last().waitFor();
@@ -271,8 +273,9 @@ test('7. getting started: links, a description for each step, each error once', 
       assert.equal(await list.getByRole('link', { name: 'First machine joined' }).getAttribute('href'), '#/machines');
       assert.equal(await list.getByRole('link', { name: 'First tunnel reachable' }).getAttribute('href'), '#/tunnels');
       await list.getByRole('listitem').filter({ hasText: 'Domain and DNS' }).getByText(/DNS A record for router\.<domain>/).waitFor();
-      // No domain: no "e.g. grafana." that names none.
+      // No domain: no "e.g. grafana." that names none; the tunnel's address to be.
       assert.doesNotMatch(await list.innerText(), /e\.g\. grafana\.\)/);
+      if (size === '1280') await list.getByText('http tunnel "grafana" answers at https://grafana.<domain> once a domain is set').waitFor();
       await list.getByRole('link', { name: 'Domain and DNS' }).click();
       assert.equal(await page.getByLabel('Domain', { exact: true }).evaluate((el) => el === document.activeElement), true);
       if (size === '1280') {
@@ -284,6 +287,10 @@ test('7. getting started: links, a description for each step, each error once', 
       }
       await page.getByText(/^Last install: failed/).waitFor();
       await page.getByText('Their state is unknown', { exact: false }).waitFor();
+      // A DNS server that does not answer (nothing listens on --dns-server
+      // here) is named, with what it did, in words.
+      await page.getByText(/could not look up router\.example\.test: the DNS server 127\.0\.0\.1:\d+ refused the connection; check --dns-server/).first().waitFor({ state: 'attached' });
+      assert.doesNotMatch(await page.locator('main').innerText(), /read udp|dial udp|lookup router\.example\.test on/);
       // The reason of the failure (no systemd here) is said once.
       const said = (await page.locator('main').innerText()).match(/systemd is not available/g) ?? [];
       assert.equal(said.length, 1, await page.locator('main').innerText());

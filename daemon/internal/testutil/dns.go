@@ -21,7 +21,9 @@ func DNSServer(t testing.TB, records map[string]string) string {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		name := q.Question[0].Name
-		if ip, ok := records[name]; ok && q.Question[0].Qtype == dns.TypeA {
+		if ip, ok := records[name]; ok && ip == "SERVFAIL" {
+			m.Rcode = dns.RcodeServerFailure
+		} else if ok && q.Question[0].Qtype == dns.TypeA {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
 		} else if !ok {
 			m.Rcode = dns.RcodeNameError

@@ -29,10 +29,6 @@ const sameAsInstall = (s: LocalStatus, err: string) => {
   return !!o && !o.ok && !!o.message && (o.message.includes(err) || err.includes(o.message));
 };
 
-/** The daemon's detail, without an example that names no domain
- * ("(e.g. grafana.)" while no domain is set). */
-export const detailText = (s: string) => s.replace(/ \(e\.g\. [^\s)]*\.\)/g, '');
-
 export const overviewView: View = (root, ctx) => {
   const api = ctx.api;
 
@@ -62,9 +58,9 @@ export const overviewView: View = (root, ctx) => {
         h('span', { class: 'mark', 'aria-hidden': 'true' }, i.done ? '✓' : '○'),
         h('span', { class: 'sr-only' }, i.done ? 'Done: ' : 'To do: '),
         h('strong', null, link(i.id, i.label)),
-        i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${detailText(i.detail)}`) : null,
+        i.detail && (i.id !== c.next || !c.next_step) ? h('span', { class: 'muted' }, ` — ${i.detail}`) : null,
         WHAT[i.id] ? h('div', { class: 'muted small what' }, WHAT[i.id]) : null))),
-      next ? h('div', { class: 'next-step' }, h('strong', null, 'Next step: '), reason(detailText(c.next_step || next.label), ''), ' ',
+      next ? h('div', { class: 'next-step' }, h('strong', null, 'Next step: '), reason(c.next_step || next.label, ''), ' ',
         WHERE[next.id] ? link(next.id, WHERE[next.id] === '#install' ? 'Go to the install form' : `Go to ${next.id === 'machine' ? 'Machines' : 'Tunnels'}`) : null)
         : items.length ? h('p', { class: 'notice ok' }, 'All set: every step is done.') : null);
   });
