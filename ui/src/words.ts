@@ -36,6 +36,9 @@ export function brief(s: string): string {
   if (/^its machine's tunnel client closed it/.test(t)) return 'its machine disconnected';
   if (/^waiting for the tunnel server to accept it/.test(t)) return 'waiting for the tunnel server';
   if (/tunnel-agent is outdated/.test(t)) return 'agent outdated: run bootstrap.sh again';
+  // A certificate's problem by its name ("certificate not renewed"), the
+  // dates and where to look on demand.
+  if ((m = /^((?:no )?certificate[^:(]*):/.exec(t))) return m[1].trim();
   // The daemon's own words stay; what looks like a Go error chain goes.
   if (!TECHNICAL.test(t)) return t;
   return cause(t);

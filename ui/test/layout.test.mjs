@@ -5,10 +5,14 @@
 // tunnel is probed (nothing listens on the web proxy's port here, so each
 // probe stores a real "down" result with the daemon's error), and every
 // config push fails (no agent answers), so status reasons are long too.
+// What a day of running adds (probes "up" with certificates and renewal
+// problems, traffic history) is written into its database (seed).
 // For every card and table wrapper scrollWidth <= clientWidth, no word is
 // wider than its cell, and axe-core finds nothing serious or critical.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
 
 const PASSWORD = 'Layout-Harbor-Quartz-61';
@@ -49,11 +53,55 @@ before(async () => {
   // A stored probe result for every HTTP tunnel ("down": nothing listens
   // on the web proxy's port here).
   await Promise.all(ids.filter(([, http]) => http).map(([id]) => d.call('POST', `/api/tunnels/${id}/probe`)));
+  await seed(ids, machines);
   const ts = await d.call('GET', '/api/tunnels');
   assert.ok(ts.some((t) => t.reachability?.state === 'down' && t.reachability.error), 'no probe result was stored');
+  assert.ok(ts.some((t) => t.reachability?.state === 'up' && t.reachability.cert_issuer && t.reachability.cert_error), 'no up probe with a certificate');
   assert.ok(ts.some((t) => t.allow_ips?.length === 4));
+  const traffic = await d.call('GET', '/api/monitoring/traffic');
+  assert.equal(Object.keys(traffic.tunnels).length, 40, 'traffic history of every tunnel');
   browser = await launch();
 });
+
+// What this box cannot produce by itself (no web proxy, no certificate
+// authority, no traffic), written where the daemon keeps it, as a day of
+// running would leave it: every other HTTP tunnel "up" through the proxy
+// with a certificate (some with a renewal problem), and a day of traffic
+// samples for every machine and tunnel, the busiest with the largest
+// figures.
+async function seed(ids, machines) {
+  const now = Date.now();
+  const day = 24 * 60 * 60 * 1000;
+  const sql = ['.timeout 10000', 'BEGIN;'];
+  ids.filter(([, http]) => http).forEach(([id], k) => {
+    if (k % 2) return;
+    const problem = k % 4 === 0
+      ? "'certificate not renewed: it expires on 2026-12-04 09:12 UTC (in 7 days) and was due for renewal on 2026-11-04 09:12 UTC; the web proxy''s renewals are failing (Caddy''s log says why: journalctl -u caddy)'"
+      : "''";
+    sql.push(`UPDATE tunnel_probes SET state = 'up', http_status = 200, error = '', cert_issuer = 'Let''s Encrypt (R11)',
+      cert_expires_at = ${now + 60 * day}, cert_valid = 1, cert_error = ${problem}, checked_at = ${now - 90_000} WHERE tunnel_id = ${id};`);
+  });
+  const minute = Math.floor(now / 60_000);
+  ids.forEach(([id], k) => {
+    const mid = machines[k % 20].id;
+    for (let i = 0; i < 24 * 60; i += 20) {
+      const n = (k + 1) * 1_000_003 * (1 + Math.sin(i / 90));
+      sql.push(`INSERT INTO traffic_samples(proxy, minute, machine_id, tunnel_id, bytes_in, bytes_out, conns)
+        VALUES ('m${mid}.tunnel-${id}', ${minute - i}, ${mid}, ${id}, ${Math.round(n * 7)}, ${Math.round(n * 131)}, ${k % 7});`);
+    }
+    sql.push(`INSERT INTO traffic_totals(proxy, machine_id, tunnel_id, total_in, total_out, conns)
+      VALUES ('m${mid}.tunnel-${id}', ${mid}, ${id}, ${(k + 1) * 9_000_000_000}, ${(k + 1) * 170_000_000_000}, ${(k * 37) % 1200});`);
+  });
+  sql.push('COMMIT;');
+  await new Promise((res, rej) => {
+    const c = spawn('sqlite3', ['-bail', join(d.tmp, 'data', 'tunnelsvc.db')], { stdio: ['pipe', 'ignore', 'pipe'] });
+    let err = '';
+    c.stderr.on('data', (b) => { err += b; });
+    c.on('error', rej);
+    c.on('exit', (code) => (code === 0 ? res() : rej(new Error(`sqlite3 exited ${code}: ${err}`))));
+    c.stdin.end(sql.join('\n'));
+  });
+}
 
 after(async () => {
   try { await browser?.close(); } catch { /* already gone */ }
@@ -109,6 +157,10 @@ for (const [width, height] of [[1280, 800], [1024, 768], [390, 844]]) {
       if (route === 'tunnels') {
         await page.getByText('203.0.113.0/24', { exact: false }).first().waitFor();
         await page.getByRole('table', { name: 'Tunnels' }).getByText(/down/).first().waitFor();
+        // And the seeded day: certificates, a renewal problem, traffic.
+        await page.getByRole('table', { name: 'Tunnels' }).getByText("Certificate: Let's Encrypt (R11)", { exact: false }).first().waitFor();
+        await page.getByRole('table', { name: 'Tunnels' }).getByText('certificate not renewed', { exact: true }).first().waitFor();
+        await page.getByRole('table', { name: 'Tunnels' }).getByRole('img', { name: /^last 24 h: .* GB in/ }).first().waitFor();
       }
       for (const scheme of ['light', 'dark']) {
         await page.emulateMedia({ colorScheme: scheme });

@@ -41,11 +41,16 @@ function probeResult(t: Tunnel): Child {
   if (t.kind !== 'http') return h('div', { class: 'small' }, t.public ? 'public port' : 'VPS only');
   if (!r || r.state === 'unknown') return h('div', null, badge('not checked yet'));
   const when = r.checked_at ? h('span', { class: 'muted small' }, ' checked ', time(r.checked_at)) : null;
-  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, reason(r.error));
-  const cert = r.cert_issuer
-    ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
-      r.cert_valid === false ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
-    : null;
+  // The certificate the web proxy served: issuer, expiry, and what is
+  // wrong with it (not obtained, expired, not renewed in time, untrusted).
+  const cert = [
+    r.cert_issuer
+      ? h('div', { class: 'small' }, `Certificate: ${r.cert_issuer}`, r.cert_expires_at ? `, expires ${fmtTime(r.cert_expires_at)}` : '',
+        r.cert_valid === false && !r.cert_error ? h('span', { class: 'bad-text' }, ' (not trusted)') : null)
+      : null,
+    reason(r.cert_error, 'bad-text small'),
+  ];
+  if (r.state === 'down') return h('div', null, badge('down', 'bad'), when, reason(r.error), cert);
   return h('div', null, badge('up', 'good'), r.http_status ? ` HTTP ${r.http_status}` : null, when, cert);
 }
 
