@@ -41,6 +41,7 @@ func TestTunnelAccessFields(t *testing.T) {
 		{`{"password":"password123"}`, "password is too easy to guess: use a longer passphrase of unrelated words"},
 		{`{"allow_ips":["10.0.0.0/33"]}`, `allow_ips: "10.0.0.0/33" is not an address or CIDR`},
 		{`{"allow_ips":["example.com"]}`, `allow_ips: "example.com" is not an address or CIDR`},
+		{`{"allow_ips":["10.0.0.0/33","192.0.2.1"," 300.1.1.1 ","fe80::1%eth0/64"]}`, `allow_ips: "10.0.0.0/33", "300.1.1.1" and "fe80::1%eth0/64" are not addresses or CIDRs`},
 		{`{"allow_ips":[` + strings.Repeat(`"10.0.0.1",`, 64) + `"10.0.0.2"]}`, "allow_ips may hold at most 64 entries"},
 		{`{"allow_ips":"10.0.0.1"}`, "invalid request body"},
 		{`{"access":"operator","name":"Bad Name"}`, "name must be a hostname label: lowercase letters, digits and inner hyphens"},

@@ -3,6 +3,7 @@ package machines
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -70,16 +71,26 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 			return ch, InputError(fmt.Sprintf("allow_ips may hold at most %d entries", MaxAllowIPs))
 		}
 		seen := map[string]bool{}
+		var bad []string
 		ch.next.AllowIPs = nil
 		for _, v := range *in.AllowIPs {
 			p, err := gate.ParseAllow(v)
 			if err != nil {
-				return ch, InputError("allow_ips: " + err.Error())
+				bad = append(bad, strconv.Quote(strings.TrimSpace(v)))
+				continue
 			}
 			if s := p.String(); !seen[s] {
 				seen[s] = true
 				ch.next.AllowIPs = append(ch.next.AllowIPs, s)
 			}
+		}
+		// Every bad entry is named, so one correction fixes them all.
+		switch len(bad) {
+		case 0:
+		case 1:
+			return ch, InputError("allow_ips: " + bad[0] + " is not an address or CIDR")
+		default:
+			return ch, InputError("allow_ips: " + strings.Join(bad[:len(bad)-1], ", ") + " and " + bad[len(bad)-1] + " are not addresses or CIDRs")
 		}
 	}
 	ch.changed = true

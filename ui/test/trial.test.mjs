@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { execFile } from 'node:child_process';
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
@@ -139,101 +140,116 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
   });
 }
 
-test('4. a frozen daemon: no answer in 10 s is said, with Try again, and no false empty state; secrets stay', { timeout: 120_000 }, async () => {
-  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, 'machines');
-  const nav = (name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
-  await page.getByLabel('Label').fill('cellar pi');
-  await page.getByRole('button', { name: 'Create bootstrap token' }).click();
-  const command = await page.locator('code.cmd').textContent();
-  assert.match(command, /bootstrap\.sh \S+$/);
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`4. a frozen daemon: no answer in 10 s is said, with Try again, and no false empty state; secrets stay (${size} px)`, { timeout: 120_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'machines');
+    const label = `cellar pi ${size}`;
+    const nav = (name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+    await page.getByLabel('Label').fill(label);
+    await page.getByRole('button', { name: 'Create bootstrap token' }).click();
+    const command = await page.locator('code.cmd').textContent();
+    assert.match(command, /bootstrap\.sh \S+$/);
 
-  // Elsewhere, a notice leads back to the command; there it is again.
-  await nav('Tunnels').click();
-  const kept = page.locator('.secrets');
-  await kept.getByText('the join command for cellar pi').waitFor();
-  await kept.getByRole('link', { name: 'show it again' }).click();
-  await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
-  assert.equal(await page.locator('code.cmd').textContent(), command);
-  await page.getByRole('status').filter({ hasText: 'Waiting for the machine to join…' }).waitFor();
-  assert.equal(await kept.textContent(), '');
-
-  // The daemon freezes: the Tunnels page says so after 10 s and offers to
-  // try again; it never claims there is no machine.
-  d.proc.kill('SIGSTOP');
-  try {
+    // Elsewhere, a notice leads back to the command; there it is again.
     await nav('Tunnels').click();
-    const t0 = Date.now();
-    const alert = page.getByRole('alert').filter({ hasText: 'the server is not answering' }).first();
-    await alert.waitFor({ timeout: 20_000 });
-    assert.ok(Date.now() - t0 >= 9000, `said after ${Date.now() - t0} ms`);
-    await alert.getByRole('button', { name: 'Try again' }).waitFor();
-    assert.equal(await page.getByText(/add a machine/).filter({ visible: true }).count(), 0);
-    assert.equal(await page.getByRole('form', { name: 'New tunnel' }).isVisible(), false);
-    await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor();
-    await noAxe(page, 'tunnels, frozen daemon');
-  } finally {
-    d.proc.kill('SIGCONT');
-  }
-  // Back: the page fills by itself.
-  await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor({ state: 'detached', timeout: 20_000 });
-  await page.getByRole('table', { name: 'Tunnels' }).waitFor();
-  await page.getByRole('form', { name: 'New tunnel' }).waitFor();
-  assert.equal(await page.getByRole('alert').filter({ hasText: 'the server is not answering' }).count(), 0);
+    const kept = page.locator('.secrets');
+    await kept.getByText(`the join command for ${label}`).waitFor();
+    await kept.getByRole('link', { name: 'show it again' }).click();
+    await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
+    assert.equal(await page.locator('code.cmd').textContent(), command);
+    await page.getByRole('status').filter({ hasText: 'Waiting for the machine to join…' }).waitFor();
+    assert.equal(await kept.textContent(), '');
 
-  // The metrics token, too, is kept until it is dismissed.
-  await page.goto(`${d.base}/#/security/monitoring`);
-  await page.getByRole('button', { name: 'Create token' }).click();
-  const token = await page.locator('.callout code.cmd').textContent();
-  await nav('Overview').click();
-  await kept.getByText('the new metrics token').waitFor();
-  await kept.getByRole('button', { name: 'Dismiss the join command for cellar pi' }).click();
-  const sure = page.getByRole('alertdialog', { name: 'Dismiss the join command for cellar pi?' });
-  await sure.getByRole('button', { name: 'Dismiss' }).click();
-  await kept.getByText('the join command for cellar pi').waitFor({ state: 'detached' });
-  await kept.getByRole('link', { name: 'show it again' }).click();
-  assert.equal(await page.locator('.callout code.cmd').textContent(), token);
-  await page.getByRole('button', { name: 'I have saved it' }).click();
-  await nav('Machines').click();
-  await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
-  assert.equal(await page.locator('code.cmd').count(), 0);
-  assert.equal(await kept.textContent(), '');
-  await page.context().close();
-});
+    // The daemon freezes: the Tunnels page says so after 10 s and offers to
+    // try again; it never claims there is no machine.
+    d.proc.kill('SIGSTOP');
+    try {
+      await nav('Tunnels').click();
+      const t0 = Date.now();
+      const alert = page.getByRole('alert').filter({ hasText: 'the server is not answering' }).first();
+      await alert.waitFor({ timeout: 20_000 });
+      assert.ok(Date.now() - t0 >= 9000, `said after ${Date.now() - t0} ms`);
+      await alert.getByRole('button', { name: 'Try again' }).waitFor();
+      assert.equal(await page.getByText(/add a machine/).filter({ visible: true }).count(), 0);
+      assert.equal(await page.getByRole('form', { name: 'New tunnel' }).isVisible(), false);
+      await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor();
+      await noAxe(page, `tunnels, frozen daemon, ${size}`);
+    } finally {
+      d.proc.kill('SIGCONT');
+    }
+    // Back: the page fills by itself.
+    await page.getByRole('alert').filter({ hasText: 'The daemon is not answering' }).waitFor({ state: 'detached', timeout: 20_000 });
+    await page.getByRole('table', { name: 'Tunnels' }).waitFor();
+    await page.getByRole('form', { name: 'New tunnel' }).waitFor();
+    assert.equal(await page.getByRole('alert').filter({ hasText: 'the server is not answering' }).count(), 0);
+
+    if (size === '390') {
+      // The join command is kept until dismissed, as at 1280.
+      await nav('Overview').click();
+      await kept.getByRole('button', { name: `Dismiss the join command for ${label}` }).click();
+      await page.getByRole('alertdialog', { name: `Dismiss the join command for ${label}?` }).getByRole('button', { name: 'Dismiss' }).click();
+      await kept.getByText(`the join command for ${label}`).waitFor({ state: 'detached' });
+      await page.context().close();
+      return;
+    }
+    // The metrics token, too, is kept until it is dismissed.
+    await page.goto(`${d.base}/#/security/monitoring`);
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const token = await page.locator('.callout code.cmd').textContent();
+    await nav('Overview').click();
+    await kept.getByText('the new metrics token').waitFor();
+    await kept.getByRole('button', { name: `Dismiss the join command for ${label}` }).click();
+    const sure = page.getByRole('alertdialog', { name: `Dismiss the join command for ${label}?` });
+    await sure.getByRole('button', { name: 'Dismiss' }).click();
+    await kept.getByText(`the join command for ${label}`).waitFor({ state: 'detached' });
+    await kept.getByRole('link', { name: 'show it again' }).click();
+    assert.equal(await page.locator('.callout code.cmd').textContent(), token);
+    await page.getByRole('button', { name: 'I have saved it' }).click();
+    await nav('Machines').click();
+    await page.getByRole('heading', { name: 'Machines', level: 1 }).waitFor();
+    assert.equal(await page.locator('code.cmd').count(), 0);
+    assert.equal(await kept.textContent(), '');
+    await page.context().close();
+  });
+}
 
 // The text that describes an input (its hint and its error).
 const describedBy = (input) => input.evaluate((el) => (el.getAttribute('aria-describedby') ?? '').split(' ')
   .map((id) => document.getElementById(id)?.textContent ?? '').join(' '));
 
-test('5. the server\'s errors show at their field, in words', { timeout: 90_000 }, async () => {
-  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, 'tunnels');
-  const form = page.getByRole('form', { name: 'New tunnel' });
-  await form.waitFor();
-  await form.getByLabel('Machine').selectOption({ label: 'nas' });
-  await form.getByLabel(/^Name/).fill('blog');
-  await form.getByLabel('Local port').fill('2368');
-  await form.getByLabel('Subdomain').fill('blog');
-  // The shared password says its minimum before anything is typed.
-  await form.getByLabel('Access').selectOption('password');
-  const pw = form.getByLabel(/^Shared password/);
-  assert.match(await describedBy(pw), /At least 8 characters/);
-  await pw.fill('Blue-Heron-Canal-12');
-  const ips = form.getByLabel('Allowed addresses');
-  await ips.fill('10.0.0.0/33');
-  await form.getByRole('button', { name: 'Create tunnel' }).click();
-  await ips.and(page.locator('[aria-invalid="true"]')).waitFor();
-  const said = await describedBy(ips);
-  assert.match(said, /"10\.0\.0\.0\/33" is not an address or CIDR/);
-  assert.doesNotMatch(said, /allow_ips/);
-  assert.equal(await ips.evaluate((el) => el === document.activeElement), true);
-  // Nothing under the form repeats it.
-  assert.equal(await form.locator('.notice').filter({ visible: true }).count(), 0);
-  await noAxe(page, 'tunnel form error');
-  await ips.fill('10.0.0.0/8');
-  assert.equal(await ips.getAttribute('aria-invalid'), null);
-  await form.getByRole('button', { name: 'Create tunnel' }).click();
-  await form.getByText(/^Tunnel blog created/).waitFor();
-  await page.context().close();
-});
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`5. the server's errors show at their field, in words (${size} px)`, { timeout: 90_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'tunnels');
+    const form = page.getByRole('form', { name: 'New tunnel' });
+    await form.waitFor();
+    await form.getByLabel('Machine').selectOption({ label: 'nas' });
+    await form.getByLabel(/^Name/).fill(`blog-${size}`);
+    await form.getByLabel('Local port').fill('2368');
+    await form.getByLabel('Subdomain').fill(`blog-${size}`);
+    // The shared password says its minimum before anything is typed.
+    await form.getByLabel('Access').selectOption('password');
+    const pw = form.getByLabel(/^Shared password/);
+    assert.match(await describedBy(pw), /At least 8 characters/);
+    await pw.fill('Blue-Heron-Canal-12');
+    const ips = form.getByLabel('Allowed addresses');
+    await ips.fill('10.0.0.0/33, 192.0.2.7, 192.0.2.300');
+    await form.getByRole('button', { name: 'Create tunnel' }).click();
+    await ips.and(page.locator('[aria-invalid="true"]')).waitFor();
+    const said = await describedBy(ips);
+    // Every bad entry is named, not only the first.
+    assert.match(said, /"10\.0\.0\.0\/33" and "192\.0\.2\.300" are not addresses or CIDRs/);
+    assert.doesNotMatch(said, /allow_ips/);
+    assert.equal(await ips.evaluate((el) => el === document.activeElement), true);
+    // Nothing under the form repeats it.
+    assert.equal(await form.locator('.notice').filter({ visible: true }).count(), 0);
+    await noAxe(page, `tunnel form error at ${size}`);
+    await ips.fill('10.0.0.0/8');
+    assert.equal(await ips.getAttribute('aria-invalid'), null);
+    await form.getByRole('button', { name: 'Create tunnel' }).click();
+    await form.getByText(new RegExp(`^Tunnel blog-${size} created`)).waitFor();
+    await page.context().close();
+  });
+}
 
 for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
   test(`6. failed joins show on the Machines page (${size} px)`, { timeout: 60_000 }, async () => {
@@ -302,38 +318,104 @@ test('7. getting started: links, a description for each step, each error once', 
   }
 });
 
-test('8. the New tunnel form is empty after a success; a saved edit says so', { timeout: 60_000 }, async () => {
-  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, `machines/${m.cam.id}`);
-  const form = page.getByRole('form', { name: 'New tunnel' });
-  await form.waitFor();
-  const create = async (name, port) => {
-    await form.getByLabel(/^Name/).fill(name);
-    await form.getByLabel('Local port').fill(String(port));
-    await form.getByLabel('Subdomain').fill(name);
-    await form.getByLabel('Allowed addresses').fill('192.0.2.0/24');
-    await form.getByRole('button', { name: 'Create tunnel' }).click();
-    await form.getByText(new RegExp(`^Tunnel ${name} created`)).waitFor();
-  };
-  await create('notes', 3001);
-  for (const label of [/^Name/, 'Local port', 'Subdomain', 'Allowed addresses']) assert.equal(await form.getByLabel(label).inputValue(), '', String(label));
-  assert.equal(await form.getByLabel('Access').inputValue(), 'public');
-  assert.equal(await form.getByLabel(/^Name/).evaluate((el) => el === document.activeElement), true);
-  // The next one goes in without a clash.
-  await create('notes-2', 3002);
-  assert.equal(await form.getByRole('alert').count(), 0);
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`8. the New tunnel form is empty after a success; a saved edit says so (${size} px)`, { timeout: 60_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, `machines/${m.cam.id}`);
+    const notes = size === '1280' ? 'notes' : 'phone-notes';
+    const port = size === '1280' ? '3003' : '3004';
+    const form = page.getByRole('form', { name: 'New tunnel' });
+    await form.waitFor();
+    const create = async (name, port) => {
+      await form.getByLabel(/^Name/).fill(name);
+      await form.getByLabel('Local port').fill(String(port));
+      await form.getByLabel('Subdomain').fill(name);
+      await form.getByLabel('Allowed addresses').fill('192.0.2.0/24');
+      await form.getByRole('button', { name: 'Create tunnel' }).click();
+      await form.getByText(new RegExp(`^Tunnel ${name} created`)).waitFor();
+    };
+    await create(notes, 3001);
+    for (const label of [/^Name/, 'Local port', 'Subdomain', 'Allowed addresses']) assert.equal(await form.getByLabel(label).inputValue(), '', String(label));
+    assert.equal(await form.getByLabel('Access').inputValue(), 'public');
+    assert.equal(await form.getByLabel(/^Name/).evaluate((el) => el === document.activeElement), true);
+    // The next one goes in without a clash.
+    await create(`${notes}-2`, 3002);
+    assert.equal(await form.getByRole('alert').count(), 0);
 
-  await page.getByRole('button', { name: 'Edit notes', exact: true }).click();
-  const edit = page.getByRole('dialog', { name: 'Edit tunnel notes' });
-  await edit.getByLabel('Local port').fill('3003');
-  await edit.getByRole('button', { name: 'Save changes' }).click();
-  await edit.waitFor({ state: 'detached' });
-  await page.getByRole('status').filter({ hasText: 'Saved the changes to notes.' }).waitFor();
-  await page.getByText('local port 3003').waitFor();
-  // Still there once the table has been drawn again.
-  await page.getByRole('status').filter({ hasText: 'Saved the changes to notes.' }).waitFor();
-  await noAxe(page, 'machine page after an edit');
-  await page.context().close();
-});
+    await page.getByRole('button', { name: `Edit ${notes}`, exact: true }).click();
+    const edit = page.getByRole('dialog', { name: `Edit tunnel ${notes}` });
+    await edit.getByLabel('Local port').fill(port);
+    await edit.getByRole('button', { name: 'Save changes' }).click();
+    await edit.waitFor({ state: 'detached' });
+    await page.getByRole('status').filter({ hasText: `Saved the changes to ${notes}.` }).waitFor();
+    await page.getByText(`local port ${port}`).waitFor();
+    // Still there once the table has been drawn again.
+    await page.getByRole('status').filter({ hasText: `Saved the changes to ${notes}.` }).waitFor();
+    await noAxe(page, `machine page after an edit at ${size}`);
+    await page.context().close();
+  });
+}
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`8b. audit: an access change reads old → new, in words (${size} px)`, { timeout: 60_000 }, async () => {
+    const page = await loggedIn(browser, d, PASSWORD, viewport, `machines/${m.cam.id}`);
+    if (size === '1280') {
+      await page.getByRole('button', { name: 'Edit notes-2', exact: true }).click();
+      const edit = page.getByRole('dialog', { name: 'Edit tunnel notes-2' });
+      await edit.getByLabel('Access').selectOption('operator');
+      await edit.getByLabel('Allowed addresses').fill('');
+      await edit.getByRole('button', { name: 'Save changes' }).click();
+      await edit.waitFor({ state: 'detached' });
+    }
+    await page.goto(`${d.base}/#/security/audit`);
+    const row = page.getByRole('table', { name: 'Audit log' }).locator('tbody tr').filter({ hasText: 'notes-2' }).filter({ hasText: 'Tunnel updated' });
+    await row.first().waitFor();
+    const text = await row.first().innerText();
+    assert.match(text, /access public → operators only/);
+    assert.match(text, /allow list 192\.0\.2\.0\/24 → any address/);
+    assert.doesNotMatch(text, /changed: nothing/);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth));
+    await noAxe(page, `audit log at ${size}`);
+    await page.context().close();
+  });
+}
+
+for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
+  test(`8c. ban tool: one installed check with its reason, the missing part here, the set-up's result alone (${size} px)`, { timeout: 90_000 }, async () => {
+    const conf = join(d.tmp, 'root', 'etc', 'fail2ban');
+    const page = await loggedIn(browser, d, PASSWORD, viewport, 'security/ban');
+    const installed = page.locator('dl.kv dd').first();
+    if (size === '1280') {
+      // This daemon's system root has no fail2ban configuration: the
+      // badge says no, with the reason the set-up fails with.
+      await installed.getByText(/^fail2ban is not installed under this daemon's system root: .* has no jail\.conf/).waitFor();
+      assert.match(await installed.innerText(), /^no/);
+      const settings = page.getByRole('form', { name: 'Ban settings' });
+      await settings.getByLabel('Failures before a ban').fill('5');
+      await settings.getByLabel('Within (seconds)').fill('600');
+      await settings.getByLabel('Ban for (seconds)').fill('3600');
+      await settings.getByRole('button', { name: 'Save settings' }).click();
+      await settings.locator('.notice:not([hidden])').waitFor();
+      await page.getByRole('button', { name: 'Set up the ban tool' }).click();
+      await page.getByText(/^Last ban-tool set-up: failed .*has no jail\.conf/).waitFor();
+      // Only the set-up's result is said: the settings' message went.
+      assert.equal(await settings.locator('.notice:not([hidden])').count(), 0);
+      await noAxe(page, 'ban tool, set-up failed');
+      // Now with fail2ban's own configuration there: installed, with its
+      // version, and the part it lacks here said on this page too.
+      mkdirSync(conf, { recursive: true });
+      copyFileSync('/etc/fail2ban/jail.conf', join(conf, 'jail.conf'));
+      await page.reload();
+    }
+    await installed.filter({ hasText: /^yes \(.+\)$/ }).waitFor();
+    const journal = await promisify(execFile)('python3', ['-c', 'import systemd.journal']).then(() => true, () => false);
+    const warning = page.locator('main .notice.warn').filter({ hasText: 'python3-systemd' });
+    await page.getByRole('table', { name: 'Jails' }).or(page.getByText('No jails reported.')).first().waitFor();
+    assert.equal(await warning.count(), journal ? 0 : 1, `python3 can${journal ? '' : 'not'} import systemd.journal here`);
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth));
+    await noAxe(page, `ban tool at ${size}`);
+    await page.context().close();
+  });
+}
 
 for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
   test(`9. SSH keys: -i in the SSH command, no Delete on the default key, "1 machine trusts" (${size} px)`, { timeout: 60_000 }, async () => {

@@ -27,6 +27,8 @@ export function banTool(ctx: Ctx): HTMLElement {
   });
   const setup = h('button', { type: 'button', class: 'secondary' }, 'Set up the ban tool');
   setup.addEventListener('click', () => void busy(setup, n, async () => {
+    // What earlier actions said ("Saved.") is not about this set-up.
+    for (const x of [n, cfg.notice, wl.notice]) x.clear();
     await api.post<Message>('/api/local/setup-banner');
     outcome.started();
   }));
@@ -53,8 +55,17 @@ export function banTool(ctx: Ctx): HTMLElement {
       findTime.input.value = String(s.config.find_time);
       banTime.input.value = String(s.config.ban_time);
     }
+    // The same installed check the set-up makes: when it says no, why;
+    // when yes, which version, and any package it lacks here.
+    const missing = s.installed ? (s.missing ?? []) : [];
     refill(body,
-      h('dl', { class: 'kv' }, h('dt', null, 'Installed'), h('dd', null, yes(s.installed)), h('dt', null, 'Running'), h('dd', null, yes(s.running)),
+      missing.length ? h('div', { class: 'notice warn', role: 'status' },
+        h('p', null, 'Not installed on this server (install with apt-get install or dnf install):'),
+        h('ul', null, missing.map((m) => h('li', null, h('code', null, m.package), ` — needed for ${m.needed_for}`)))) : null,
+      h('dl', { class: 'kv' },
+        h('dt', null, 'Installed'), h('dd', null, yes(s.installed), s.installed && s.version ? ` (${s.version})` : null,
+          !s.installed && s.problem ? h('div', { class: 'small' }, s.problem) : null),
+        h('dt', null, 'Running'), h('dd', null, yes(s.running)),
         h('dt', null, 'Managed by tunnelsvc'), h('dd', null, yes(s.managed))),
       h('h3', null, 'Jails'), jails, h('h3', null, 'Exempt addresses'), whitelist);
   });
