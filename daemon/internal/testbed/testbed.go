@@ -183,7 +183,14 @@ func (h *Host) WriteFile(dst string, data []byte, mode os.FileMode) {
 // addresses (CIDRs of a private test subnet, e.g. 10.213.0.1/24).
 func Join(t testing.TB, a *Host, addrA string, b *Host, addrB string) {
 	t.Helper()
-	out, err := exec.Command("bash", script(t), "veth", a.Dir, addrA, b.Dir, addrB).CombinedOutput()
+	JoinOn(t, a, "eth0", addrA, b, addrB)
+}
+
+// JoinOn is Join with the link named ifA on a: a VPS joined to several
+// machines has one link to each (eth0, eth1...), each on its own subnet.
+func JoinOn(t testing.TB, a *Host, ifA, addrA string, b *Host, addrB string) {
+	t.Helper()
+	out, err := exec.Command("bash", script(t), "veth", a.Dir, addrA, b.Dir, addrB, ifA).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testbed: veth %s-%s: %v\n%s", a.Name, b.Name, err, out)
 	}
