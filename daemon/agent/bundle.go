@@ -62,6 +62,12 @@ type UpdateHeader struct {
 
 func (h UpdateHeader) check() error {
 	switch {
+	case h.Version == "":
+		return errors.New(`"version" is required`)
+	case h.SHA256 == "":
+		return errors.New(`"sha256" is required`)
+	case h.Size == 0:
+		return errors.New(`"size" is required`)
 	case !ValidVersion(h.Version):
 		return fmt.Errorf("version %q is not a bundle version", h.Version)
 	case !sha256Re.MatchString(h.SHA256):

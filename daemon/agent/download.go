@@ -105,6 +105,10 @@ func (s *Server) postUpdate(w http.ResponseWriter, body []byte) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
+	if req.URL == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": `"url" is required`})
+		return
+	}
 	if u, err := url.Parse(req.URL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("url %q is not an absolute http(s) URL", req.URL)})
 		return
@@ -124,20 +128,31 @@ func (s *Server) postUpdate(w http.ResponseWriter, body []byte) {
 }
 
 // update downloads and applies a bundle; its outcome is in GET /status.
+// The outcome and the end of "running" are set together, once the download
+// is removed, so that a daemon that sees it may start the next one at once.
 func (s *Server) update(up Updates, req UpdateRequest) {
-	defer func() {
-		s.upd.mu.Lock()
-		s.upd.running = false
-		s.upd.mu.Unlock()
-	}()
-	fail := func(err error) {
-		s.log().Error("update to "+req.Version+" failed", "err", err)
-		s.upd.set(UpdateState{State: UpdateFailed, Version: req.Version, Error: err.Error()}, s.now())
+	st := s.runUpdate(up, req)
+	if st.State == UpdateFailed {
+		s.log().Error("update to "+req.Version+" failed", "err", st.Error)
+	} else {
+		// apply-update restarts this agent last (without waiting): the
+		// new one reports the outcome.
+		s.log().Info("bundle " + req.Version + " installed; the agent restarts")
+	}
+	s.upd.mu.Lock()
+	defer s.upd.mu.Unlock()
+	s.upd.running = false
+	st.At = s.now().UTC().Format(time.RFC3339)
+	s.upd.state, s.upd.at = &st, s.now()
+}
+
+func (s *Server) runUpdate(up Updates, req UpdateRequest) UpdateState {
+	failed := func(err error) UpdateState {
+		return UpdateState{State: UpdateFailed, Version: req.Version, Error: err.Error()}
 	}
 	f, err := s.download(req)
 	if err != nil {
-		fail(err)
-		return
+		return failed(err)
 	}
 	defer func() {
 		f.Close()
@@ -148,12 +163,9 @@ func (s *Server) update(up Updates, req UpdateRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), ApplyTimeout)
 	defer cancel()
 	if err := up.ApplyUpdate(ctx, io.MultiReader(bytes.NewReader(append(header, '\n')), f)); err != nil {
-		fail(err)
-		return
+		return failed(err)
 	}
-	// apply-update restarts this agent last (without waiting): the new one
-	// reports the outcome.
-	s.log().Info("bundle " + req.Version + " installed; the agent restarts")
+	return UpdateState{State: UpdateApplying, Version: req.Version}
 }
 
 // download fetches the bundle into a temporary file (the agent's private

@@ -99,7 +99,7 @@ func (u *Updater) Apply(ctx context.Context, stdin io.Reader) error {
 	}
 	files, err := readBundle(data, h.Version)
 	if err != nil {
-		return err
+		return fmt.Errorf("%v; nothing was changed", err)
 	}
 	sudoersDir := u.path("/etc/sudoers.d")
 	_, noSudo := os.Stat(sudoersDir)
