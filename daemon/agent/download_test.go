@@ -256,6 +256,14 @@ func TestPostUpdate(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		// The second one ends before the test removes its directories.
+		for n, _, _ := sys.applied(); n < 2; n, _, _ = sys.applied() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the second update never reached apply-update")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		waitEmpty(t, srv.TempDir)
 	})
 
 	t.Run("bad bodies", func(t *testing.T) {
