@@ -13,6 +13,8 @@ CONF_DIR=/etc/revtunnel
 STATE=$CONF_DIR/machine.env
 AGENT_DIR=/etc/tunnel-agent
 SELF=/usr/local/bin/tunnel-uninstall
+# The bundle before the last update, its rollback script and update state.
+LIB_DIR=/usr/local/lib/tunnelsvc
 
 info() { printf 'tunnel-uninstall: %s\n' "$*"; }
 warn() { printf 'tunnel-uninstall: warning: %s\n' "$*" >&2; }
@@ -53,7 +55,15 @@ else
 	auth_keys=""
 fi
 
-# 2. Services.
+# 2. Services. The rollback timer of an unconfirmed update goes first: it
+# would otherwise put the files back after they are removed.
+for u in tunnelsvc-rollback.timer tunnelsvc-rollback.service; do
+	if [ -f "/etc/systemd/system/$u" ]; then
+		systemctl stop "$u" >/dev/null 2>&1 || true
+		rm -f "/etc/systemd/system/$u"
+		info "stopped and removed $u"
+	fi
+done
 for u in tunnel-agent "$UNIT"; do
 	if [ -f "/etc/systemd/system/$u.service" ]; then
 		systemctl disable --now "$u.service" >/dev/null 2>&1 || true
@@ -62,7 +72,7 @@ for u in tunnel-agent "$UNIT"; do
 	fi
 done
 systemctl daemon-reload || true
-systemctl reset-failed tunnel-agent.service "$UNIT.service" >/dev/null 2>&1 || true
+systemctl reset-failed tunnel-agent.service "$UNIT.service" tunnelsvc-rollback.service >/dev/null 2>&1 || true
 
 # 3. The server's key line in every authorized_keys a registration wrote to.
 if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
@@ -79,8 +89,9 @@ if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
 	done <<<"$auth_keys"
 fi
 
-# 4. Files, sudo rules, the agent's and the tunnel client's users, this script.
-rm -rf "$CONF_DIR" "$AGENT_DIR"
+# 4. Files, the previous bundle, sudo rules, the agent's and the tunnel
+# client's users, this script.
+rm -rf "$CONF_DIR" "$AGENT_DIR" "$LIB_DIR"
 rm -f /usr/local/bin/revtunnel-client /usr/local/bin/tunnel-agent \
 	/etc/sudoers.d/revtunnel-client /etc/sudoers.d/tunnel-agent
 for u in tunnel revtunnel; do

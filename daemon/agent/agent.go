@@ -11,7 +11,9 @@
 // through sudo rules that allow exactly these commands (bootstrap.sh writes
 // them): `systemctl restart revtunnel-client.service`,
 // `tunnel-agent apply-config` (verify, write, reload a config read from
-// stdin) and `tunnel-uninstall --detach`.
+// stdin), `tunnel-agent apply-update` and `tunnel-agent confirm-update`
+// (install a machine bundle with a rollback armed, then disarm it; see
+// update.go) and `tunnel-uninstall --detach`.
 package agent
 
 import (
@@ -23,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -65,6 +68,19 @@ type Server struct {
 	Later func(f func())
 	// Now is the clock challenges age by (default time.Now).
 	Now func() time.Time
+	// Lib is where root keeps bundle-version and update-state (default
+	// LibDir).
+	Lib string
+	// HTTPClient downloads bundles (default http.DefaultClient: the
+	// system's roots).
+	HTTPClient *http.Client
+	// DownloadTimeout bounds a bundle's download (default DownloadTimeout).
+	DownloadTimeout time.Duration
+	// TempDir holds a bundle while it is checked and applied (default
+	// os.TempDir(), private to the agent's unit).
+	TempDir string
+
+	upd updater
 
 	challenges challenges
 	// applied is the generation of the config this agent last applied
@@ -94,6 +110,16 @@ type Status struct {
 	// ConfigGeneration is the generation of the client config this agent
 	// last applied; absent when it applied none since it started.
 	ConfigGeneration int64 `json:"config_generation,omitempty"`
+	// Capabilities lists what this agent can do beyond the routes every
+	// agent has: "update" (POST /update, POST /update/confirm).
+	Capabilities []string `json:"capabilities"`
+	// Arch is the machine's architecture as bundles name it (GOARCH).
+	Arch string `json:"arch"`
+	// BundleVersion is the installed machine bundle (the agent's own
+	// version on a machine not updated since it was bootstrapped).
+	BundleVersion string `json:"bundle_version"`
+	// Update is the last update; absent when none ever ran here.
+	Update *UpdateState `json:"update,omitempty"`
 }
 
 // ConfigAnswer is PUT /config's answer.
@@ -229,6 +255,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		})
 	case "PUT /config":
 		s.putConfig(ctx, w, body)
+	case "POST /update":
+		// Answers at once; the download and the install go on in the
+		// background and GET /status tells how they went.
+		s.postUpdate(w, body)
+	case "POST /update/confirm":
+		s.confirmUpdate(ctx, w, body)
 	case "POST /uninstall":
 		if err := s.Sys.Uninstall(ctx); err != nil {
 			s.fail(w, "uninstall", err)
@@ -237,7 +269,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
 	default:
 		switch r.URL.Path {
-		case "/status", "/restart", "/config", "/uninstall", "/challenge":
+		case "/status", "/restart", "/config", "/uninstall", "/challenge", "/update", "/update/confirm":
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
@@ -252,7 +284,13 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 		return
 	}
 	st := Status{Unit: s.Unit, ActiveState: props["ActiveState"], SubState: props["SubState"], AgentVersion: s.Version,
-		ConfigGeneration: s.applied.Load()}
+		ConfigGeneration: s.applied.Load(), Capabilities: []string{}, Arch: runtime.GOARCH,
+		BundleVersion: readBundleVersion(s.lib(), s.Version)}
+	if _, ok := s.updates(); ok {
+		st.Capabilities = append(st.Capabilities, "update")
+	}
+	file, haveFile := readUpdateState(s.lib())
+	st.Update = s.upd.current(file, haveFile)
 	if st.ActiveState == "active" {
 		if since, err := strconv.ParseInt(props["ActiveEnterTimestampMonotonic"], 10, 64); err == nil && since > 0 {
 			if now, err := s.Sys.Monotonic(); err == nil && now > time.Duration(since)*time.Microsecond {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,35 @@ func (c Commands) priv(ctx context.Context, stdin []byte, args ...string) (strin
 		args = append([]string{c.Sudo, "-n"}, args...)
 	}
 	return run(ctx, stdin, args[0], args[1:]...)
+}
+
+var _ Updates = Commands{}
+
+func (c Commands) ApplyUpdate(ctx context.Context, stdin io.Reader) error {
+	args := []string{c.Self, "apply-update"}
+	if c.Sudo != "" {
+		args = append([]string{c.Sudo, "-n"}, args...)
+	}
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Stdin = stdin
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return &ToolError{Op: "apply-update", Output: helperWords(string(out)), Err: err}
+	}
+	return nil
+}
+
+func (c Commands) ConfirmUpdate(ctx context.Context) error {
+	if out, err := c.priv(ctx, nil, c.Self, "confirm-update"); err != nil {
+		return &ToolError{Op: "confirm-update", Output: helperWords(out), Err: err}
+	}
+	return nil
+}
+
+// helperWords is what the root helper said, without the "tunnel-agent: "
+// its main puts before an error.
+func helperWords(out string) string {
+	return strings.TrimPrefix(strings.TrimSpace(out), "tunnel-agent: ")
 }
 
 func (c Commands) UnitState(ctx context.Context) (map[string]string, error) {

@@ -3,6 +3,10 @@
 //	tunnel-agent [serve]      serve on 127.0.0.1:$TUNNEL_AGENT_PORT
 //	tunnel-agent apply-config read a client config on stdin, check it against the allow-list
 //	                          (agent.CheckClientConfig), verify, install, reload (root)
+//	tunnel-agent apply-update read a header line and a machine bundle on stdin, check it, save
+//	                          the installed bundle, arm the rollback timer, install, restart (root)
+//	tunnel-agent confirm-update
+//	                          the update is seen to work: stop the rollback timer (root)
 //	tunnel-agent version
 //
 // Settings come from the environment (the unit loads /etc/tunnel-agent/config.env):
@@ -48,10 +52,14 @@ func main() {
 		err = serve()
 	case "apply-config":
 		err = applyConfig()
+	case "apply-update":
+		err = applyUpdate()
+	case "confirm-update":
+		err = confirmUpdate()
 	case "version", "--version", "-v":
 		fmt.Println("tunnel-agent", version)
 	default:
-		fmt.Fprintf(os.Stderr, "usage: tunnel-agent [serve|apply-config|version]\n")
+		fmt.Fprintf(os.Stderr, "usage: tunnel-agent [serve|apply-config|apply-update|confirm-update|version]\n")
 		os.Exit(2)
 	}
 	if err != nil {
@@ -79,6 +87,24 @@ func applyConfig() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return agent.Applier{FRPC: frpc(), Path: env("TUNNEL_AGENT_CLIENT_CONFIG", "/etc/revtunnel/client.toml")}.Apply(ctx, data)
+}
+
+func applyUpdate() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("apply-update must run as root (the agent calls it through sudo)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), agent.ApplyTimeout)
+	defer cancel()
+	return (&agent.Updater{Version: version}).Apply(ctx, os.Stdin)
+}
+
+func confirmUpdate() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("confirm-update must run as root (the agent calls it through sudo)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return (&agent.Updater{Version: version}).Confirm(ctx)
 }
 
 func serve() error {
