@@ -5,6 +5,11 @@
 #   bash bootstrap.sh <TOKEN>
 #   curl -fsSL {base_url}/static/bootstrap.sh | bash -s -- <TOKEN>
 #
+# A machine already joined runs the join again, keeping its id, name, ports
+# and tunnels (a new agent and tunnel client, a fresh credential), with:
+#
+#   curl -fsSL {base_url}/static/bootstrap.sh | sudo bash -s -- --rejoin
+#
 # Environment:
 #   TUNNEL_MACHINE_NAME  machine name; skips the prompt (unattended installs)
 #   TUNNEL_ASSUME_YES=1  replace an existing /etc/revtunnel/client.toml without asking
@@ -24,19 +29,37 @@ AGENT_BIN=/usr/local/bin/tunnel-agent
 AGENT_DIR=/etc/tunnel-agent
 UNINSTALL_BIN=/usr/local/bin/tunnel-uninstall
 
-info() { printf 'bootstrap: %s\n' "$*"; }
-warn() { printf 'bootstrap: warning: %s\n' "$*" >&2; }
+# A rejoin may run over SSH through this machine's own tunnel, which it
+# restarts: its output then goes nowhere, so output never fails the run,
+# and (as root) every line also goes to REJOIN_LOG.
+REJOIN_LOG=/var/log/tunnelsvc-rejoin.log
+LOG=""
+say() {
+	[ -z "$LOG" ] || printf '%s %s\n' "$(date -u +%FT%TZ)" "$2" >>"$LOG" 2>/dev/null || true
+	if [ "$1" = 2 ]; then
+		printf '%s\n' "$2" >&2 2>/dev/null || true
+	else
+		printf '%s\n' "$2" 2>/dev/null || true
+	fi
+}
+info() { say 1 "bootstrap: $*"; }
+warn() { say 2 "bootstrap: warning: $*"; }
 die() {
-	printf 'bootstrap: error: %s\n' "$*" >&2
+	say 2 "bootstrap: error: $*"
 	exit 1
 }
 usage() {
 	cat >&2 <<EOF
 usage: bash bootstrap.sh <TOKEN>
+       sudo bash bootstrap.sh --rejoin
 
 Joins this machine to the tunnel server at $BASE_URL.
 Create a token in the dashboard (Machines > Add machine); it is valid once.
 Set TUNNEL_MACHINE_NAME to skip the name prompt.
+
+--rejoin runs the join again on a machine already joined, with the
+credential it holds ($STATE): it keeps its id, name, ports and
+tunnels, and gets the server's agent and tunnel client.
 EOF
 }
 
@@ -45,7 +68,19 @@ if [ $# -lt 1 ] || [ -z "${1:-}" ]; then
 	usage
 	exit 2
 fi
+REJOIN=0
 TOKEN=$1
+if [ "$1" = --rejoin ]; then
+	if [ $# -ne 1 ]; then
+		usage
+		exit 2
+	fi
+	REJOIN=1 TOKEN=""
+	# The file is root's (0600) but its directory is not: no root needed
+	# to see it is missing.
+	[ -f "$STATE" ] || die "$STATE not found: this machine is not joined to a tunnel server (or was uninstalled), so there is nothing to rejoin; join it with a token instead: create one in the dashboard (Machines > Add machine) and run the command it shows"
+	trap '' HUP PIPE
+fi
 case $TOKEN in
 *[!A-Za-z0-9_-]*) die "the token contains characters a token never has; copy it again from the dashboard" ;;
 esac
@@ -53,7 +88,7 @@ HAVE_TTY=0
 if { : </dev/tty; } 2>/dev/null; then
 	HAVE_TTY=1
 fi
-if [ "$HAVE_TTY" = 0 ] && [ -z "${TUNNEL_MACHINE_NAME:-}" ]; then
+if [ "$REJOIN" = 0 ] && [ "$HAVE_TTY" = 0 ] && [ -z "${TUNNEL_MACHINE_NAME:-}" ]; then
 	die "no terminal (/dev/tty) to ask for the machine name; run it in a terminal, or set TUNNEL_MACHINE_NAME for an unattended install"
 fi
 
@@ -76,8 +111,26 @@ as_root() { "${SUDO[@]}" "$@"; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
+# state_value KEY prints KEY's (first) value in $STATE, which is root's.
+state_value() { as_root sed -n "s/^$1=//p" "$STATE" | head -n 1; }
+
 # --- step 2: name and user -----------------------------------------------
+STATE_USER=""
+if [ "$REJOIN" = 1 ]; then
+	[ "$(id -u)" -ne 0 ] || LOG=$REJOIN_LOG
+	TOKEN=$(state_value TUNNEL_AGENT_TOKEN)
+	JOINED_URL=$(state_value TUNNEL_SERVER_URL)
+	STATE_USER=$(state_value TUNNEL_USER)
+	[ -n "$TOKEN" ] || die "$STATE holds no agent token (TUNNEL_AGENT_TOKEN), so this machine cannot prove who it is; join it with a token instead: create one in the dashboard (Machines > Add machine) and run the command it shows"
+	case $TOKEN in
+	*[!A-Za-z0-9_-]*) die "the agent token in $STATE is damaged; join this machine with a token from the dashboard instead" ;;
+	esac
+	if [ -n "$JOINED_URL" ] && [ "$JOINED_URL" != "$BASE_URL" ]; then
+		info "this machine joined at $JOINED_URL; rejoining at $BASE_URL"
+	fi
+fi
 NAME=${TUNNEL_MACHINE_NAME:-}
+[ "$REJOIN" = 0 ] || NAME="(rejoin)"
 tries=0
 while [ -z "${NAME//[[:space:]]/}" ]; do
 	tries=$((tries + 1))
@@ -90,6 +143,8 @@ USERNAME=$(id -un)
 if [ "$USERNAME" = root ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
 	USERNAME=$SUDO_USER
 fi
+# A rejoin keeps the user the machine joined with.
+[ -z "$STATE_USER" ] || USERNAME=$STATE_USER
 USER_HOME=$(getent passwd "$USERNAME" | cut -d: -f6)
 if [ -z "$USER_HOME" ] || [ ! -d "$USER_HOME" ]; then
 	die "cannot find the home directory of $USERNAME"
@@ -150,8 +205,13 @@ json_get() {
 	}' "$2"
 }
 
-# fetch URL DEST downloads from the control server.
+# fetch URL DEST downloads from the control server. A rejoin downloads
+# everything before it replaces the credential (see step 3), and later
+# steps take those files.
 fetch() {
+	if [ "$REJOIN" = 1 ] && [ -s "$2" ]; then
+		return 0
+	fi
 	curl -fsSL --retry 2 --connect-timeout 15 --max-time 300 -o "$2" "$1"
 }
 
@@ -168,15 +228,70 @@ fetch_checked() {
 	fi
 }
 
+case $(uname -m) in
+x86_64 | amd64) ARCH=amd64 ;;
+aarch64 | arm64) ARCH=arm64 ;;
+armv7l) ARCH=arm ;;
+*) die "unsupported architecture $(uname -m): tunnelsvc supports x86_64, aarch64 and armv7l" ;;
+esac
+
+# write_state writes $STATE: where this machine joined, its agent token and
+# every authorized_keys file a registration wrote to.
+write_state() {
+	{
+		printf 'TUNNEL_SERVER_URL=%s\n' "$BASE_URL"
+		printf 'TUNNEL_AGENT_TOKEN=%s\n' "$AGENT_TOKEN"
+		printf 'TUNNEL_USER=%s\n' "$USERNAME"
+		printf '%s\n%s\n' "$OLD_KEYS" "$AUTH_KEYS" | awk 'NF && !seen[$0]++ { print "TUNNEL_AUTHORIZED_KEYS=" $0 }'
+	} >"$TMP/machine.env"
+	as_root install -d -m 0755 "$CONF_DIR"
+	as_root install -m 0600 "$TMP/machine.env" "$STATE"
+}
+OLD_KEYS=""
+AUTH_KEYS=$USER_HOME/.ssh/authorized_keys
+
 # --- step 3: register ----------------------------------------------------
-info "registering \"$NAME\" (user $USERNAME) with $BASE_URL"
-printf '{"token":%s,"name":%s,"username":%s}' "$(json_str "$TOKEN")" "$(json_str "$NAME")" "$(json_str "$USERNAME")" >"$TMP/request.json"
-status=$(curl -sS --connect-timeout 15 --max-time 60 -o "$TMP/response.json" -w '%{http_code}' \
-	-H 'Content-Type: application/json' --data-binary @"$TMP/request.json" "$BASE_URL/api/bootstrap") ||
-	die "could not reach $BASE_URL (is the address right and the server up?)"
-if [ "$status" != 200 ]; then
-	msg=$(json_get error "$TMP/response.json" 2>/dev/null || head -c 300 "$TMP/response.json")
-	die "registration refused (HTTP $status): ${msg:-no message}"
+if [ "$REJOIN" = 1 ]; then
+	# The rejoin replaces the credential at once: the old one stops working.
+	# So everything it installs is downloaded first, and the new agent
+	# token is saved as soon as it arrives (a second run then uses it).
+	info "downloading the tunnel client, the agent and the uninstall script from $BASE_URL"
+	fetch_checked "$BASE_URL/static/revtunnel/revtunnel-client-linux-$ARCH" "$TMP/revtunnel-client" ||
+		die "could not download a verified tunnel client from $BASE_URL/static/revtunnel/revtunnel-client-linux-$ARCH; nothing was changed"
+	case $ARCH in
+	amd64 | arm64)
+		fetch_checked "$BASE_URL/static/agents/tunnel-agent-linux-$ARCH" "$TMP/tunnel-agent" ||
+			die "could not download a verified agent from $BASE_URL/static/agents/tunnel-agent-linux-$ARCH; nothing was changed"
+		;;
+	esac
+	fetch "$BASE_URL/static/tunnel-uninstall.sh" "$TMP/tunnel-uninstall" ||
+		die "could not download $BASE_URL/static/tunnel-uninstall.sh; nothing was changed"
+	info "rejoining $BASE_URL with this machine's credential (user $USERNAME)"
+	# The token goes in a file, not on curl's command line (ps shows that).
+	printf 'Authorization: Bearer %s\n' "$TOKEN" >"$TMP/auth.header"
+	status=$(curl -sS --connect-timeout 15 --max-time 60 -o "$TMP/response.json" -w '%{http_code}' \
+		-X POST -H @"$TMP/auth.header" "$BASE_URL/api/machines/rejoin") ||
+		die "could not reach $BASE_URL (is the address right and the server up?); nothing was changed"
+	if [ "$status" != 200 ]; then
+		msg=$(json_get error "$TMP/response.json" 2>/dev/null || head -c 300 "$TMP/response.json")
+		die "rejoin refused (HTTP $status): ${msg:-no message}"
+	fi
+	NAME=$(json_get name "$TMP/response.json") || die "the server's answer has no name; nothing was installed"
+	MACHINE_ID=$(json_get machine_id "$TMP/response.json" || true)
+	AGENT_TOKEN=$(json_get agent_token "$TMP/response.json") || die "the server's answer has no agent_token; nothing was installed"
+	OLD_KEYS=$(as_root sed -n 's/^TUNNEL_AUTHORIZED_KEYS=//p' "$STATE")
+	write_state
+	info "rejoined as \"$NAME\" (machine ${MACHINE_ID:-?}): same name, ports and tunnels; the old credential no longer works, the new one is in $STATE"
+else
+	info "registering \"$NAME\" (user $USERNAME) with $BASE_URL"
+	printf '{"token":%s,"name":%s,"username":%s}' "$(json_str "$TOKEN")" "$(json_str "$NAME")" "$(json_str "$USERNAME")" >"$TMP/request.json"
+	status=$(curl -sS --connect-timeout 15 --max-time 60 -o "$TMP/response.json" -w '%{http_code}' \
+		-H 'Content-Type: application/json' --data-binary @"$TMP/request.json" "$BASE_URL/api/bootstrap") ||
+		die "could not reach $BASE_URL (is the address right and the server up?)"
+	if [ "$status" != 200 ]; then
+		msg=$(json_get error "$TMP/response.json" 2>/dev/null || head -c 300 "$TMP/response.json")
+		die "registration refused (HTTP $status): ${msg:-no message}"
+	fi
 fi
 TUNNEL_PORT=$(json_get tunnel_port "$TMP/response.json") || die "the server's answer has no tunnel_port; nothing was installed"
 VPS_KEY=$(json_get vps_ssh_public_key "$TMP/response.json") || die "the server's answer has no vps_ssh_public_key"
@@ -186,7 +301,6 @@ AGENT_PORT=$(json_get agent_local_port "$TMP/response.json" || true)
 info "registered: SSH reaches this machine through port $TUNNEL_PORT on the server"
 
 # --- step 4: the server's key in authorized_keys -------------------------
-AUTH_KEYS=$USER_HOME/.ssh/authorized_keys
 run_as_user() {
 	if [ "$(id -un)" = "$USERNAME" ]; then "$@"; else as_root runuser -u "$USERNAME" -- "$@"; fi
 }
@@ -202,13 +316,7 @@ else
 fi
 
 # --- step 5: the tunnel client and its config ----------------------------
-case $(uname -m) in
-x86_64 | amd64) ARCH=amd64 ;;
-aarch64 | arm64) ARCH=arm64 ;;
-armv7l) ARCH=arm ;;
-*) die "unsupported architecture $(uname -m): tunnelsvc supports x86_64, aarch64 and armv7l" ;;
-esac
-if [ -x "$CLIENT_BIN" ]; then
+if [ -x "$CLIENT_BIN" ] && [ "$REJOIN" = 0 ]; then
 	info "tunnel client already installed at $CLIENT_BIN"
 else
 	info "downloading the tunnel client (linux-$ARCH) from $BASE_URL"
@@ -219,7 +327,7 @@ fi
 "$CLIENT_BIN" verify -c "$TMP/client.toml" >"$TMP/verify.log" 2>&1 ||
 	die "the tunnel client refused the configuration from the server: $(cat "$TMP/verify.log")"
 
-OLD_TOKEN="" OLD_URL="" OLD_KEYS=""
+OLD_TOKEN="" OLD_URL=""
 if as_root test -f "$CONF"; then
 	if as_root test -f "$STATE"; then
 		OLD_TOKEN=$(as_root sed -n 's/^TUNNEL_AGENT_TOKEN=//p' "$STATE")
@@ -228,7 +336,7 @@ if as_root test -f "$CONF"; then
 		# uninstall finds them all even after a re-run as another user.
 		OLD_KEYS=$(as_root sed -n 's/^TUNNEL_AUTHORIZED_KEYS=//p' "$STATE")
 	fi
-	if [ "${TUNNEL_ASSUME_YES:-}" != 1 ]; then
+	if [ "${TUNNEL_ASSUME_YES:-}" != 1 ] && [ "$REJOIN" = 0 ]; then
 		[ "$HAVE_TTY" = 1 ] || die "$CONF exists; set TUNNEL_ASSUME_YES=1 to replace it unattended"
 		printf '%s exists (this machine was joined before). Replace it with the new registration? [y/N] ' "$CONF" >/dev/tty
 		read -r answer </dev/tty || answer=""
@@ -249,17 +357,12 @@ as_root install -d -m 0755 "$CONF_DIR"
 as_root install -m 0640 -o root -g "$CLIENT_USER" "$TMP/client.toml" "$CONF"
 printf '%s\n' "$VPS_KEY" >"$TMP/vps_key.pub"
 as_root install -m 0644 "$TMP/vps_key.pub" "$CONF_DIR/vps_key.pub"
-{
-	printf 'TUNNEL_SERVER_URL=%s\n' "$BASE_URL"
-	printf 'TUNNEL_AGENT_TOKEN=%s\n' "$AGENT_TOKEN"
-	printf 'TUNNEL_USER=%s\n' "$USERNAME"
-	printf '%s\n%s\n' "$OLD_KEYS" "$AUTH_KEYS" | awk 'NF && !seen[$0]++ { print "TUNNEL_AUTHORIZED_KEYS=" $0 }'
-} >"$TMP/machine.env"
-as_root install -m 0600 "$TMP/machine.env" "$STATE"
+write_state
 info "wrote $CONF"
 
-# A re-run with a new token replaces the old registration on the server.
-if [ -n "$OLD_TOKEN" ] && [ -n "$OLD_URL" ] && [ "$OLD_TOKEN" != "$AGENT_TOKEN" ]; then
+# A re-run with a new token replaces the old registration on the server (a
+# rejoin is the same registration).
+if [ "$REJOIN" = 0 ] && [ -n "$OLD_TOKEN" ] && [ -n "$OLD_URL" ] && [ "$OLD_TOKEN" != "$AGENT_TOKEN" ]; then
 	if curl -fsS --connect-timeout 15 --max-time 30 -o /dev/null -X POST \
 		-H "Authorization: Bearer $OLD_TOKEN" "$OLD_URL/api/machines/self-delete"; then
 		info "removed this machine's previous registration from $OLD_URL"
@@ -433,5 +536,10 @@ EOF
 install_agent
 
 # --- step 8: done ----------------------------------------------------------
-info "done: \"$NAME\" is joined to $BASE_URL"
+if [ "$REJOIN" = 1 ]; then
+	info "done: \"$NAME\" rejoined $BASE_URL with the server's agent and tunnel client; it kept its id, ports and tunnels, and the server now sends it its config"
+	[ -z "$LOG" ] || info "this run is logged in $LOG"
+else
+	info "done: \"$NAME\" is joined to $BASE_URL"
+fi
 info "uninstall with: sudo $UNINSTALL_BIN"

@@ -18,6 +18,7 @@ const (
 	auditMachineRegistered = "MACHINE_REGISTERED"
 	auditMachineRenamed    = "MACHINE_RENAMED"
 	auditMachineDeleted    = "MACHINE_DELETED"
+	auditMachineRejoined   = "MACHINE_REJOINED"
 	auditAgentRestart      = "AGENT_TUNNEL_RESTARTED"
 	auditTunnelCreated     = "TUNNEL_CREATED"
 	auditTunnelUpdated     = "TUNNEL_UPDATED"

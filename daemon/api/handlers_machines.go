@@ -493,3 +493,60 @@ func (s *Server) probeTunnel(w http.ResponseWriter, r *http.Request) error {
 	writeData(w, http.StatusOK, t)
 	return nil
 }
+
+// rejoin: POST /api/machines/rejoin (public, Bearer agent token,
+// rate-limited per address). The answer is /api/bootstrap's for the same
+// machine, with a fresh agent token, plus "rejoined" and "machine_id".
+func (s *Server) rejoin(w http.ResponseWriter, r *http.Request) error {
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	reg, err := s.machines.Rejoin(r.Context(), machines.RejoinRequest{
+		AgentToken: strings.TrimSpace(tok), Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
+	})
+	var limited *auth.RateLimitedError
+	switch {
+	case errors.Is(err, machines.ErrInvalidToken):
+		return Errorf(http.StatusUnauthorized, "%s", rejoinRefused)
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
+		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
+	case err != nil:
+		return domainError(err, "rejoin")
+	}
+	detail := fmt.Sprintf("machine %q rejoined (tunnel port %d kept); agent token replaced", reg.Name, reg.TunnelPort)
+	if reg.OldClientAddr != reg.ClientAddr && reg.ClientAddr != "" {
+		detail += fmt.Sprintf("; address %s → %s", orNone(reg.OldClientAddr), reg.ClientAddr)
+	}
+	if reg.OldSSHKeyID != reg.SSHKeyID && reg.SSHKeyID != "" {
+		detail += fmt.Sprintf("; VPS key %s → %s", orNone(reg.OldSSHKeyID), reg.SSHKeyID)
+	}
+	s.record(r, auditMachineRejoined, detail)
+	writeData(w, http.StatusOK, reg)
+	return nil
+}
+
+// rejoinRefused is the 401 of a rejoin with a token no machine holds.
+const rejoinRefused = "unknown agent token: no machine holds it (deleted, or rejoined since); " +
+	"join this machine again with a new token from the dashboard (Machines > Add machine)"
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// rejoinCommand is the one line that re-runs the join on a machine that
+// is already joined (its agent predates fleet updates): it keeps the
+// machine's id, name, ports and tunnels, and needs no token. Built on the
+// join base URL, as the join command is; an error says why there is none.
+func (s *Server) rejoinCommand(r *http.Request) (string, error) {
+	base, _, err := s.joinBase(r)
+	if err != nil {
+		return "", err
+	}
+	u, err := checkBaseURL(base)
+	if err != nil {
+		return "", Errorf(http.StatusBadRequest, "cannot build the rejoin command: the dashboard address %q is %v; open the dashboard by its host name or IP address, or set --base-url", base, err)
+	}
+	return machines.RejoinCommand(u), nil
+}

@@ -106,14 +106,18 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/api/security/stale-tokens", private, s.staleTokens)
 
 	// Bootstrap and machines (spec §4.5). POST /api/bootstrap is the machines'
-	// own door (a one-time token, rate-limited per address); self-delete is
-	// authenticated by the machine's agent token.
+	// own door (a one-time token, rate-limited per address); self-delete and
+	// rejoin are authenticated by the machine's agent token.
 	api("POST", "/api/bootstrap", public, s.bootstrap)
 	api("POST", "/api/bootstrap/tokens", private, s.createBootstrapToken)
 	api("GET", "/api/bootstrap/tokens", private, s.listBootstrapTokens)
 	api("GET", "/api/bootstrap/tokens/{token_id}", private, s.getBootstrapToken)
 	api("DELETE", "/api/bootstrap/tokens/{token_id}", private, s.revokeBootstrapToken)
 	api("POST", "/api/machines/self-delete", public, s.selfDelete)
+	// A machine already joined runs the join again (a new agent) and keeps
+	// its id, name, ports and tunnels: authenticated by its agent token,
+	// rate-limited per address like /api/bootstrap.
+	api("POST", "/api/machines/rejoin", public, s.rejoin)
 	api("GET", "/api/machines", private, s.listMachines)
 	api("GET", "/api/machines/{machine_id}", private, s.getMachine)
 	api("PATCH", "/api/machines/{machine_id}", private, s.renameMachine)

@@ -39,6 +39,8 @@ func (a *App) agentServices() {
 		NeedsRestart: rollout.NeedsRestart,
 	})
 	rollout.Push = a.Delivery.Redeliver
+	// A rejoined machine gets its config from its new agent at once.
+	a.Machines.Redeliver = a.Delivery.Redeliver
 	a.Plugin.OnLogin = func(ctx context.Context, machineID int64, caPEM string) {
 		rollout.Login(ctx, machineID, caPEM)
 		a.Delivery.Nudge(machineID)

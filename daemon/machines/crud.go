@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alessio/shellescape"
+
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
@@ -679,3 +681,137 @@ func deref(p *string) string {
 }
 
 func lower(p *string) string { return strings.ToLower(deref(p)) }
+
+// RejoinRequest is POST /api/machines/rejoin's input: the machine's agent
+// token and who sent it.
+type RejoinRequest struct {
+	AgentToken string
+	Client     netip.Addr
+	// FallbackHost names the tunnel server when nothing configured does.
+	FallbackHost string
+}
+
+// Rejoined is POST /api/machines/rejoin's answer: a registration of the
+// same machine, with a fresh credential.
+type Rejoined struct {
+	Registration
+	MachineID int64  `json:"machine_id"`
+	Name      string `json:"name"`
+	Username  string `json:"-"`
+	Rejoined  bool   `json:"rejoined"`
+	// ClientAddr and SSHKeyID are where the machine joined from and the VPS
+	// key it was given, Old* before this rejoin ("" unknown).
+	ClientAddr, OldClientAddr string `json:"-"`
+	SSHKeyID, OldSSHKeyID     string `json:"-"`
+}
+
+// Rejoin gives the machine whose agent token this is a fresh credential
+// (frp secret and agent token; the old ones stop working) and the client
+// config for it, tunnels included. The machine keeps its id, name, user,
+// ports and tunnels. Its config delivery starts over: the config is
+// pending until the machine's (new) agent reports it applied, and
+// Redeliver, when set, is told at once. ErrInvalidToken for a token no
+// machine holds; unknown tokens count against the address like bad
+// bootstrap tokens.
+func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, error) {
+	if s.Limiter != nil {
+		if ok, wait := s.Limiter.Check(req.Client); !ok {
+			s.stale(ctx, req.Client, "rejoin rate limited")
+			return Rejoined{}, &auth.RateLimitedError{RetryAfter: wait}
+		}
+	}
+	fail := func(reason string) (Rejoined, error) {
+		s.stale(ctx, req.Client, reason)
+		if s.Limiter != nil {
+			s.Limiter.Fail(req.Client)
+		}
+		return Rejoined{}, ErrInvalidToken
+	}
+	if req.AgentToken == "" {
+		return fail("rejoin without an agent token")
+	}
+	oldHash := auth.HashToken(req.AgentToken)
+	m, err := s.Store.MachineByAgentTokenHash(ctx, oldHash)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail("rejoin with an unknown agent token")
+	}
+	if err != nil {
+		return Rejoined{}, err
+	}
+	host, err := s.tunnelHost(ctx, req.FallbackHost)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	if host == "" {
+		host = m.Config.AppliedServer
+	}
+	if _, err := validate.Host(host); err != nil {
+		return Rejoined{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
+	}
+	var vpsKey, keyID string
+	if ki, ok := s.Keys.(KeyIdentifier); ok {
+		keyID, vpsKey, err = ki.DefaultKey(ctx)
+	} else {
+		vpsKey, err = s.Keys.DefaultPublicKey(ctx)
+	}
+	if err != nil {
+		return Rejoined{}, fmt.Errorf("read the VPS SSH public key: %w", err)
+	}
+	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	secret, err := auth.NewToken()
+	if err != nil {
+		return Rejoined{}, err
+	}
+	agentToken := deriveAgentToken(secret)
+	cfg, err := s.clientConfig(ctx, m, secret, host, tunnels)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	err = s.Store.RotateCredential(ctx, m.ID, oldHash, store.Credential{
+		SecretHash: auth.HashToken(secret), SecretSealed: s.Sealer.Seal([]byte(secret), secretAAD(m.ID)),
+		AgentTokenHash: auth.HashToken(agentToken), ClientAddr: addrString(req.Client), SSHKeyID: keyID,
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		// Deleted, or rejoined by another request, since it was read.
+		return fail("rejoin with an agent token replaced meanwhile")
+	}
+	if err != nil {
+		return Rejoined{}, err
+	}
+	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), false, host, s.now()); err != nil {
+		return Rejoined{}, err
+	}
+	if s.Redeliver != nil {
+		s.Redeliver(m.ID)
+	}
+	s.event(ctx, store.Event{Source: "machine", Kind: "rejoined", MachineID: m.ID,
+		Message: fmt.Sprintf("machine %q rejoined from %s with a fresh credential; it keeps tunnel port %d and %d tunnel(s)", m.Name, addrString(req.Client), m.TunnelPort, len(tunnels))})
+	return Rejoined{
+		Registration: Registration{MachineID: m.ID, TunnelPort: m.TunnelPort, VPSKey: vpsKey, ClientConfig: cfg,
+			AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort},
+		MachineID: m.ID, Name: m.Name, Username: m.Username, Rejoined: true,
+		ClientAddr: addrString(req.Client), OldClientAddr: m.ClientAddr, SSHKeyID: keyID, OldSSHKeyID: m.SSHKeyID,
+	}, nil
+}
+
+// RejoinCommand is the one line to run on a machine already joined to the
+// server at base (a join base URL) to run the join again, keeping the
+// machine's id, name, ports and tunnels: bootstrap.sh --rejoin, which
+// takes the machine's credential from /etc/revtunnel/machine.env.
+func RejoinCommand(base string) string {
+	return "curl -fsSL " + shellescape.Quote(strings.TrimSuffix(base, "/")+"/static/bootstrap.sh") + " | sudo bash -s -- --rejoin"
+}
+
+// RejoinOverSSH wraps line in the machine's SSH command (sshCommand, as
+// Machine.SSHCommand), so it runs on the machine from anywhere that SSH
+// command works. -t gives sudo a terminal to ask a password on.
+func RejoinOverSSH(sshCommand, line string) string {
+	cmd, ok := strings.CutPrefix(sshCommand, "ssh ")
+	if !ok {
+		return ""
+	}
+	return "ssh -t " + cmd + " " + shellescape.Quote(line)
+}

@@ -103,6 +103,10 @@ type Service struct {
 	// besides the host (which Reach answers); nil means no domain and
 	// loopback listeners.
 	Exposure func(ctx context.Context) (Exposure, error)
+	// Redeliver, when set, is told of a machine whose config must reach
+	// its agent again although nothing about its tunnels changed (a
+	// rejoin: a new agent with a new credential).
+	Redeliver func(machineID int64)
 }
 
 // Exposure is what decides the addresses the dashboard shows.

@@ -470,6 +470,28 @@ func (s *Store) SetConfigApplied(ctx context.Context, id, gen int64, server stri
 		gen, server, gen, at.UnixMilli(), id)), TopicMachines)
 }
 
+// Credential is a machine's new frp secret (hashed and sealed) and agent
+// token hash, with where the machine asked for it from and the VPS key it
+// was given ("" keeps the one recorded).
+type Credential struct {
+	SecretHash, SecretSealed, AgentTokenHash string
+	ClientAddr, SSHKeyID                     string
+}
+
+// RotateCredential replaces machine id's credential when its agent token
+// hash is still oldAgentTokenHash (ErrNotFound otherwise: another rejoin
+// won), and forgets its config delivery state: the desired config is
+// rendered again from the new secret and is pending until the machine's
+// agent reports it applied. Its name, ports and tunnels stay.
+func (s *Store) RotateCredential(ctx context.Context, id int64, oldAgentTokenHash string, c Credential) error {
+	err := affectOne(s.exec(ctx, `UPDATE machines SET secret_hash = ?, secret_sealed = ?, agent_token_hash = ?,
+		client_addr = COALESCE(NULLIF(?, ''), client_addr), ssh_key_id = COALESCE(NULLIF(?, ''), ssh_key_id),
+		config_desired_hash = '', config_push_ok = NULL, config_push_message = '', config_push_at = NULL
+		WHERE id = ? AND agent_token_hash = ?`,
+		c.SecretHash, c.SecretSealed, c.AgentTokenHash, c.ClientAddr, c.SSHKeyID, id, oldAgentTokenHash))
+	return s.announce(err, TopicMachines)
+}
+
 // SetAgentOutdated records whether the machine's agent predates signed
 // requests.
 func (s *Store) SetAgentOutdated(ctx context.Context, id int64, outdated bool) error {

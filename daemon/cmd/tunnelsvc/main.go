@@ -27,6 +27,7 @@ commands:
   setup-code       print the one-time code a remote first setup needs
   reset-password   set a new operator password and end every session
   disable-2fa      turn two-factor authentication off (lost authenticator)
+  machines outdated  list machines whose agent predates fleet updates, with the line to run on each
   config-reference print every serve flag and variable (docs/configuration.md)
   help             this text
 
@@ -51,6 +52,8 @@ func main() {
 		err = resetPassword(args, os.Stdin, os.Stdout)
 	case "disable-2fa":
 		err = disable2FA(args, os.Stdout)
+	case "machines":
+		err = machinesCmd(args, os.Stdout)
 	case "config-reference":
 		err = config.WriteReference(os.Stdout)
 	case "help", "-h", "--help":
