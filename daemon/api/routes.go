@@ -130,6 +130,10 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/static/tunnel-uninstall.sh", public, s.staticUninstall)
 	api("GET", "/static/agents/{file}", public, s.staticBinary("agents"))
 	api("GET", "/static/revtunnel/{file}", public, s.staticBinary("revtunnel"))
+	// The machine bundle a fleet update installs (and its version), and
+	// its unit files and sudo rules alone, which bootstrap.sh installs.
+	api("GET", "/static/bundles/{file}", public, s.staticBundle)
+	api("GET", "/static/units/{file}", public, s.staticUnit)
 
 	// Tunnels.
 	api("GET", "/api/tunnels", private, s.listTunnels)
