@@ -225,7 +225,7 @@ func TestUpdateOutcomes(t *testing.T) {
 func TestUpdateChecksumMismatch(t *testing.T) {
 	a := agentAt("1.0.0")
 	e := newEnv(t, a)
-	u := *e.u
+	u := &fleet.Updater{Store: e.st, Agents: e.u.Agents, StaticDir: e.static, Poll: e.u.Poll, ComeBack: e.u.ComeBack}
 	u.BaseURL = func(context.Context) (string, error) {
 		// A server whose bundle is other bytes than the manifest says.
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
