@@ -115,6 +115,11 @@ func (s *Server) routes() http.Handler {
 	api("DELETE", "/api/bootstrap/tokens/{token_id}", private, s.revokeBootstrapToken)
 	api("POST", "/api/machines/self-delete", public, s.selfDelete)
 	api("GET", "/api/machines", private, s.listMachines)
+	// Fleet updates (issue 26): registered before /api/machines/{machine_id},
+	// which would take "update" for an id. Progress goes to the log stream.
+	api("POST", "/api/machines/update", private, s.fleetUpdate)
+	api("GET", "/api/machines/update", private, s.fleetUpdateStatus)
+	api("POST", "/api/machines/{machine_id}/update", private, s.machineUpdate)
 	api("GET", "/api/machines/{machine_id}", private, s.getMachine)
 	api("PATCH", "/api/machines/{machine_id}", private, s.renameMachine)
 	api("DELETE", "/api/machines/{machine_id}", private, s.deleteMachine)

@@ -136,6 +136,12 @@ func (f *Failure) Error() string { return fmt.Sprintf("machine %q: %s", f.Name, 
 // target (the caller checked the downgrade rule against it). It returns
 // once the machine runs it, or with a *Failure.
 func (u *Updater) Update(ctx context.Context, id int64, target string, p Progress) error {
+	return u.UpdateVia(ctx, "", id, target, p)
+}
+
+// UpdateVia is Update with the base URL the machine downloads from (the
+// join base of the request that started it); "" asks BaseURL.
+func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target string, p Progress) error {
 	m, err := u.Store.GetMachine(ctx, id)
 	if err != nil {
 		return err
@@ -179,9 +185,13 @@ func (u *Updater) Update(ctx context.Context, id int64, target string, p Progres
 	if b.Version != target {
 		return fail(StateFailed, fmt.Sprintf("the server's bundle is %s now, not %s", b.Version, target))
 	}
-	base, err := u.BaseURL(ctx)
-	if err != nil {
-		return fail(StateFailed, "the server's join address is unknown: "+err.Error())
+	if base == "" && u.BaseURL != nil {
+		if base, err = u.BaseURL(ctx); err != nil {
+			return fail(StateFailed, "the server's join address is unknown: "+err.Error())
+		}
+	}
+	if base == "" {
+		return fail(StateFailed, "the server's join address is unknown: set --base-url")
 	}
 	u.setState(ctx, id, store.UpdateState{State: StateUpdating, Target: target, At: u.now().UTC()})
 	man := agentclient.Manifest{Version: target, URL: strings.TrimSuffix(base, "/") + "/static/bundles/" + bundle.FileName(arch),

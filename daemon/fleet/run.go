@@ -45,6 +45,12 @@ const DefaultBatch = 5
 // batch at a time, in parallel within a batch. The first failure stops it:
 // what was not started stays untouched. It returns the first failure.
 func (u *Updater) Fleet(ctx context.Context, ids []int64, batch int, target string, p Progress) error {
+	return u.FleetVia(ctx, "", ids, batch, target, p)
+}
+
+// FleetVia is Fleet with the base URL machines download from ("" asks
+// BaseURL).
+func (u *Updater) FleetVia(ctx context.Context, base string, ids []int64, batch int, target string, p Progress) error {
 	if batch < 1 {
 		batch = DefaultBatch
 	}
@@ -77,7 +83,7 @@ func (u *Updater) Fleet(ctx context.Context, ids []int64, batch int, target stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[j] = u.Update(ctx, id, target, p)
+				errs[j] = u.UpdateVia(ctx, base, id, target, p)
 			}()
 		}
 		wg.Wait()

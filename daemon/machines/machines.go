@@ -103,6 +103,9 @@ type Service struct {
 	// besides the host (which Reach answers); nil means no domain and
 	// loopback listeners.
 	Exposure func(ctx context.Context) (Exposure, error)
+	// BundleVersion is the server's machine bundle version; nil or an
+	// error leaves it unknown (every machine then shows outdated).
+	BundleVersion func() (string, error)
 }
 
 // Exposure is what decides the addresses the dashboard shows.
@@ -115,6 +118,9 @@ type Exposure struct {
 	BindIP string
 	// FirewallSvc: our firewall closes every port not marked public.
 	FirewallSvc bool
+	// BundleVersion is the server's machine bundle version ("" when
+	// unknown), which machines are compared against.
+	BundleVersion string
 }
 
 func (s *Service) changed(machineID int64) {
