@@ -146,6 +146,7 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 	if err != nil {
 		return err
 	}
+	from := m.Report.BundleVersion
 	fail := func(state, why string) error {
 		u.setState(ctx, id, store.UpdateState{State: state, Target: target, Error: why, At: u.now().UTC()})
 		p.Line("error", fmt.Sprintf("%s: %s", m.Name, why))
@@ -154,7 +155,7 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 			kind = AuditRolledBack
 		}
 		if state != StateUnsupported {
-			u.audit(ctx, kind, fmt.Sprintf("machine %q: bundle %s → %s %s: %s", m.Name, words(m.Report.BundleVersion), target, outcomeWords(state), why))
+			u.audit(ctx, kind, fmt.Sprintf("machine %q: bundle %s → %s %s: %s", m.Name, words(from), target, outcomeWords(state), why))
 		}
 		return &Failure{MachineID: id, Name: m.Name, Reason: why}
 	}
@@ -165,7 +166,7 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 		return fail(StateFailed, agentclient.Words(err))
 	}
 	u.Record(ctx, id, st)
-	from := st.BundleVersion
+	from = st.BundleVersion
 	if from == "" {
 		from = st.AgentVersion
 	}
