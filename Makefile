@@ -45,7 +45,8 @@ bin/pebble: $(PEBBLE_DIR)/go.mod $(PEBBLE_DIR)/go.sum
 
 ## static: what the daemon serves machines under /static (--static-dir):
 ## tunnel-agent for linux amd64/arm64 and frpc (as revtunnel-client) for
-## amd64/arm64/arm (GOARM=7), static binaries, each with a .sha256 beside it.
+## amd64/arm64/arm (GOARM=7), static binaries, each with a .sha256 beside it,
+## and VERSION, the version of the machine bundle built from them.
 ## Each file is rebuilt only when its sources change.
 STATIC := bin/static
 AGENT_ARCHS := amd64 arm64
@@ -53,7 +54,7 @@ CLIENT_ARCHS := amd64 arm64 arm
 STATIC_BINS := $(foreach a,$(AGENT_ARCHS),$(STATIC)/agents/tunnel-agent-linux-$(a)) \
 	$(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-linux-$(a))
 AGENT_SRC := $(shell find daemon/agent daemon/cmd/tunnel-agent -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
-static: $(addsuffix .sha256,$(STATIC_BINS))
+static: $(addsuffix .sha256,$(STATIC_BINS)) $(STATIC)/VERSION
 AGENT_BINS := $(foreach a,$(AGENT_ARCHS),$(STATIC)/agents/tunnel-agent-linux-$(a))
 CLIENT_BINS := $(foreach a,$(CLIENT_ARCHS),$(STATIC)/revtunnel/revtunnel-client-linux-$(a))
 $(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC) Makefile
@@ -64,6 +65,14 @@ $(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod 
 	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
 $(addsuffix .sha256,$(STATIC_BINS)): %.sha256: %
 	cd $(@D) && sha256sum $(<F) > $(@F)
+## VERSION is the machine bundle's version (the one the agent binaries
+## carry): the daemon serves it and compares machines against it. Checked at
+## every make, rewritten only when it changes, so its mtime (the bundle
+## cache's key) moves only with the version.
+$(STATIC)/VERSION: FORCE
+	@mkdir -p $(@D)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(VERSION)' ]; then printf '%s\n' '$(VERSION)' > $@; fi
+FORCE:
 
 daemon:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tunnelsvc ./daemon/cmd/tunnelsvc

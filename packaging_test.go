@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMaintainerScriptsShellcheck: the package's maintainer scripts and
@@ -145,5 +146,42 @@ func TestCopyrightPatchedEngineModule(t *testing.T) {
 	}
 	if !strings.Contains(text, " Mozilla Public License, version 2.0") {
 		t.Errorf("copyright file lacks the licence of third_party/yamux (MPL-2.0)")
+	}
+}
+
+// TestStaticVersionFile: make writes bin/static/VERSION, which the package
+// ships with the rest of bin/static, and rewrites it only when the version
+// changes: its mtime keys the daemon's bundle cache, and make stays
+// incremental.
+func TestStaticVersionFile(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	nfpm, err := os.ReadFile("nfpm.yaml")
+	if err != nil || !strings.Contains(string(nfpm), "- src: bin/static/\n    dst: /usr/lib/tunnelsvc/static\n    type: tree") {
+		t.Fatalf("nfpm.yaml does not ship bin/static as a tree (%v)", err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "VERSION")
+	mk := func(version string) os.FileInfo {
+		t.Helper()
+		if out, err := exec.Command("make", "-s", "STATIC="+dir, "VERSION="+version, file).CombinedOutput(); err != nil {
+			t.Fatalf("make %s: %v\n%s", file, err, out)
+		}
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := mk("1.2.3")
+	past := first.ModTime().Add(-time.Hour)
+	os.Chtimes(file, past, past)
+	if again := mk("1.2.3"); !again.ModTime().Equal(past) {
+		t.Errorf("the same version rewrote VERSION")
+	}
+	mk("1.2.4")
+	if b, _ := os.ReadFile(file); string(b) != "1.2.4\n" {
+		t.Errorf("VERSION = %q, want 1.2.4", b)
 	}
 }

@@ -28,6 +28,7 @@ STATE=$CONF_DIR/machine.env
 AGENT_BIN=/usr/local/bin/tunnel-agent
 AGENT_DIR=/etc/tunnel-agent
 UNINSTALL_BIN=/usr/local/bin/tunnel-uninstall
+LIB_DIR=/usr/local/lib/tunnelsvc
 
 # A rejoin may run over SSH through this machine's own tunnel, which it
 # restarts: its output then goes nowhere, so output never fails the run,
@@ -399,59 +400,10 @@ if [ "$USERNAME" != root ]; then
 	install_sudoers revtunnel-client "$TMP/sudoers-client"
 fi
 
-cat >"$TMP/$UNIT.service" <<EOF
-# Installed by tunnelsvc bootstrap.sh; removed by tunnel-uninstall.
-[Unit]
-Description=tunnelsvc reverse tunnel client
-After=network-online.target
-Wants=network-online.target
-StartLimitIntervalSec=0
-
-[Service]
-ExecStart=$CLIENT_BIN -c $CONF
-# One thread runs frpc's Go code: a hand-over between goroutines then wakes
-# no other thread, which made tunnels much faster (see the server's unit).
-Environment=GOMAXPROCS=1
-Restart=always
-RestartSec=5s
-# frpc only dials the tunnel server and this machine's own ports: no root,
-# no capabilities, a read-only system, nothing of the users' homes.
-# (PrivateUsers= is left out: with it systemd could not start the unit in
-# the test hosts, status 217/USER.)
-User=$CLIENT_USER
-Group=$CLIENT_USER
-CapabilityBoundingSet=
-AmbientCapabilities=
-NoNewPrivileges=yes
-ProtectSystem=strict
-ProtectHome=yes
-PrivateTmp=yes
-PrivateDevices=yes
-PrivateMounts=yes
-ProtectKernelTunables=yes
-ProtectKernelModules=yes
-ProtectKernelLogs=yes
-ProtectControlGroups=yes
-ProtectClock=yes
-ProtectHostname=yes
-ProtectProc=invisible
-ProcSubset=pid
-RestrictAddressFamilies=AF_INET AF_INET6
-RestrictNamespaces=yes
-RestrictRealtime=yes
-RestrictSUIDSGID=yes
-LockPersonality=yes
-MemoryDenyWriteExecute=yes
-RemoveIPC=yes
-SystemCallArchitectures=native
-SystemCallFilter=@system-service
-SystemCallFilter=~@privileged @resources
-SystemCallErrorNumber=EPERM
-UMask=0077
-
-[Install]
-WantedBy=multi-user.target
-EOF
+# The unit files and the agent's sudo rules come from the server, as the
+# machine bundle of a fleet update carries them: one text for both paths.
+fetch "$BASE_URL/static/units/$UNIT.service" "$TMP/$UNIT.service" ||
+	die "could not download $BASE_URL/static/units/$UNIT.service"
 as_root install -m 0644 "$TMP/$UNIT.service" "/etc/systemd/system/$UNIT.service"
 as_root "$SYSTEMCTL" daemon-reload
 as_root "$SYSTEMCTL" enable "$UNIT.service" >/dev/null 2>&1 || die "could not enable $UNIT.service"
@@ -473,7 +425,7 @@ install_agent() {
 		;;
 	esac
 	if ! command -v sudo >/dev/null 2>&1; then
-		warn "sudo is not installed: the agent (which runs as user tunnel and uses sudo for exactly its three commands) is skipped"
+		warn "sudo is not installed: the agent (which runs as user tunnel and uses sudo for exactly its few commands) is skipped"
 		return 0
 	fi
 	if ! fetch_checked "$BASE_URL/static/agents/tunnel-agent-linux-$ARCH" "$TMP/tunnel-agent"; then
@@ -494,44 +446,28 @@ install_agent() {
 	} >"$TMP/config.env"
 	as_root install -d -m 0755 "$AGENT_DIR"
 	as_root install -m 0600 "$TMP/config.env" "$AGENT_DIR/config.env"
-	{
-		printf '# tunnelsvc: the agent (user tunnel) may do exactly these as root.\n'
-		printf 'Defaults:tunnel !requiretty\n'
-		printf 'tunnel ALL=(root) NOPASSWD: %s restart %s.service\n' "$SYSTEMCTL" "$UNIT"
-		printf 'tunnel ALL=(root) NOPASSWD: %s apply-config\n' "$AGENT_BIN"
-		printf 'tunnel ALL=(root) NOPASSWD: %s --detach\n' "$UNINSTALL_BIN"
-	} >"$TMP/sudoers-agent"
+	fetch "$BASE_URL/static/units/sudoers-tunnel-agent" "$TMP/sudoers-agent.in" ||
+		die "could not download $BASE_URL/static/units/sudoers-tunnel-agent"
+	# The rules name systemctl by its path, which differs between
+	# distributions: the server leaves @SYSTEMCTL@ for the one found here.
+	sed "s|@SYSTEMCTL@|$SYSTEMCTL|g" "$TMP/sudoers-agent.in" >"$TMP/sudoers-agent"
 	install_sudoers tunnel-agent "$TMP/sudoers-agent"
-	cat >"$TMP/tunnel-agent.service" <<EOF
-# Installed by tunnelsvc bootstrap.sh; removed by tunnel-uninstall.
-[Unit]
-Description=tunnelsvc machine agent (127.0.0.1:$AGENT_PORT)
-After=network.target $UNIT.service
-StartLimitIntervalSec=0
-
-[Service]
-User=tunnel
-Group=tunnel
-EnvironmentFile=$AGENT_DIR/config.env
-ExecStart=$AGENT_BIN serve
-Restart=always
-RestartSec=5s
-# sudo (for its three commands) needs setuid: no NoNewPrivileges, nor the
-# options that imply it for a non-root user (RestrictAddressFamilies,
-# SystemCallFilter, ProtectKernel*...), and no read-only /etc.
-PrivateTmp=yes
-ProtectHome=yes
-ProtectControlGroups=yes
-
-[Install]
-WantedBy=multi-user.target
-EOF
+	fetch "$BASE_URL/static/units/tunnel-agent.service" "$TMP/tunnel-agent.service" ||
+		die "could not download $BASE_URL/static/units/tunnel-agent.service"
 	as_root install -m 0644 "$TMP/tunnel-agent.service" /etc/systemd/system/tunnel-agent.service
 	as_root "$SYSTEMCTL" daemon-reload
 	as_root "$SYSTEMCTL" enable tunnel-agent.service >/dev/null 2>&1 || die "could not enable tunnel-agent.service"
 	as_root "$SYSTEMCTL" restart tunnel-agent.service ||
 		die "tunnel-agent.service did not start: see 'journalctl -u tunnel-agent'"
 	info "started tunnel-agent.service on 127.0.0.1:$AGENT_PORT"
+	# The agent reports the bundle version it was installed with; the
+	# dashboard compares it with the server's to offer an update.
+	if fetch "$BASE_URL/static/bundles/VERSION" "$TMP/bundle-version"; then
+		as_root install -d -m 0755 "$LIB_DIR"
+		as_root install -m 0644 "$TMP/bundle-version" "$LIB_DIR/bundle-version"
+	else
+		warn "could not learn the server's bundle version: the agent reports its own"
+	fi
 }
 install_agent
 

@@ -50,6 +50,9 @@ type Client struct {
 	// whose other end is a socket of that uid (see proveServer); nil: such
 	// agents get nothing.
 	ServerUID func(ctx context.Context) (uint32, error)
+	// Report, when set, is given every status an agent answered, so the
+	// versions it reports are recorded whoever asked.
+	Report func(ctx context.Context, id int64, st Status)
 }
 
 // UnreachableError: the agent tunnel did not answer (machine offline, agent
@@ -302,13 +305,106 @@ func errorText(raw []byte, max int) string {
 	return string(raw)
 }
 
-// Status is the agent's GET /status.
+// Status is the agent's GET /status: what every agent reports, and what
+// agents that can update themselves add (absent from older agents). The
+// additions are decoded here by their JSON names, so the daemon reads them
+// from any agent that sends them, whatever agent package it was built from.
+type Status struct {
+	agent.Status
+	// Capabilities are what the agent can do beyond the basics; "update"
+	// means it takes POST /update.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Arch is the machine's GOARCH.
+	Arch string `json:"arch,omitempty"`
+	// BundleVersion is the machine bundle installed (the agent's own
+	// version on a machine bootstrapped before bundles).
+	BundleVersion string `json:"bundle_version,omitempty"`
+	// Update is the machine's last update; nil when none ever ran.
+	Update *UpdateState `json:"update,omitempty"`
+}
+
+// CapUpdate is the capability of agents that take POST /update.
+const CapUpdate = "update"
+
+// Can says whether the agent reports capability c.
+func (s Status) Can(c string) bool {
+	for _, have := range s.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdateState is an agent's account of the machine's last update.
+type UpdateState struct {
+	// State: downloading, applying, failed, rolled_back or current.
+	State   string `json:"state"`
+	Version string `json:"version"`
+	Error   string `json:"error,omitempty"`
+	// At is RFC 3339, kept as text: a machine's odd clock or format must
+	// not make the whole status unreadable.
+	At string `json:"at,omitempty"`
+}
+
+// Status is the agent's GET /status, for the API.
 func (c *Client) Status(ctx context.Context, id int64) (any, error) {
-	var st agent.Status
-	if err := c.do(ctx, id, "GET", "/status", nil, &st); err != nil {
+	st, err := c.AgentStatus(ctx, id)
+	if err != nil {
 		return nil, err
 	}
 	return st, nil
+}
+
+// AgentStatus is the agent's GET /status; it is also handed to Report.
+func (c *Client) AgentStatus(ctx context.Context, id int64) (Status, error) {
+	var st Status
+	if err := c.do(ctx, id, "GET", "/status", nil, &st); err != nil {
+		return Status{}, err
+	}
+	if c.Report != nil {
+		c.Report(ctx, id, st)
+	}
+	return st, nil
+}
+
+// Manifest is what POST /update tells the agent to fetch and check.
+type Manifest struct {
+	Version string `json:"version"`
+	URL     string `json:"url"`
+	SHA256  string `json:"sha256"`
+	Size    int64  `json:"size"`
+}
+
+// Update asks the agent to download, check and apply the bundle m
+// describes. It answers once the download started; the outcome shows in
+// its status.
+func (c *Client) Update(ctx context.Context, id int64, m Manifest) (string, error) {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	return c.message(ctx, id, "POST", "/update", body)
+}
+
+// ConfirmUpdate tells the agent, now running version, that the daemon
+// heard from it: it disarms the rollback.
+func (c *Client) ConfirmUpdate(ctx context.Context, id int64, version string) (string, error) {
+	body, err := json.Marshal(map[string]string{"version": version})
+	if err != nil {
+		return "", err
+	}
+	return c.message(ctx, id, "POST", "/update/confirm", body)
+}
+
+func (c *Client) message(ctx context.Context, id int64, method, path string, body []byte) (string, error) {
+	var m struct {
+		Message string `json:"message"`
+	}
+	if err := c.do(ctx, id, method, path, body, &m); err != nil {
+		return "", err
+	}
+	return m.Message, nil
 }
 
 // RestartTunnel restarts the machine's tunnel client. The agent answers

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
@@ -94,7 +95,7 @@ func TestClientAndAgent(t *testing.T) {
 	c := client(portOf(t, addr))
 	ctx := context.Background()
 	st, err := c.Status(ctx, 7)
-	if err != nil || st.(agent.Status).ActiveState != "active" {
+	if err != nil || st.(agentclient.Status).ActiveState != "active" {
 		t.Fatalf("status: %v %v", st, err)
 	}
 	if msg, err := c.RestartTunnel(ctx, 7); err != nil || !strings.Contains(msg, "restart started") {
@@ -108,7 +109,7 @@ func TestClientAndAgent(t *testing.T) {
 	}
 	// The agent now reports what it applied.
 	st, err = c.Status(ctx, 7)
-	if err != nil || st.(agent.Status).ConfigGeneration != 5 {
+	if err != nil || st.(agentclient.Status).ConfigGeneration != 5 {
 		t.Fatalf("status after the config: %+v %v", st, err)
 	}
 }
@@ -267,5 +268,45 @@ func TestRelayCannotReplay(t *testing.T) {
 	}
 	if got := sys.Calls(); got != "restart" {
 		t.Fatalf("the machine did %q, want one restart", got)
+	}
+}
+
+// TestUpdateRoutes: the status fields of agents that can update are read,
+// handed to Report, and the update and its confirmation go through signed.
+func TestUpdateRoutes(t *testing.T) {
+	a := testutil.NewUpdatingAgent(token, "1.0.0", &machineSys{})
+	a.Arch = "arm64"
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	c := client(portOf(t, srv.Listener.Addr().String()))
+	var reported []agentclient.Status
+	c.Report = func(_ context.Context, id int64, st agentclient.Status) { reported = append(reported, st) }
+	ctx := context.Background()
+	st, err := c.AgentStatus(ctx, 7)
+	if err != nil || !st.Can(agentclient.CapUpdate) || st.Arch != "arm64" || st.BundleVersion != "1.0.0" || st.AgentVersion != "1.0.0" || st.Update != nil || st.ActiveState != "active" {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+	if len(reported) != 1 || reported[0].Arch != "arm64" {
+		t.Fatalf("reported: %+v", reported)
+	}
+	man := agentclient.Manifest{Version: "1.1.0", URL: "http://server/static/bundles/machine-linux-arm64.tar.gz", SHA256: strings.Repeat("a", 64), Size: 10}
+	if msg, err := c.Update(ctx, 7, man); err != nil || msg == "" {
+		t.Fatalf("update: %q %v", msg, err)
+	}
+	st, _ = c.AgentStatus(ctx, 7)
+	if st.AgentVersion != "1.1.0" || st.Update == nil || st.Update.Version != "1.1.0" {
+		t.Fatalf("after the update: %+v %+v", st, st.Update)
+	}
+	if _, err := c.ConfirmUpdate(ctx, 7, "9.9.9"); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("confirming another version: %v", err)
+	}
+	if _, err := c.ConfirmUpdate(ctx, 7, "1.1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(a.Calls(), ","); got != "update 1.1.0,confirm 1.1.0" {
+		t.Fatalf("the agent took %q", got)
+	}
+	if _, err := c.Update(ctx, 7, agentclient.Manifest{Version: "x"}); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("an incomplete manifest: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
@@ -222,6 +223,11 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return Internal("could not list the machines", err)
 	}
+	ptrs := make([]*machines.Machine, len(ms))
+	for i := range ms {
+		ptrs[i] = &ms[i]
+	}
+	s.withRejoin(r, ptrs...)
 	writeData(w, http.StatusOK, ms)
 	return nil
 }
@@ -235,8 +241,26 @@ func (s *Server) getMachine(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return domainError(err, "machine")
 	}
+	s.withRejoin(r, &m)
 	writeData(w, http.StatusOK, m)
 	return nil
+}
+
+// withRejoin gives every unsupported machine among ms the one line that
+// re-runs its join (rejoinCommand, as this request would be told it); the
+// line is left empty when no address for machines is known.
+func (s *Server) withRejoin(r *http.Request, ms ...*machines.Machine) {
+	line, known := "", false
+	for _, m := range ms {
+		if m.Update.State != fleet.StateUnsupported {
+			continue
+		}
+		if !known {
+			line, _ = s.rejoinCommand(r)
+			known = true
+		}
+		m.Update.RejoinCommand = line
+	}
 }
 
 type renameBody struct {

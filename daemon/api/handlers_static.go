@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"net/http"
@@ -8,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
 )
 
 // Scripts are the machine scripts the daemon serves (embedded at build).
@@ -98,4 +102,78 @@ func (s *Server) staticBinary(dir string) handlerFunc {
 func (s *Server) peerIsLocal(r *http.Request) bool {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	return err == nil && s.cfg.IsLocal(ap.Addr())
+}
+
+// staticBundle: GET /static/bundles/{file}: the machine bundle of an
+// architecture, its .sha256 (sha256sum's format), and VERSION, the bundle
+// version bootstrap.sh records on the machine. Built from --static-dir on
+// demand (see bundle.Build's cache).
+func (s *Server) staticBundle(w http.ResponseWriter, r *http.Request) error {
+	file := mux.Vars(r)["file"]
+	if file == "VERSION" {
+		v, err := bundle.Version(s.cfg.StaticDir)
+		if err != nil {
+			return bundleError(err)
+		}
+		writeText(w, v+"\n")
+		return nil
+	}
+	name := strings.TrimSuffix(file, ".sha256")
+	arch := ""
+	for _, a := range bundle.Arches {
+		if name == bundle.FileName(a) {
+			arch = a
+		}
+	}
+	if arch == "" {
+		return Errorf(http.StatusNotFound, "no such file: /static/bundles/%s (bundles exist for linux-%s)", file, strings.Join(bundle.Arches, " and linux-"))
+	}
+	b, err := bundle.Build(s.cfg.StaticDir, arch)
+	if err != nil {
+		return bundleError(err)
+	}
+	if name != file {
+		writeText(w, b.SHA256+"  "+name+"\n")
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, file, time.Time{}, bytes.NewReader(b.Data))
+	return nil
+}
+
+// bundleError: a missing input is the operator's to fix (404 with what to
+// do), anything else is ours.
+func bundleError(err error) error {
+	var missing *bundle.MissingError
+	if errors.As(err, &missing) {
+		return &Error{Status: http.StatusNotFound, Msg: missing.Error(), Err: err}
+	}
+	return Internal("could not build the machine bundle", err)
+}
+
+// machineUnits are the files bootstrap.sh installs as they are in the
+// bundle, so that a joined machine and an updated one run the same text.
+var machineUnits = map[string]func() string{
+	"revtunnel-client.service": bundle.ClientUnit,
+	"tunnel-agent.service":     bundle.AgentUnit,
+	"sudoers-tunnel-agent":     bundle.AgentSudoers,
+}
+
+// staticUnit: GET /static/units/{file}.
+func (s *Server) staticUnit(w http.ResponseWriter, r *http.Request) error {
+	file := mux.Vars(r)["file"]
+	text, ok := machineUnits[file]
+	if !ok {
+		return Errorf(http.StatusNotFound, "no such file: /static/units/%s", file)
+	}
+	writeText(w, text())
+	return nil
+}
+
+func writeText(w http.ResponseWriter, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write([]byte(body))
 }

@@ -119,6 +119,11 @@ func (s *Server) routes() http.Handler {
 	// rate-limited per address like /api/bootstrap.
 	api("POST", "/api/machines/rejoin", public, s.rejoin)
 	api("GET", "/api/machines", private, s.listMachines)
+	// Fleet updates (issue 26): registered before /api/machines/{machine_id},
+	// which would take "update" for an id. Progress goes to the log stream.
+	api("POST", "/api/machines/update", private, s.fleetUpdate)
+	api("GET", "/api/machines/update", private, s.fleetUpdateStatus)
+	api("POST", "/api/machines/{machine_id}/update", private, s.machineUpdate)
 	api("GET", "/api/machines/{machine_id}", private, s.getMachine)
 	api("PATCH", "/api/machines/{machine_id}", private, s.renameMachine)
 	api("DELETE", "/api/machines/{machine_id}", private, s.deleteMachine)
@@ -134,6 +139,10 @@ func (s *Server) routes() http.Handler {
 	api("GET", "/static/tunnel-uninstall.sh", public, s.staticUninstall)
 	api("GET", "/static/agents/{file}", public, s.staticBinary("agents"))
 	api("GET", "/static/revtunnel/{file}", public, s.staticBinary("revtunnel"))
+	// The machine bundle a fleet update installs (and its version), and
+	// its unit files and sudo rules alone, which bootstrap.sh installs.
+	api("GET", "/static/bundles/{file}", public, s.staticBundle)
+	api("GET", "/static/units/{file}", public, s.staticUnit)
 
 	// Tunnels.
 	api("GET", "/api/tunnels", private, s.listTunnels)

@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
@@ -69,6 +70,9 @@ type Options struct {
 	// Agents reaches machines' agents through their agent tunnels; nil
 	// answers 503 on the agent routes.
 	Agents Agents
+	// Fleet updates machines to the server's bundle; nil answers 503 on
+	// the update routes.
+	Fleet *fleet.Updater
 	// Prober checks http tunnels through the web proxy; nil answers 503
 	// on the probe route.
 	Prober Prober
@@ -113,6 +117,7 @@ type Server struct {
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 	detect    detectCache
 	mon       Monitoring
+	fleet     *fleet.Updater
 }
 
 // New builds the Server and its route table.
@@ -123,6 +128,7 @@ func New(o Options) *Server {
 		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober,
 		gate: o.Gate, reach: o.Reach}
 	s.mon = o.Monitoring
+	s.fleet = o.Fleet
 	if s.log == nil {
 		s.log = slog.Default()
 	}

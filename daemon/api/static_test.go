@@ -10,6 +10,7 @@ import (
 
 	tunnelsvc "github.com/tunnelsvc/tunnelsvc"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -131,5 +132,48 @@ func TestAgentRoutes(t *testing.T) {
 				t.Fatalf("%d %s, want %d containing %q", r.Code, r.Body, c.status, c.want)
 			}
 		})
+	}
+}
+
+func TestStaticBundles(t *testing.T) {
+	e, dir := staticEnv(t, "")
+	get := func(path string) (int, string) {
+		r := e.do(req{method: "GET", path: path})
+		return r.Code, r.Body.String()
+	}
+	// Before `make build` wrote VERSION and the binaries: what to do.
+	if code, body := get("/static/bundles/machine-linux-amd64.tar.gz"); code != 404 || !strings.Contains(body, "make build") {
+		t.Errorf("without inputs: %d %s", code, body)
+	}
+	if code, body := get("/static/bundles/VERSION"); code != 404 || !strings.Contains(body, "VERSION does not exist") {
+		t.Errorf("VERSION without the file: %d %s", code, body)
+	}
+	os.MkdirAll(filepath.Join(dir, "revtunnel"), 0o755)
+	os.WriteFile(filepath.Join(dir, "revtunnel", "revtunnel-client-linux-amd64"), []byte("\x7fELF client"), 0o755)
+	os.WriteFile(filepath.Join(dir, "VERSION"), []byte("2.0.0\n"), 0o644)
+	b, err := bundle.Build(dir, "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/static/bundles/machine-linux-amd64.tar.gz", 200, string(b.Data)},
+		{"/static/bundles/machine-linux-amd64.tar.gz.sha256", 200, b.SHA256 + "  machine-linux-amd64.tar.gz\n"},
+		{"/static/bundles/VERSION", 200, "2.0.0\n"},
+		{"/static/bundles/machine-linux-arm64.tar.gz", 404, "tunnel-agent-linux-arm64 does not exist"},
+		{"/static/bundles/machine-linux-arm.tar.gz", 404, "bundles exist for linux-amd64 and linux-arm64"},
+		{"/static/units/revtunnel-client.service", 200, bundle.ClientUnit()},
+		{"/static/units/tunnel-agent.service", 200, bundle.AgentUnit()},
+		{"/static/units/sudoers-tunnel-agent", 200, bundle.AgentSudoers()},
+		{"/static/units/other.service", 404, "no such file"},
+	}
+	for _, c := range cases {
+		code, body := get(c.path)
+		if code != c.status || (code == 200 && body != c.want) || (code != 200 && !strings.Contains(body, c.want)) {
+			t.Errorf("GET %s: %d %.200q, want %d with %.100q", c.path, code, body, c.status, c.want)
+		}
 	}
 }

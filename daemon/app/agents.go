@@ -8,6 +8,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
@@ -34,6 +35,10 @@ func (a *App) agentServices() {
 		Machines: a.Machines, Host: "127.0.0.1", Log: a.Log,
 		HTTP: &http.Client{Timeout: PushTimeout}, ServerUID: a.tunnelServerUID,
 	}
+	// Every status an agent answers records the versions it reports.
+	a.Fleet = &fleet.Updater{Store: a.Store, Agents: a.Agents, StaticDir: a.Config.StaticDir, Audit: a.Audit, Log: a.Log}
+	a.Agents.Report = a.Fleet.Record
+	a.Machines.BundleVersion = a.Fleet.ServerVersion
 	a.Delivery = delivery.New(delivery.Options{
 		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,
 		NeedsRestart: rollout.NeedsRestart,

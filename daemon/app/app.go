@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
@@ -84,6 +85,9 @@ type App struct {
 	Firewall *firewall.Service
 	// Agents reaches machines' tunnel-agents.
 	Agents *agentclient.Client
+	// Fleet updates machines to the server's bundle and records what
+	// their agents report.
+	Fleet *fleet.Updater
 	// Delivery brings each machine's client config to its desired
 	// generation.
 	Delivery *delivery.Reconciler
@@ -292,7 +296,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		Prober:     a.Prober,
 		Gate:       a.Gate,
 		Monitoring: mon,
+		Fleet:      a.Fleet,
 	})
+	// Versions of machines not heard from in 10 minutes, one at a time.
+	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
 	a.Loops.Loop("tunnel followers (web proxy, publish table, firewall)", a.follow.Run)
 	a.Loops.Loop("tunnel prober", func(ctx context.Context) error { a.Prober.Run(ctx); return nil })

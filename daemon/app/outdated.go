@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
@@ -72,11 +73,17 @@ func (a *App) OutdatedMachines(ctx context.Context) ([]OutdatedMachine, error) {
 	}
 	out := []OutdatedMachine{}
 	for _, m := range ms {
-		if !m.AgentOutdated {
+		// Agents from before signed requests (agent_outdated) and those
+		// that reported no update capability: neither can take a fleet
+		// update.
+		if m.Update.State != fleet.StateUnsupported {
 			continue
 		}
-		o := OutdatedMachine{ID: m.ID, Name: m.Name, Status: m.Status, RejoinCommand: line, Command: line,
-			Reason: "its agent predates signed requests and fleet updates"}
+		reason := "its agent predates fleet updates"
+		if m.AgentOutdated {
+			reason = "its agent predates signed requests and fleet updates"
+		}
+		o := OutdatedMachine{ID: m.ID, Name: m.Name, Status: m.Status, RejoinCommand: line, Command: line, Reason: reason}
 		if ans.TunnelHost != "" {
 			o.SSHCommand = m.SSHCommand
 			if c := machines.RejoinOverSSH(m.SSHCommand, line); c != "" {

@@ -37,6 +37,57 @@ type Machine struct {
 	SSHDirect      bool              `json:"ssh_direct"`
 	// Config is the machine's desired and applied client-config generation.
 	Config ConfigView `json:"config"`
+	// What the machine's agent last reported ("" when never).
+	AgentVersion  string `json:"agent_version"`
+	ClientVersion string `json:"client_version"`
+	BundleVersion string `json:"bundle_version"`
+	// Update says whether the machine runs the server's bundle.
+	Update UpdateView `json:"update"`
+}
+
+// UpdateView is a machine's standing against the server's bundle.
+type UpdateView struct {
+	// State: current, outdated, updating, failed, rolled_back, unsupported.
+	State         string     `json:"state"`
+	TargetVersion string     `json:"target_version"`
+	Error         string     `json:"error"`
+	At            *time.Time `json:"at"`
+	// RejoinCommand is the line to run on an unsupported machine ("" until
+	// the daemon can give one).
+	RejoinCommand string `json:"rejoin_command"`
+}
+
+// updateView derives the state: an update under way first, then an agent
+// that cannot take one, then how the last update to the server's version
+// ended while the machine is still not on it, else whether the reported
+// bundle is the server's.
+func updateView(m store.Machine, server string) UpdateView {
+	u := m.Update
+	v := UpdateView{TargetVersion: u.Target, Error: u.Error}
+	if !u.At.IsZero() {
+		at := u.At
+		v.At = &at
+	}
+	reportedOld := !m.Report.At.IsZero() && !m.Report.Can("update")
+	switch {
+	case u.State == "updating":
+		v.State = "updating"
+	case m.AgentOutdated || reportedOld || u.State == "unsupported" && m.Report.BundleVersion != server:
+		v.State = "unsupported"
+		if v.Error == "" {
+			v.Error = "its agent predates fleet updates: run the join again on the machine"
+		}
+	case (u.State == "failed" || u.State == "rolled_back") && u.Target == server && m.Report.BundleVersion != server:
+		v.State = u.State
+	case server != "" && m.Report.BundleVersion == server:
+		v.State = "current"
+		v.Error = ""
+	default:
+		v.State = "outdated"
+		v.TargetVersion = server
+		v.Error = ""
+	}
+	return v
 }
 
 // ConfigView says whether a machine runs the client config it should.
@@ -95,6 +146,9 @@ func (s *Service) exposure(ctx context.Context, fallbackHost string) (Exposure, 
 			return x, err
 		}
 	}
+	if s.BundleVersion != nil {
+		x.BundleVersion, _ = s.BundleVersion()
+	}
 	x.Host, err = s.tunnelHost(ctx, fallbackHost)
 	return x, err
 }
@@ -110,7 +164,8 @@ func toMachine(m store.Machine, x Exposure) Machine {
 	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: m.Status, CreatedAt: m.CreatedAt,
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
 		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m),
-		Config: configView(m)}
+		Config: configView(m), AgentVersion: m.Report.AgentVersion, ClientVersion: m.Report.ClientVersion,
+		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen

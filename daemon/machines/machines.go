@@ -107,6 +107,9 @@ type Service struct {
 	// its agent again although nothing about its tunnels changed (a
 	// rejoin: a new agent with a new credential).
 	Redeliver func(machineID int64)
+	// BundleVersion is the server's machine bundle version; nil or an
+	// error leaves it unknown (every machine then shows outdated).
+	BundleVersion func() (string, error)
 }
 
 // Exposure is what decides the addresses the dashboard shows.
@@ -119,6 +122,9 @@ type Exposure struct {
 	BindIP string
 	// FirewallSvc: our firewall closes every port not marked public.
 	FirewallSvc bool
+	// BundleVersion is the server's machine bundle version ("" when
+	// unknown), which machines are compared against.
+	BundleVersion string
 }
 
 func (s *Service) changed(machineID int64) {

@@ -50,7 +50,7 @@ func TestRolloutReachesOldAgent(t *testing.T) {
 		t.Fatalf("machine shows agent_outdated %v, status reason %q", m.AgentOutdated, m.StatusReason)
 	}
 	st, err := r.client.Status(context.Background(), r.reg.MachineID)
-	if err != nil || st.(agent.Status).ActiveState != "active" {
+	if err != nil || st.(agentclient.Status).ActiveState != "active" {
 		t.Fatalf("status through the old agent: %+v, %v", st, err)
 	}
 }

@@ -142,6 +142,34 @@ type Machine struct {
 	AgentOutdated bool
 	// Config is the machine's desired and applied client-config generation.
 	Config ConfigState
+	// Report is what the machine's agent last said about its bundle.
+	Report AgentReport
+	// Update is the machine's last update.
+	Update UpdateState
+}
+
+// AgentReport is what a machine's agent reported about the software it
+// runs; At is zero when it never reported.
+type AgentReport struct {
+	AgentVersion, ClientVersion, BundleVersion, Arch string
+	Capabilities                                     []string
+	At                                               time.Time
+}
+
+// Can says whether the agent reported capability c.
+func (r AgentReport) Can(c string) bool {
+	for _, have := range r.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdateState is a machine's last update ("" State: none ran).
+type UpdateState struct {
+	State, Target, Error string
+	At                   time.Time
 }
 
 // ConfigState is a machine's desired and applied client-config generation.
@@ -306,21 +334,32 @@ func isUniqueViolation(err error) bool {
 const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
 	agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port,
 	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated,
-	config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server FROM machines`
+	config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server,
+	agent_version, client_version, bundle_version, arch, agent_capabilities, versions_at,
+	update_state, update_target, update_error, update_at FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
 func scanMachine(r rowScanner) (Machine, error) {
 	var m Machine
 	var created int64
-	var seen, pushOK, pushAt, pendingSince sql.NullInt64
-	var pushMsg string
+	var seen, pushOK, pushAt, pendingSince, reportAt, updateAt sql.NullInt64
+	var pushMsg, caps string
 	err := r.Scan(&m.ID, &m.Name, &m.Username, &m.Status, &created, &seen, &m.ClientAddr, &m.SecretHash, &m.SecretSealed,
 		&m.AgentTokenHash, &m.TunnelPort, &m.AgentPort, &m.AgentLocalPort, &m.SSHLocalPort,
 		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated,
-		&m.Config.DesiredGen, &m.Config.DesiredHash, &m.Config.AppliedGen, &pendingSince, &m.Config.AppliedServer)
+		&m.Config.DesiredGen, &m.Config.DesiredHash, &m.Config.AppliedGen, &pendingSince, &m.Config.AppliedServer,
+		&m.Report.AgentVersion, &m.Report.ClientVersion, &m.Report.BundleVersion, &m.Report.Arch, &caps, &reportAt,
+		&m.Update.State, &m.Update.Target, &m.Update.Error, &updateAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
+	}
+	m.Report.Capabilities = strings.Fields(caps)
+	if reportAt.Valid {
+		m.Report.At = time.UnixMilli(reportAt.Int64).UTC()
+	}
+	if updateAt.Valid {
+		m.Update.At = time.UnixMilli(updateAt.Int64).UTC()
 	}
 	if pendingSince.Valid {
 		m.Config.PendingSince = time.UnixMilli(pendingSince.Int64).UTC()
@@ -366,6 +405,7 @@ func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
 			p := *m.ConfigPush
 			m.ConfigPush = &p
 		}
+		m.Report.Capabilities = append([]string(nil), m.Report.Capabilities...)
 		out[i] = m
 	}
 	return out, nil
@@ -496,6 +536,20 @@ func (s *Store) RotateCredential(ctx context.Context, id int64, oldAgentTokenHas
 // requests.
 func (s *Store) SetAgentOutdated(ctx context.Context, id int64, outdated bool) error {
 	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET agent_outdated = ? WHERE id = ?", outdated, id)), TopicMachines)
+}
+
+// SetAgentReport records what the machine's agent reported about the
+// software it runs.
+func (s *Store) SetAgentReport(ctx context.Context, id int64, r AgentReport) error {
+	return s.announce(affectOne(s.exec(ctx, `UPDATE machines SET agent_version = ?, client_version = ?, bundle_version = ?,
+		arch = ?, agent_capabilities = ?, versions_at = ? WHERE id = ?`,
+		r.AgentVersion, r.ClientVersion, r.BundleVersion, r.Arch, strings.Join(r.Capabilities, " "), r.At.UnixMilli(), id)), TopicMachines)
+}
+
+// SetUpdateState records the state of the machine's update.
+func (s *Store) SetUpdateState(ctx context.Context, id int64, u UpdateState) error {
+	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET update_state = ?, update_target = ?, update_error = ?, update_at = ? WHERE id = ?",
+		u.State, u.Target, u.Error, nullTime(u.At), id)), TopicMachines)
 }
 
 // announce tells the change hook about topics when err is nil, and passes

@@ -1,0 +1,240 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
+	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+)
+
+// updateTimeout bounds a fleet update: each machine has 100 s to come back,
+// and a fleet goes batch after batch.
+const updateTimeout = 6 * time.Hour
+
+type updateBody struct {
+	Version    string  `json:"version"`
+	MachineIDs []int64 `json:"machine_ids"`
+	All        bool    `json:"all"`
+	Batch      *int    `json:"batch"`
+}
+
+// readOptional decodes an optional JSON body (empty is fine).
+func readOptional(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err != nil || len(strings.TrimSpace(string(b))) > 0 && json.Unmarshal(b, v) != nil {
+		return Errorf(http.StatusBadRequest, "invalid request body")
+	}
+	return nil
+}
+
+// serverBundle is the server's bundle version, or why there is none.
+func (s *Server) serverBundle() (string, error) {
+	if s.fleet == nil {
+		return "", Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
+	}
+	v, err := s.fleet.ServerVersion()
+	var missing *bundle.MissingError
+	if errors.As(err, &missing) {
+		return "", &Error{Status: http.StatusServiceUnavailable, Msg: "this server has no machine bundle to update to: " + missing.Error(), Err: err}
+	}
+	if err != nil {
+		return "", Internal("could not read the server's bundle version", err)
+	}
+	return v, nil
+}
+
+// updatable refuses what must not be updated to server: an unsupported
+// machine and, unless version names server, a downgrade.
+func updatable(m machines.Machine, server, version string) error {
+	if m.Update.State == fleet.StateUnsupported {
+		how := m.Update.RejoinCommand
+		if how == "" {
+			how = "run the join again on it (bootstrap.sh with a new token from Machines > Add machine)"
+		} else {
+			how = "run this on it: " + how
+		}
+		return Errorf(http.StatusConflict, "machine %q cannot take an update (its agent predates fleet updates); %s", m.Name, how)
+	}
+	if version == "" && m.BundleVersion != "" && fleet.CompareVersions(m.BundleVersion, server) > 0 {
+		return Errorf(http.StatusConflict, "machine %q runs bundle %s, newer than this server's %s; to go back to %s, send {\"version\": %q}",
+			m.Name, m.BundleVersion, server, server, server)
+	}
+	return nil
+}
+
+func versionWords(v string) string {
+	if v == "" {
+		return "(unknown)"
+	}
+	return v
+}
+
+// machineUpdate: POST /api/machines/{id}/update.
+func (s *Server) machineUpdate(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "machine_id")
+	if err != nil {
+		return err
+	}
+	var body updateBody
+	if err := readOptional(r, &body); err != nil {
+		return err
+	}
+	m, err := s.machines.Machine(r.Context(), id, s.fallbackHost(r))
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	s.withRejoin(r, &m)
+	server, err := s.serverBundle()
+	if err != nil {
+		return err
+	}
+	if body.Version != "" && body.Version != server {
+		return Errorf(http.StatusConflict, "this server's bundle is %s, not %s: machines can only be updated to it", server, body.Version)
+	}
+	if err := updatable(m, server, body.Version); err != nil {
+		return err
+	}
+	base, _, err := s.joinBase(r)
+	if err != nil {
+		return err
+	}
+	err = s.runUpdate(r, func(ctx context.Context, p Progress) error {
+		return s.fleet.UpdateVia(ctx, base, id, server, p)
+	})
+	if err != nil {
+		return err
+	}
+	s.record(r, fleet.AuditStarted, fmt.Sprintf("machine %q: bundle %s → %s", m.Name, versionWords(m.BundleVersion), server))
+	writeData(w, http.StatusAccepted, message(fmt.Sprintf("updating machine %q to bundle %s; follow it on the log WebSocket", m.Name, server)))
+	return nil
+}
+
+// runUpdate runs an update as the hub's one operation "update".
+func (s *Server) runUpdate(r *http.Request, run func(context.Context, Progress) error) error {
+	var p Progress
+	if s.hub != nil {
+		op, err := s.hub.Begin("update")
+		if err != nil {
+			return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
+		}
+		p = op
+	} else {
+		p = s.progress("update")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), updateTimeout)
+	go func() {
+		defer cancel()
+		p.Done(run(ctx, p) == nil)
+	}()
+	return nil
+}
+
+// fleetUpdate: POST /api/machines/update.
+func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
+	var body updateBody
+	if err := readOptional(r, &body); err != nil {
+		return err
+	}
+	switch {
+	case body.All && len(body.MachineIDs) > 0:
+		return Errorf(http.StatusBadRequest, "give machine_ids or all, not both")
+	case !body.All && len(body.MachineIDs) == 0:
+		return Errorf(http.StatusBadRequest, "give machine_ids (a list of machine ids) or all: true")
+	}
+	batch := fleet.DefaultBatch
+	if body.Batch != nil {
+		if *body.Batch < 1 || *body.Batch > 50 {
+			return Errorf(http.StatusBadRequest, "batch must be between 1 and 50")
+		}
+		batch = *body.Batch
+	}
+	server, err := s.serverBundle()
+	if err != nil {
+		return err
+	}
+	if body.Version != "" && body.Version != server {
+		return Errorf(http.StatusConflict, "this server's bundle is %s, not %s: machines can only be updated to it", server, body.Version)
+	}
+	all, err := s.machines.Machines(r.Context(), s.fallbackHost(r))
+	if err != nil {
+		return Internal("could not list the machines", err)
+	}
+	for i := range all {
+		s.withRejoin(r, &all[i])
+	}
+	byID := map[int64]machines.Machine{}
+	for _, m := range all {
+		byID[m.ID] = m
+	}
+	var chosen []machines.Machine
+	if body.All {
+		// Every machine that can take the server's bundle and lacks it;
+		// machines that run a newer one are left alone (no downgrade by
+		// "all").
+		for _, m := range all {
+			if m.Update.State == fleet.StateUnsupported || m.Update.State == fleet.StateCurrent || m.Update.State == fleet.StateUpdating ||
+				m.BundleVersion != "" && fleet.CompareVersions(m.BundleVersion, server) > 0 {
+				continue
+			}
+			chosen = append(chosen, m)
+		}
+		if len(chosen) == 0 {
+			return Errorf(http.StatusConflict, "no machine needs an update: every machine runs bundle %s, runs a newer one, or cannot take an update", server)
+		}
+	} else {
+		seen := map[int64]bool{}
+		for _, id := range body.MachineIDs {
+			m, ok := byID[id]
+			if !ok {
+				return Errorf(http.StatusNotFound, "machine %d not found", id)
+			}
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if err := updatable(m, server, body.Version); err != nil {
+				return err
+			}
+			chosen = append(chosen, m)
+		}
+	}
+	ids := make([]int64, 0, len(chosen))
+	var what []string
+	for _, m := range chosen {
+		ids = append(ids, m.ID)
+		what = append(what, fmt.Sprintf("%q %s → %s", m.Name, versionWords(m.BundleVersion), server))
+	}
+	base, _, err := s.joinBase(r)
+	if err != nil {
+		return err
+	}
+	err = s.runUpdate(r, func(ctx context.Context, p Progress) error {
+		return s.fleet.FleetVia(ctx, base, ids, batch, server, p)
+	})
+	if err != nil {
+		return err
+	}
+	s.record(r, fleet.AuditStarted, fmt.Sprintf("fleet update of %d machine(s), batches of %d: %s", len(ids), batch, strings.Join(what, ", ")))
+	writeData(w, http.StatusAccepted, map[string]any{
+		"message":     fmt.Sprintf("updating %d machine(s) to bundle %s: one first, then %d at a time; follow it on the log WebSocket", len(ids), server, batch),
+		"machine_ids": ids,
+	})
+	return nil
+}
+
+// fleetUpdateStatus: GET /api/machines/update.
+func (s *Server) fleetUpdateStatus(w http.ResponseWriter, r *http.Request) error {
+	if s.fleet == nil {
+		return Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
+	}
+	writeData(w, http.StatusOK, s.fleet.Last())
+	return nil
+}
