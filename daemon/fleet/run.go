@@ -141,7 +141,10 @@ func asFailure(id int64, err error) *Failure {
 // status, one at a time, so the dashboard's "outdated" stays true without
 // a storm of requests. It returns when ctx ends.
 func (u *Updater) Refresh(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(time.Minute)
+	// Every few seconds, so that a machine that just joined shows its
+	// versions at once; only machines never heard from, or not for
+	// `every`, are asked.
+	tick := time.NewTicker(RefreshTick)
 	defer tick.Stop()
 	for {
 		u.refreshOnce(ctx, every)
@@ -152,6 +155,9 @@ func (u *Updater) Refresh(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// RefreshTick is how often Refresh looks for machines to ask.
+const RefreshTick = 5 * time.Second
 
 func (u *Updater) refreshOnce(ctx context.Context, every time.Duration) {
 	ms, err := u.Store.ListMachines(ctx)
