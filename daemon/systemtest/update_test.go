@@ -70,6 +70,32 @@ func staticTree(t *testing.T, static, v string, broken bool) string {
 	return dir
 }
 
+// preFleetCommit is the last commit before agents could update themselves:
+// its agent signs requests but has no update capability, like every agent
+// installed before fleet updates.
+const preFleetCommit = "b18f62f"
+
+// preFleetAgent builds the agent of preFleetCommit (from the repository's
+// history, with the module cache this build uses).
+func preFleetAgent(t *testing.T) string {
+	t.Helper()
+	root := testbed.Root(t)
+	src := t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive "+preFleetCommit+" go.mod go.sum daemon | tar -x -C "+src)
+	archive.Dir = root
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s (the repository's history is needed): %v\n%s", preFleetCommit, err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "tunnel-agent")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=0.9.0+pre.fleet", "-o", bin, "./daemon/cmd/tunnel-agent")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the agent of %s: %v\n%s", preFleetCommit, err, out)
+	}
+	return bin
+}
+
 // serve puts a static tree where the daemon reads it (it decides at use
 // time, so no restart).
 func serveTree(h *testbed.Host, dir string) {
@@ -99,7 +125,9 @@ func (m *fleetMachine) sums(t *testing.T) string {
 // the third untouched; SSH through the canary's tunnel keeps working during
 // its update. The second, back online, is updated alone. Bundle C, whose
 // agent exits at start, is rolled back by the timer the previous agent
-// armed. A bundle whose SHA-256 does not match changes nothing.
+// armed. A bundle whose SHA-256 does not match changes nothing. A machine
+// whose agent predates fleet updates rejoins with the one line its page
+// shows and keeps its id, name, ports and tunnels.
 func TestFleetUpdate(t *testing.T) {
 	start := time.Now()
 	bin := buildDaemon(t)
@@ -356,6 +384,57 @@ func TestFleetUpdate(t *testing.T) {
 		if x := byName()["m3"]; x["agent_version"] != versionA {
 			t.Fatalf("m3: %v", x)
 		}
+	})
+	t.Run("a machine whose agent predates fleet updates rejoins with one line and keeps its registration", func(t *testing.T) {
+		m := ms[2]
+		// m3 as installed before fleet updates: the agent of that time.
+		m.CopyIn(preFleetAgent(t), "/usr/local/bin/tunnel-agent.pre-fleet", 0o755)
+		m.Must("mv", "-f", "/usr/local/bin/tunnel-agent.pre-fleet", "/usr/local/bin/tunnel-agent")
+		m.Must("systemctl", "restart", "tunnel-agent")
+		before := byName()["m3"]
+		var u map[string]any
+		testutil.Eventually(t, 30*time.Second, "m3 unsupported", func() error {
+			// Reading its status records what it reports.
+			if a := v.do("GET", fmt.Sprintf("/api/machines/%d/agent/status", m.id), ""); a.status != 200 {
+				return fmt.Errorf("agent status %d %s", a.status, a.raw)
+			}
+			u, _ = byName()["m3"]["update"].(map[string]any)
+			if u["state"] != "unsupported" || u["rejoin_command"] == "" {
+				return fmt.Errorf("%v", u)
+			}
+			return nil
+		})
+		line := u["rejoin_command"].(string)
+		if want := "curl -fsSL " + fleetBaseURL + "/static/bootstrap.sh | sudo bash -s -- --rejoin"; line != want {
+			t.Fatalf("rejoin line %q, want %q", line, want)
+		}
+		if a := v.do("POST", fmt.Sprintf("/api/machines/%d/update", m.id), ""); a.status != 409 || !strings.Contains(a.raw, line) {
+			t.Fatalf("update of an unsupported machine: %d %s", a.status, a.raw)
+		}
+		out, err := m.Exec("sh", "-c", line)
+		t.Logf("the rejoin line on m3:\n%s", out)
+		if err != nil || !strings.Contains(out, "rejoined") {
+			t.Fatalf("rejoin: %v\n%s\n%s", err, out, journal())
+		}
+		testutil.Eventually(t, 40*time.Second, "m3 online on B, same registration", func() error {
+			if a := v.do("GET", fmt.Sprintf("/api/machines/%d/agent/status", m.id), ""); a.status != 200 {
+				return fmt.Errorf("agent status %d %s", a.status, a.raw)
+			}
+			x := byName()["m3"]
+			if x["status"] != "online" || x["agent_version"] != versionB || x["update"].(map[string]any)["state"] != "current" {
+				return fmt.Errorf("%v", x)
+			}
+			for _, k := range []string{"id", "name", "tunnel_port", "agent_port", "username"} {
+				if fmt.Sprint(x[k]) != fmt.Sprint(before[k]) {
+					return fmt.Errorf("%s changed: %v → %v", k, before[k], x[k])
+				}
+			}
+			return nil
+		})
+		if after := v.do("GET", "/api/tunnels", "").raw; after != tunnels {
+			t.Fatalf("tunnels changed:\n%s\n%s", tunnels, after)
+		}
+		sshThroughNamed(t, h, m.port, m.name, 20*time.Second, journal)
 	})
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }
