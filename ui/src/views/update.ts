@@ -8,13 +8,13 @@ import { ask } from '../dialog';
 import { badge, clear, h, type Child, type Notice } from '../dom';
 import { emit, logBuffer, onLog, type LogLine } from '../live';
 import { downgradeTo, fleetSummary, updateAllPick, updateBadge } from '../fleet';
-import { reason } from '../words';
+import { briefUpdate, reason } from '../words';
 
 /** The update state's badge and, when it failed, why (short, whole on demand). */
 export function updateState(m: Machine): Child[] {
   const b = updateBadge(m);
   if (!b) return [];
-  return [h('span', { 'data-update-state': m.update?.state }, badge(b.text, b.tone)), reason(b.why)];
+  return [h('span', { 'data-update-state': m.update?.state }, badge(b.text, b.tone)), reason(b.why, undefined, briefUpdate)];
 }
 
 const bundle = (v?: string) => (v ? `bundle ${v}` : 'the bundle it runs (not reported yet)');
@@ -97,7 +97,7 @@ export function fleetBox(f: FleetUpdate | null, ms: Machine[]): HTMLElement | nu
   if (!s) return null;
   return h('div', { class: `fleet-summary notice ${s.running ? '' : s.failed ? 'error' : 'ok'}`, role: 'status', 'aria-label': 'Last fleet update' },
     h('strong', null, 'Last fleet update. '), s.lines.join(' '),
-    s.failed ? h('div', null, h('strong', null, `Failed: ${s.failed.name}`), ' — ', reason(s.failed.why, 'why inline')) : null);
+    s.failed ? h('div', null, h('strong', null, `Failed: ${s.failed.name}`), ' — ', reason(s.failed.why, 'why inline', briefUpdate)) : null);
 }
 
 /** "Updating… (its log is on the Overview)" and the update's last lines,
