@@ -6,15 +6,23 @@ import type { FleetUpdate, Machine } from './api';
 
 export type Tone = 'good' | 'warn' | 'bad' | '';
 
+/** Whether the daemon knows the machine's standing: it has an update
+ * state, and a bundle to update to (a daemon without one calls every
+ * machine outdated, to no version). */
+export function known(m: Machine): boolean {
+  const u = m.update;
+  return !!u?.state && !(u.state === 'outdated' && !u.target_version);
+}
+
 /** The badge of a machine's update state, and why it failed (null when
- * the daemon predates fleet updates). */
+ * the daemon predates fleet updates or has no bundle to update to). */
 export function updateBadge(m: Machine): { text: string; tone: Tone; why: string } | null {
   const u = m.update;
-  if (!u?.state) return null;
+  if (!u?.state || !known(m)) return null;
   const to = u.target_version || '';
   switch (u.state) {
     case 'current': return { text: 'up to date', tone: 'good', why: '' };
-    case 'outdated': return { text: to ? `outdated: ${to} is available` : 'outdated', tone: 'warn', why: '' };
+    case 'outdated': return { text: `outdated: ${to} is available`, tone: 'warn', why: '' };
     case 'updating': return { text: to ? `updating to ${to}` : 'updating', tone: '', why: '' };
     case 'failed': return { text: 'update failed', tone: 'bad', why: u.error || 'the daemon gave no reason' };
     case 'rolled_back': return { text: 'update rolled back', tone: 'bad', why: u.error || 'the daemon gave no reason' };
@@ -26,14 +34,14 @@ export function updateBadge(m: Machine): { text: string; tone: Tone; why: string
 /** Whether an Update button is offered: outdated, or the last update failed. */
 export function canUpdate(m: Machine): boolean {
   const s = m.update?.state;
-  return s === 'outdated' || s === 'failed' || s === 'rolled_back';
+  return known(m) && (s === 'outdated' || s === 'failed' || s === 'rolled_back');
 }
 
 /** Whether the filter's "Outdated" shows the machine: it does not run the
  * server's bundle (an update under way is not counted). */
 export function isOutdated(m: Machine): boolean {
   const s = m.update?.state;
-  return !!s && s !== 'current' && s !== 'updating';
+  return known(m) && s !== 'current' && s !== 'updating';
 }
 
 /** "agent A · tunnel client 0.61.1 · bundle A", or '' when none is known. */

@@ -15,8 +15,13 @@ test('each update state has its badge, and failures their reason', () => {
     { text: 'update failed', tone: 'bad', why: 'the agent does not answer' });
   assert.equal(updateBadge(m(1, 'rolled_back', { update: { error: 'x' } })).tone, 'bad');
   assert.deepEqual(updateBadge(m(1, 'unsupported')), { text: 'agent too old to update itself', tone: 'warn', why: '' });
-  // An older daemon says nothing about updates.
+  // An older daemon says nothing about updates; one without a bundle
+  // calls every machine outdated, to no version: nothing is said either.
   assert.equal(updateBadge({ id: 1, name: 'old' }), null);
+  const none = { id: 1, name: 'x', update: { state: 'outdated', target_version: '' } };
+  assert.equal(updateBadge(none), null);
+  assert.equal(canUpdate(none), false);
+  assert.equal(isOutdated(none), false);
 });
 
 test('Update is offered to outdated and failed machines; the filter counts all but current and updating', () => {

@@ -10,7 +10,7 @@ import { emit } from '../live';
 import { statusBadge } from './machines';
 import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
-import { canUpdate } from '../fleet';
+import { canUpdate, known } from '../fleet';
 import { askUpdate, progress, updateState } from './update';
 
 /** Where the SSH command expects the downloaded private key. */
@@ -107,8 +107,8 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Agent'), h('dd', null, v(m.agent_version)),
         h('dt', null, 'Tunnel client'), h('dd', null, v(m.client_version)),
         h('dt', null, 'Bundle'), h('dd', null, v(m.bundle_version)),
-        h('dt', null, 'Update'), h('dd', { class: 'state' }, u ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null)]
-          : h('span', { class: 'muted' }, 'this daemon does not update machines'))),
+        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null)]
+          : h('span', { class: 'muted' }, u ? 'this server has no machine bundle to update to' : 'this daemon does not update machines'))),
       failed && u?.error ? h('p', { class: 'bad-text why' }, `${u.state === 'rolled_back' ? 'Rolled back' : 'Failed'}: ${u.error}`) : null,
       u?.state === 'unsupported' ? rejoin(m) : null,
       update ? h('div', { class: 'actions' }, update) : null);
