@@ -7,7 +7,9 @@
 // Update all ask first and fail in words because no agent answers, the
 // last fleet update names the machine that failed; a machine's page shows
 // its software, the rollback's reason and, for the old agent, the line to
-// run with Copy. Nothing overflows; axe-core finds nothing serious.
+// run with Copy; a downgrade is refused in words, then offered by name
+// and sent as {"version"}. Nothing overflows; axe-core finds nothing
+// serious.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -60,6 +62,10 @@ async function seed() {
       WHERE id = ${ms['cam-rolled'].id};`,
     report(ms['legacy-box'], '1.2.0', ''),
     'COMMIT;'];
+  await sqlite(sql);
+}
+
+async function sqlite(sql) {
   await new Promise((res, rej) => {
     const c = spawn('sqlite3', ['-bail', join(d.tmp, 'data', 'tunnelsvc.db')], { stdio: ['pipe', 'ignore', 'pipe'] });
     let err = '';
@@ -213,4 +219,32 @@ test("a machine's Software card: the rollback's reason, and the line an old agen
     assert.deepEqual(page.problems.filter((p) => !/status of (401|502)/.test(p)), []);
     await page.context().close();
   }
+});
+
+test('a downgrade is refused in words, then offered by name and sent as {"version"}', { timeout: 90_000 }, async () => {
+  const m = await d.machine('nas-newer');
+  await sqlite(['.timeout 10000', `UPDATE machines SET agent_version = '1.6.0', client_version = '0.61.1', bundle_version = '1.6.0',
+    arch = 'amd64', agent_capabilities = 'update', versions_at = ${Date.now()} WHERE id = ${m.id};`]);
+  const page = await loggedIn(browser, d, PASSWORD, { width: 390, height: 844 }, `machines/${m.id}`);
+  const software = page.locator('section.card').filter({ has: page.getByRole('heading', { name: 'Software', exact: true }) });
+  await software.getByRole('button', { name: 'Update nas-newer' }).click();
+  const dlg = page.getByRole('dialog', { name: 'Update nas-newer?' });
+  await dlg.getByText(`nas-newer goes from bundle 1.6.0 to ${SERVER}`).waitFor();
+  await dlg.getByRole('button', { name: 'Update nas-newer' }).click();
+  await dlg.waitFor({ state: 'detached' });
+  await software.getByText(`Not updated: machine "nas-newer" runs bundle 1.6.0, newer than this server's ${SERVER}.`).waitFor();
+  await software.getByRole('button', { name: `Go back to ${SERVER}` }).click();
+  const back = page.getByRole('alertdialog', { name: `Downgrade nas-newer to ${SERVER}?` });
+  await back.getByText(`nas-newer runs bundle 1.6.0, newer than this server's ${SERVER}.`, { exact: false }).waitFor();
+  const sent = page.waitForRequest((r) => r.url().endsWith(`/api/machines/${m.id}/update`) && r.method() === 'POST' && r.postData()?.includes('"version"'));
+  await back.getByRole('button', { name: `Downgrade nas-newer from 1.6.0 to ${SERVER}` }).click();
+  assert.deepEqual(JSON.parse((await sent).postData()), { version: SERVER });
+  await software.getByText(/updating machine "nas-newer" to bundle 1\.5\.0/).waitFor();
+  // No agent answers it either.
+  await software.getByText("Failed: the machine's agent does not answer", { exact: false }).waitFor({ timeout: 60_000 });
+  const problems = [];
+  await check(page, '#/machines/nas-newer at 390', problems);
+  assert.deepEqual(problems, []);
+  assert.deepEqual(page.problems.filter((p) => !/status of (401|409|502)/.test(p)), []);
+  await page.context().close();
 });
