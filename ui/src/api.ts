@@ -262,6 +262,24 @@ export interface Machine {
   ssh_command?: string; ssh_direct?: boolean; ssh_key_id?: string;
   // Whether the machine runs the client config it should.
   config?: MachineConfig;
+  // What its agent last reported ('' when never), and whether it runs the
+  // server's bundle (issue 26; an older daemon leaves them out).
+  agent_version?: string; client_version?: string; bundle_version?: string;
+  update?: MachineUpdate;
+}
+export type UpdateState = 'current' | 'outdated' | 'updating' | 'failed' | 'rolled_back' | 'unsupported';
+export interface MachineUpdate {
+  state: UpdateState; target_version?: string; error?: string; at?: string | null;
+  // Only when unsupported: the one line to run on the machine ('' when the
+  // daemon cannot give one).
+  rejoin_command?: string;
+}
+/** The last fleet update (GET /api/machines/update); empty lists and
+ * nulls before the first. */
+export interface FleetUpdate {
+  running: boolean; machine_ids: number[]; updated: number[];
+  failed: { machine_id: number; name: string; error: string } | null;
+  untouched: number[]; started_at: string | null; finished_at: string | null;
 }
 export interface MachineConfig {
   state: 'applied' | 'pending'; desired_generation: number; applied_generation: number;

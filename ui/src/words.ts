@@ -36,12 +36,24 @@ export function brief(s: string): string {
   if (/^its machine's tunnel client closed it/.test(t)) return 'its machine disconnected';
   if (/^waiting for the tunnel server to accept it/.test(t)) return 'waiting for the tunnel server';
   if (/tunnel-agent is outdated/.test(t)) return 'agent outdated: run bootstrap.sh again';
+  // Why an update failed (daemon/fleet).
+  if (/^the machine's agent does not answer/.test(t)) return 'agent not answering';
+  if (/^the agent refused the update/.test(t)) return 'the agent refused the update';
+  if (/^the server has no bundle for this machine/.test(t)) return 'no bundle for this machine';
+  if (/^the new agent runs, but did not take the confirmation/.test(t)) return 'the new agent did not confirm';
   // A certificate's problem by its name ("certificate not renewed"), the
   // dates and where to look on demand.
   if ((m = /^((?:no )?certificate[^:(]*):/.exec(t))) return m[1].trim();
   // The daemon's own words stay; what looks like a Go error chain goes.
   if (!TECHNICAL.test(t)) return t;
   return cause(t);
+}
+
+/** Why an update failed in a few words: the machine's own long reasons
+ * (a rollback's) are cut to their first clause too. */
+export function briefUpdate(s: string): string {
+  const b = brief(s);
+  return b === s.trim() && b.length > 60 ? cause(b) : b;
 }
 
 const TECHNICAL = /\b(dial|read|write) (tcp|udp)|: connect:|lookup \S+ on |\d+\.\d+\.\d+\.\d+:\d+|\[[0-9a-f:]+\]:\d+|x509:|tls:|context deadline|: EOF$/;
@@ -57,9 +69,9 @@ function clip(s: string): string {
  * A reason in a table cell: the short phrase, and the whole text when it
  * says more (in a details element: a click, Enter or a hover shows it).
  */
-export function reason(text?: string | null, cls = 'muted small'): Child {
+export function reason(text?: string | null, cls = 'muted small', shorten: (s: string) => string = brief): Child {
   if (!text) return null;
-  const short = brief(text);
+  const short = shorten(text);
   if (short === text) return h('div', { class: `${cls} why` }, text);
   return h('details', { class: `why ${cls}` },
     h('summary', { title: text }, short),

@@ -39,8 +39,9 @@ async function daemonBin(tmp) {
   return built;
 }
 
-/** A daemon with the operator password set and a session for call(). */
-export async function startDaemon(name, password) {
+/** A daemon with the operator password set and a session for call();
+ * extra: more `serve` flags (e.g. --static-dir). */
+export async function startDaemon(name, password, extra = []) {
   const tmp = mkdtempSync(join(tmpdir(), `tunnelsvc-${name}-`));
   const bin = await daemonBin(tmp);
   const [port, plugin, frps, dash, gate, dnsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
@@ -52,7 +53,7 @@ export async function startDaemon(name, password) {
     '--frps-dashboard-listen', `127.0.0.1:${dash}`, '--gate-listen', `127.0.0.1:${gate}`,
     '--tunnel-ports', `${lo}-${lo + 99}`,
     // Nothing answers there: no public address, no DNS answer, quickly.
-    '--ip-echo-urls', `${base}/nothing`, '--dns-server', `127.0.0.1:${dnsPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--ip-echo-urls', `${base}/nothing`, '--dns-server', `127.0.0.1:${dnsPort}`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const keep = (b) => { log = (log + b).slice(-20_000); };
   proc.stdout.on('data', keep);

@@ -10,6 +10,8 @@ import { emit } from '../live';
 import { statusBadge } from './machines';
 import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
+import { canUpdate, known } from '../fleet';
+import { askUpdate, progress, updateState } from './update';
 
 /** Where the SSH command expects the downloaded private key. */
 const KEY_FILE = '~/.ssh/tunnel_id_rsa';
@@ -30,6 +32,9 @@ export const machineView: View = (root, ctx, params) => {
   const tunnelsNotice = notice();
   const tunnelsBody = h('div');
   const activityBody = h('div');
+  const softBody = h('div');
+  const softNotice = notice();
+  const updating = progress();
 
   const renameButton = h('button', { type: 'button', class: 'secondary small' }, 'Rename');
   const showRename = () => {
@@ -71,6 +76,7 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Config'), h('dd', { 'data-config-state': m.config?.state ?? '' }, configLine(m)),
         m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
           'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
+    renderSoftware(m);
     if (m.ssh_command) {
       // The machine trusts one of this server's keys: ssh needs its
       // private half, downloaded as tunnel_id_rsa.
@@ -86,6 +92,26 @@ export const machineView: View = (root, ctx, params) => {
     } else {
       clear(sshBody, h('p', { class: 'muted' }, 'This daemon does not say how to reach the machine by SSH.'));
     }
+  };
+
+  // What the machine runs and whether it runs the server's bundle.
+  const renderSoftware = (m: Machine) => {
+    const u = m.update;
+    const v = (x?: string) => x || h('span', { class: 'muted' }, 'not reported yet');
+    const failed = u?.state === 'failed' || u?.state === 'rolled_back';
+    const update = u && canUpdate(m) ? h('button', { type: 'button', 'aria-label': `Update ${m.name}` }, 'Update') : null;
+    update?.addEventListener('click', () => askUpdate(ctx, m, softNotice));
+    updating.show(u?.state === 'updating');
+    refill(softBody,
+      h('dl', { class: 'kv' },
+        h('dt', null, 'Agent'), h('dd', null, v(m.agent_version)),
+        h('dt', null, 'Tunnel client'), h('dd', null, v(m.client_version)),
+        h('dt', null, 'Bundle'), h('dd', null, v(m.bundle_version)),
+        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null)]
+          : h('span', { class: 'muted' }, u ? 'this server has no machine bundle to update to' : 'this daemon does not update machines'))),
+      failed && u?.error ? h('p', { class: 'bad-text why' }, `${u.state === 'rolled_back' ? 'Rolled back' : 'Failed'}: ${u.error}`) : null,
+      u?.state === 'unsupported' ? rejoin(m) : null,
+      update ? h('div', { class: 'actions' }, update) : null);
   };
 
   let keys: SSHKey[] = [];
@@ -190,6 +216,7 @@ export const machineView: View = (root, ctx, params) => {
     card('Status', statusBody),
     card('SSH', sshBody),
     card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart), restartWhy),
+    card('Software', softBody, updating.el, softNotice.el),
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
@@ -198,7 +225,21 @@ export const machineView: View = (root, ctx, params) => {
   ctx.sub(['activity'], () => void loadActivity());
   void loadMachine().then(() => m && (void loadKeys(), loadAgent()));
   void loadTunnels().then(loadActivity);
+  return updating.stop;
 };
+
+/** An agent too old to update itself: the one line that joins the
+ * machine again, keeping what it is. */
+function rejoin(m: Machine): Child {
+  const keeps = 'It joins the machine again and keeps its id, name, ports and tunnels.';
+  const line = m.update?.rejoin_command;
+  if (line) {
+    return h('div', null, h('p', null, `Its agent is too old to update itself. Run this one line on ${m.name}, as root; it installs the current agent and tunnel client. ${keeps}`),
+      copyBox(line, `Copy the line to run on ${m.name}`));
+  }
+  return h('p', null, 'Its agent is too old to update itself. Run ', h('code', null, 'tunnelsvc machines outdated'),
+    ` on the server: it prints the one line to run on ${m.name}. ${keeps}`);
+}
 
 /** "config applied (generation N)", or "pending since <time>: <why>". */
 function configLine(m: Machine): Child {

@@ -6,10 +6,12 @@ import { filterBar } from '../filter';
 import { ApiError, type BootstrapToken, type Machine, type Message, type StaleTokenAttempt } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
-import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time, type Child } from '../dom';
+import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, rowButton, table, time, type Child, type Notice } from '../dom';
 import { dismiss, getSecret, keep } from '../secrets';
 import { emit } from '../live';
 import { reason } from '../words';
+import { canUpdate, isOutdated, versionsLine } from '../fleet';
+import { askUpdate, fleetBox, loadFleet, progress, updateAllButton, updateState } from './update';
 
 export function statusBadge(m: Machine): HTMLElement {
   return badge(m.status, m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn');
@@ -127,30 +129,48 @@ function tokensCard(ctx: Ctx): HTMLElement {
   return card('Pending tokens', n.el, body);
 }
 
-function machinesCard(ctx: Ctx): HTMLElement {
+function machinesCard(ctx: Ctx, stops: (() => void)[]): HTMLElement {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
+  // Fleet updates: Update all, the last fleet update, the running one.
+  const fleet = h('div', { class: 'fleet' });
+  // Its own notice: a background load clears old errors, and a refused
+  // downgrade's offer must stay until the operator answers it.
+  const un = notice();
+  const running = progress();
+  stops.push(running.stop);
   let data: { ms: Machine[]; traffic: TrafficHistory | null } | null = null;
-  const filters = filterBar<Machine>((m) => [m.name, m.username, m.status, m.status_reason, m.tunnel_port, m.client_addr].join(' '),
-    [{ label: 'State', name: 'state', options: [['', 'All states'], ['online', 'Online'], ['offline', 'Offline'], ['pending', 'Pending']],
-      match: (m, v) => m.status === v }],
+  const filters = filterBar<Machine>((m) => [m.name, m.username, m.status, m.status_reason, m.tunnel_port, m.client_addr,
+    versionsLine(m), m.update?.state].join(' '),
+    [{ label: 'State', name: 'state', options: [['', 'All states'], ['online', 'Online'], ['offline', 'Offline'], ['pending', 'Pending'],
+      ['outdated', 'Outdated (not on the server\'s bundle)']],
+      match: (m, v) => (v === 'outdated' ? isOutdated(m) : m.status === v) }],
     () => show());
   filters.el.hidden = true;
   const show = () => {
-    if (data) refill(body, filters.apply(data.ms, (ms) => machinesTable(ctx, ms, data?.traffic ?? null), ['machine', 'machines']));
+    if (data) refill(body, filters.apply(data.ms, (ms) => machinesTable(ctx, ms, data?.traffic ?? null, un), ['machine', 'machines']));
   };
+  let poll: number | undefined;
   const load = () => busy([], n, async () => {
-    const [ms, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx)]);
+    const [ms, traffic, last] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), loadTraffic(ctx), loadFleet(ctx)]);
     data = { ms: ms ?? [], traffic };
     filters.el.hidden = data.ms.length === 0;
+    const all = updateAllButton(ctx, data.ms, un);
+    refill(fleet, all ? h('div', { class: 'actions' }, all) : null, fleetBox(last, data.ms));
+    const updating = !!last?.running || data.ms.some((m) => m.update?.state === 'updating');
+    running.show(updating);
+    // The fleet's summary is not pushed: asked again while it runs.
+    clearTimeout(poll);
+    if (updating) poll = window.setTimeout(() => { if (body.isConnected) void load(); }, 3000);
     show();
   });
-  ctx.sub(['machines'], () => void load());
+  stops.push(() => clearTimeout(poll));
+  ctx.sub(['machines', 'status'], () => void load());
   void load();
-  return card('Machines', filters.el, n.el, body);
+  return card('Machines', fleet, running.el, un.el, filters.el, n.el, body);
 }
 
-function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null): HTMLElement {
+function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null, n: Notice): HTMLElement {
   return table([['Machine', 'c-main'], ['Status', 'c-state'], ['Last seen', 'c-seen'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']], ms.map((m) => {
     const del = rowButton('Delete', m.name, () => void ask({
       title: `Delete ${m.name}?`,
@@ -162,11 +182,14 @@ function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null):
         emit('tunnels');
       },
     }), 'danger small');
+    const update = canUpdate(m) ? rowButton('Update', m.name, () => askUpdate(ctx, m, n)) : null;
+    const versions = versionsLine(m);
     return [
       h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
-        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '')),
-      h('div', { class: 'state' }, statusBadge(m), reason(m.status_reason)),
-      time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, del)];
+        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : ''),
+        versions ? h('div', { class: 'muted small versions' }, versions) : null),
+      h('div', { class: 'state' }, statusBadge(m), reason(m.status_reason), updateState(m)),
+      time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, update, del)];
   }), 'No machines yet: create a bootstrap token above and run its command on a machine.', 'Machines', 'data-table');
 }
 
@@ -190,5 +213,7 @@ function failedCard(ctx: Ctx): HTMLElement {
 }
 
 export const machinesView: View = (root, ctx) => {
-  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx), tokensCard(ctx), failedCard(ctx));
+  const stops: (() => void)[] = [];
+  clear(root, h('h1', null, 'Machines'), joinCard(ctx), machinesCard(ctx, stops), tokensCard(ctx), failedCard(ctx));
+  return () => stops.forEach((f) => f());
 };

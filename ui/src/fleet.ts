@@ -1,0 +1,126 @@
+// Fleet updates in words (issue 26): a machine's update state as a badge's
+// text and tone, who an "Update all" picks, the daemon's downgrade answer
+// and the last fleet update's summary. Pure: no DOM, so the unit tests run
+// it in node (tsconfig.test.json).
+import type { FleetUpdate, Machine } from './api';
+
+export type Tone = 'good' | 'warn' | 'bad' | '';
+
+/** Whether the daemon knows the machine's standing: it has an update
+ * state, and a bundle to update to (a daemon without one calls every
+ * machine outdated, to no version). */
+export function known(m: Machine): boolean {
+  const u = m.update;
+  return !!u?.state && !(u.state === 'outdated' && !u.target_version);
+}
+
+/** The badge of a machine's update state, and why it failed (null when
+ * the daemon predates fleet updates or has no bundle to update to). */
+export function updateBadge(m: Machine): { text: string; tone: Tone; why: string } | null {
+  const u = m.update;
+  if (!u?.state || !known(m)) return null;
+  const to = u.target_version || '';
+  switch (u.state) {
+    case 'current': return { text: 'up to date', tone: 'good', why: '' };
+    case 'outdated': return { text: `outdated: ${to} is available`, tone: 'warn', why: '' };
+    case 'updating': return { text: to ? `updating to ${to}` : 'updating', tone: '', why: '' };
+    case 'failed': return { text: 'update failed', tone: 'bad', why: u.error || 'the daemon gave no reason' };
+    case 'rolled_back': return { text: 'update rolled back', tone: 'bad', why: u.error || 'the daemon gave no reason' };
+    case 'unsupported': return { text: 'agent too old to update itself', tone: 'warn', why: '' };
+  }
+  return { text: u.state, tone: '', why: u.error || '' };
+}
+
+/** Whether an Update button is offered: outdated, or the last update failed. */
+export function canUpdate(m: Machine): boolean {
+  const s = m.update?.state;
+  return known(m) && (s === 'outdated' || s === 'failed' || s === 'rolled_back');
+}
+
+/** Whether the filter's "Outdated" shows the machine: it does not run the
+ * server's bundle (an update under way is not counted). */
+export function isOutdated(m: Machine): boolean {
+  const s = m.update?.state;
+  return known(m) && s !== 'current' && s !== 'updating';
+}
+
+/** "agent A · tunnel client 0.61.1 · bundle A", or '' when none is known. */
+export function versionsLine(m: Machine): string {
+  const parts: [string, string | undefined][] = [['bundle', m.bundle_version], ['agent', m.agent_version], ['tunnel client', m.client_version]];
+  return parts.filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(' · ');
+}
+
+/** What {"all": true} updates (as the daemon picks): machines that can
+ * take the server's bundle and lack it, never a downgrade; and the version
+ * they go to. */
+export function updateAllPick(ms: Machine[]): { ids: number[]; target: string } {
+  const target = ms.find((m) => m.update?.state === 'outdated' && m.update.target_version)?.update?.target_version ?? '';
+  const ids = ms.filter((m) => canUpdate(m) && !(target && m.bundle_version && compareVersions(m.bundle_version, target) > 0)).map((m) => m.id);
+  return { ids, target };
+}
+
+/** The version a 409 downgrade answer says to send ({"version": "W"}), or
+ * null when the answer is not about a downgrade. */
+export function downgradeTo(message: string): string | null {
+  const m = /newer than this server's \S+; to go back to \S+, send \{"version": "([^"]+)"\}/.exec(message);
+  return m ? m[1] : null;
+}
+
+/** The last fleet update in words, or null when none ran. */
+export function fleetSummary(f: FleetUpdate | null | undefined, names: Map<number, string>): { running: boolean; lines: string[]; failed: { name: string; why: string } | null } | null {
+  if (!f || !f.started_at || !(f.machine_ids ?? []).length) return null;
+  const n = (xs: number[] | undefined) => (xs ?? []).length;
+  const plural = (k: number) => `${k} machine${k === 1 ? '' : 's'}`;
+  const lines = [f.running ? `Running: ${plural(n(f.machine_ids))}, one first, then in groups.` : `Finished: ${plural(n(f.machine_ids))}.`,
+    `Updated: ${n(f.updated)}.`];
+  const failed = f.failed ? { name: f.failed.name || names.get(f.failed.machine_id) || `#${f.failed.machine_id}`, why: f.failed.error || 'no reason given' } : null;
+  if (n(f.untouched)) {
+    const who = (f.untouched ?? []).map((id) => names.get(id) ?? `#${id}`);
+    lines.push(`Untouched: ${n(f.untouched)} (${who.slice(0, 5).join(', ')}${who.length > 5 ? ', …' : ''}).`);
+  } else lines.push('Untouched: 0.');
+  return { running: f.running, lines, failed };
+}
+
+// Versions ordered as the daemon orders them (daemon/fleet/version.go,
+// dpkg simplified): runs of digits compare as numbers, other runs by
+// character, '~' before everything, even the end.
+export function compareVersions(a: string, b: string): number {
+  const cut = (s: string, digits: boolean): [string, string] => {
+    let i = 0;
+    while (i < s.length && (s[i] >= '0' && s[i] <= '9') === digits) i++;
+    return [s.slice(0, i), s.slice(i)];
+  };
+  const order = (s: string, i: number) => {
+    if (i >= s.length) return 0;
+    const c = s[i];
+    if (c === '~') return -1;
+    if (/[A-Za-z]/.test(c)) return c.charCodeAt(0);
+    return c.charCodeAt(0) + 256;
+  };
+  const text = (x: string, y: string) => {
+    for (let i = 0; i < x.length || i < y.length; i++) {
+      const p = order(x, i);
+      const q = order(y, i);
+      if (p !== q) return p < q ? -1 : 1;
+    }
+    return 0;
+  };
+  const num = (x: string, y: string) => {
+    x = x.replace(/^0+/, '');
+    y = y.replace(/^0+/, '');
+    if (x.length !== y.length) return x.length < y.length ? -1 : 1;
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
+  while (a || b) {
+    let x: string, y: string;
+    [x, a] = cut(a, false);
+    [y, b] = cut(b, false);
+    let c = text(x, y);
+    if (c) return c;
+    [x, a] = cut(a, true);
+    [y, b] = cut(b, true);
+    c = num(x, y);
+    if (c) return c;
+  }
+  return 0;
+}

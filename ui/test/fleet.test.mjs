@@ -1,0 +1,74 @@
+// Unit tests of the fleet-update words (src/fleet.ts, compiled by
+// `tsc -p tsconfig.test.json` into .test-build/).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { canUpdate, compareVersions, downgradeTo, fleetSummary, isOutdated, updateAllPick, updateBadge, versionsLine } from '../.test-build/fleet.js';
+
+const m = (id, state, extra = {}) => ({ id, name: `m${id}`, bundle_version: 'A', ...extra, update: { state, target_version: 'B', ...(extra.update ?? {}) } });
+
+test('each update state has its badge, and failures their reason', () => {
+  assert.deepEqual(updateBadge(m(1, 'current')), { text: 'up to date', tone: 'good', why: '' });
+  assert.equal(updateBadge(m(1, 'outdated')).tone, 'warn');
+  assert.match(updateBadge(m(1, 'outdated')).text, /B/);
+  assert.deepEqual(updateBadge(m(1, 'updating')), { text: 'updating to B', tone: '', why: '' });
+  assert.deepEqual(updateBadge(m(1, 'failed', { update: { error: 'the agent does not answer' } })),
+    { text: 'update failed', tone: 'bad', why: 'the agent does not answer' });
+  assert.equal(updateBadge(m(1, 'rolled_back', { update: { error: 'x' } })).tone, 'bad');
+  assert.deepEqual(updateBadge(m(1, 'unsupported')), { text: 'agent too old to update itself', tone: 'warn', why: '' });
+  // An older daemon says nothing about updates; one without a bundle
+  // calls every machine outdated, to no version: nothing is said either.
+  assert.equal(updateBadge({ id: 1, name: 'old' }), null);
+  const none = { id: 1, name: 'x', update: { state: 'outdated', target_version: '' } };
+  assert.equal(updateBadge(none), null);
+  assert.equal(canUpdate(none), false);
+  assert.equal(isOutdated(none), false);
+});
+
+test('Update is offered to outdated and failed machines; the filter counts all but current and updating', () => {
+  assert.deepEqual(['current', 'outdated', 'updating', 'failed', 'rolled_back', 'unsupported'].map((s) => canUpdate(m(1, s))),
+    [false, true, false, true, true, false]);
+  assert.deepEqual(['current', 'outdated', 'updating', 'failed', 'rolled_back', 'unsupported'].map((s) => isOutdated(m(1, s))),
+    [false, true, false, true, true, true]);
+  assert.equal(isOutdated({ id: 1, name: 'old' }), false);
+});
+
+test('versions line leaves out what was never reported', () => {
+  assert.equal(versionsLine({ bundle_version: '1.4.0', agent_version: '1.4.0', client_version: '0.61.1' }), 'bundle 1.4.0 · agent 1.4.0 · tunnel client 0.61.1');
+  assert.equal(versionsLine({ agent_version: '', client_version: '0.61.1' }), 'tunnel client 0.61.1');
+  assert.equal(versionsLine({}), '');
+});
+
+test('Update all picks what the daemon picks: never a downgrade', () => {
+  const ms = [m(1, 'outdated', { bundle_version: '1.3.0', update: { target_version: '1.4.0' } }),
+    m(2, 'failed', { bundle_version: '1.3.0', update: { target_version: '1.4.0' } }),
+    m(3, 'outdated', { bundle_version: '1.10.0', update: { target_version: '1.4.0' } }),
+    m(4, 'current'), m(5, 'unsupported'), m(6, 'updating')];
+  assert.deepEqual(updateAllPick(ms), { ids: [1, 2], target: '1.4.0' });
+  assert.deepEqual(updateAllPick([m(4, 'current')]), { ids: [], target: '' });
+});
+
+test('versions order as the daemon orders them', () => {
+  assert.equal(compareVersions('1.10.0', '1.4.0'), 1);
+  assert.equal(compareVersions('1.4.0', '1.4.0'), 0);
+  assert.equal(compareVersions('1.0~rc1', '1.0'), -1);
+  assert.equal(compareVersions('1.4.0-3-gabc', '1.4.0'), 1);
+  assert.equal(compareVersions('0.9', '0.10'), -1);
+});
+
+test('the downgrade answer names the version to send', () => {
+  assert.equal(downgradeTo('machine "nas" runs bundle 1.5.0, newer than this server\'s 1.4.0; to go back to 1.4.0, send {"version": "1.4.0"}'), '1.4.0');
+  assert.equal(downgradeTo('another operation is running; follow it on the log WebSocket'), null);
+});
+
+test('the fleet summary names the failed machine and counts the rest', () => {
+  const names = new Map([[1, 'nas'], [2, 'pi'], [3, 'cam']]);
+  assert.equal(fleetSummary({ running: false, machine_ids: [], updated: [], failed: null, untouched: [], started_at: null, finished_at: null }, names), null);
+  assert.equal(fleetSummary(null, names), null);
+  const s = fleetSummary({ running: false, machine_ids: [1, 2, 3], updated: [1], failed: { machine_id: 2, name: 'pi', error: 'the agent does not answer' },
+    untouched: [3], started_at: '2026-11-26T12:00:00Z', finished_at: '2026-11-26T12:01:00Z' }, names);
+  assert.equal(s.running, false);
+  assert.deepEqual(s.failed, { name: 'pi', why: 'the agent does not answer' });
+  assert.deepEqual(s.lines, ['Finished: 3 machines.', 'Updated: 1.', 'Untouched: 1 (cam).']);
+  const r = fleetSummary({ running: true, machine_ids: [1], updated: [], failed: null, untouched: [], started_at: '2026-11-26T12:00:00Z', finished_at: null }, names);
+  assert.match(r.lines[0], /^Running: 1 machine,/);
+});
