@@ -89,11 +89,11 @@ if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then
 	done <<<"$auth_keys"
 fi
 
-# 4. Files, the previous bundle, sudo rules, the agent's and the tunnel
-# client's users, this script.
+# 4. Files, the previous bundle, the log of a rejoin, sudo rules, the
+# agent's and the tunnel client's users, this script.
 rm -rf "$CONF_DIR" "$AGENT_DIR" "$LIB_DIR"
 rm -f /usr/local/bin/revtunnel-client /usr/local/bin/tunnel-agent \
-	/etc/sudoers.d/revtunnel-client /etc/sudoers.d/tunnel-agent
+	/etc/sudoers.d/revtunnel-client /etc/sudoers.d/tunnel-agent /var/log/tunnelsvc-rejoin.log
 for u in tunnel revtunnel; do
 	if id -u "$u" >/dev/null 2>&1; then
 		userdel "$u" >/dev/null 2>&1 || warn "could not remove the user $u"
