@@ -94,7 +94,10 @@ func serve(args []string) error {
 		return err
 	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot)
+	// The database URL only ever redacted: it may hold a password.
+	db := app.DatabaseStatus(cfg)
+	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot,
+		"database", db.Engine, "database_url", db.URL)
 	setMemoryLimit(log)
 	cfg.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
