@@ -74,29 +74,36 @@ var sslModes = map[string]bool{
 	"disable": true, "allow": true, "prefer": true, "require": true, "verify-ca": true, "verify-full": true,
 }
 
-// checkDatabase refuses a URL that is neither empty (SQLite) nor a
-// postgres:// or postgresql:// URL. Its messages never quote the URL: it
-// may hold a password.
-func checkDatabase(raw string) error {
+// CheckDatabaseURL refuses a URL that is neither empty (SQLite) nor a
+// postgres:// or postgresql:// URL naming a database. Its messages never
+// quote the URL: it may hold a password.
+func CheckDatabaseURL(raw string) error {
 	if raw == "" {
 		return nil
 	}
-	const want = "want a postgres:// or postgresql:// URL such as postgres://tunnelsvc@db.example.com/tunnelsvc?sslmode=verify-full, or nothing for SQLite in --data-dir (see docs/database.md)"
+	const want = "want a postgres:// or postgresql:// URL such as postgres://tunnelsvc@db.example.com/tunnelsvc?sslmode=verify-full (see docs/database.md)"
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("--database / $%s: not a URL (a password with characters such as @ / : # ? must be percent-encoded); %s", DatabaseEnv, want)
+		return fmt.Errorf("not a URL (a password with characters such as @ / : # ? must be percent-encoded); %s", want)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return fmt.Errorf("--database / $%s: scheme %q is not supported; %s", DatabaseEnv, u.Scheme, want)
+		return fmt.Errorf("scheme %q is not supported; %s", u.Scheme, want)
 	}
 	if u.Opaque != "" {
-		return fmt.Errorf("--database / $%s: not a URL with a host (postgres://HOST/DB); %s", DatabaseEnv, want)
+		return fmt.Errorf("not a URL with a host (postgres://HOST/DB); %s", want)
 	}
 	if m := u.Query().Get("sslmode"); m != "" && !sslModes[m] {
-		return fmt.Errorf("--database / $%s: sslmode=%q is not one of disable, allow, prefer, require, verify-ca, verify-full", DatabaseEnv, m)
+		return fmt.Errorf("sslmode=%q is not one of disable, allow, prefer, require, verify-ca, verify-full", m)
 	}
 	if strings.Trim(u.Path, "/") == "" && u.Query().Get("dbname") == "" {
-		return fmt.Errorf("--database / $%s: %s names no database (add /DBNAME after the host)", DatabaseEnv, RedactDatabaseURL(raw))
+		return fmt.Errorf("%s names no database (add /DBNAME after the host)", RedactDatabaseURL(raw))
+	}
+	return nil
+}
+
+func checkDatabase(raw string) error {
+	if err := CheckDatabaseURL(raw); err != nil {
+		return fmt.Errorf("--database / $%s: %w; empty means SQLite in --data-dir", DatabaseEnv, err)
 	}
 	return nil
 }
