@@ -104,7 +104,7 @@ func (c dbCopy) run(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.out, "copying %s\n     to %s\n", describeDB(dataDir, fromURL), describeDB(dataDir, toURL))
 	tables, err := c.copy(ctx, dataDir, fromURL, toURL)
 	if err != nil {
-		return fmt.Errorf("db copy: %w; the source is unchanged", err)
+		return fmt.Errorf("db copy: %w (the source keeps its rows)", err)
 	}
 	// Names left, counts right, hashes after them.
 	nameW, rowsW := len("table"), len("rows")

@@ -158,7 +158,7 @@ next: install -m 0600 /dev/stdin /etc/tunnelsvc/database-url (paste the URL, the
 	// A failed copy says the source is unchanged.
 	f = &fakeCopy{err: errors.New("target is not empty: table machines has 2 rows")}
 	err := f.cmd(&out).run(context.Background(), []string{"--data-dir", dir, "--to", pgURL})
-	if err == nil || err.Error() != "db copy: target is not empty: table machines has 2 rows; the source is unchanged" {
+	if err == nil || err.Error() != "db copy: target is not empty: table machines has 2 rows (the source keeps its rows)" {
 		t.Fatalf("err = %v", err)
 	}
 }
