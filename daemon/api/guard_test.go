@@ -296,7 +296,7 @@ func TestFirewallConfigureAPI(t *testing.T) {
 			},
 		})
 		o.Progress = plog.sink
-		o.Setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil), Run: noTools{}}
+		o.Setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil), Run: noTools{}, Database: testDatabase}
 	})
 	cookie := e.setup()
 	statusMode := func() any {

@@ -79,6 +79,9 @@ type recReconciler struct{ n int }
 
 func (r *recReconciler) Reconcile(context.Context) error { r.n++; return nil }
 
+// testDatabase is the database the test daemons say they run on.
+var testDatabase = localsetup.DatabaseStatus{Engine: "sqlite", Path: "/var/lib/tunnelsvc/tunnelsvc.db"}
+
 type localEnv struct {
 	*testEnv
 	units   *recUnits
@@ -101,6 +104,7 @@ func newLocalEnv(t *testing.T, net *netcheck.Checker) *localEnv {
 		Hub:          logstream.NewHub(nil),
 		Dashboard:    func() string { return "127.0.0.1:7380" },
 		Run:          cmdrun.Exec{}, Log: log, Now: time.Now,
+		Database: testDatabase,
 	}
 	if net == nil {
 		net = &netcheck.Checker{}
@@ -372,5 +376,19 @@ func TestInstallFailureIsReported(t *testing.T) {
 	}
 	if st := e.status(t); st.Webproxy != "not_installed" {
 		t.Fatalf("a failed install is shown as %q", st.Webproxy)
+	}
+}
+
+// The status names the database: SQLite's file, or PostgreSQL's URL as
+// the set-up service was given it (redacted by the composition root).
+func TestLocalStatusDatabase(t *testing.T) {
+	le := newLocalEnv(t, nil)
+	if got := le.status(t).Database; got != testDatabase {
+		t.Fatalf("sqlite: %+v", got)
+	}
+	pg := localsetup.DatabaseStatus{Engine: "postgres", URL: "postgres://tunnelsvc:***@db.example.com/tunnelsvc?sslmode=verify-full"}
+	le.setup.Database = pg
+	if got := le.status(t).Database; got != pg {
+		t.Fatalf("postgres: %+v", got)
 	}
 }

@@ -49,7 +49,7 @@ func TestInstallOutcomeKept(t *testing.T) {
 		t.Fatalf("install outcome = %+v, want failed with %q", got, want)
 	}
 	// A new daemon on the same database (new hub, nothing in memory).
-	e.setup = &localsetup.Service{Settings: localsetup.Settings{Store: e.st}, Units: e.units, Hub: logstream.NewHub(nil), Run: e.setup.Run, Log: e.setup.Log, Now: time.Now}
+	e.setup = &localsetup.Service{Settings: localsetup.Settings{Store: e.st}, Units: e.units, Hub: logstream.NewHub(nil), Run: e.setup.Run, Log: e.setup.Log, Now: time.Now, Database: testDatabase}
 	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Setup: e.setup, Hub: e.setup.Hub})
 	if got2 := e.status(t).Outcomes["install"]; got2.Message != want || got2.OK {
 		t.Fatalf("after a restart the outcome is %+v", got2)
@@ -137,7 +137,7 @@ func TestFirewallOutcomeKept(t *testing.T) {
 			Ports: func(context.Context) (firewall.Ports, error) { return firewall.Ports{ControlPort: 7000}, nil },
 		})
 		setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil),
-			Run: cmdrun.Exec{}, Log: o.Log, Now: time.Now}
+			Run: cmdrun.Exec{}, Log: o.Log, Now: time.Now, Database: testDatabase}
 		setup.Hub.OnDone = setup.RecordOperation
 		o.Setup, o.Hub = setup, setup.Hub
 	})

@@ -32,7 +32,7 @@ func newSettingsEnv(t *testing.T) *settingsEnv {
 	se := &settingsEnv{}
 	se.testEnv = newEnv(t, func(o *Options, st *store.Store) {
 		se.local = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{},
-			Hub: logstream.NewHub(nil), Run: cmdrun.Exec{}, Log: o.Log, Now: o.Now}
+			Hub: logstream.NewHub(nil), Run: cmdrun.Exec{}, Log: o.Log, Now: o.Now, Database: testDatabase}
 		o.Setup, o.Hub = se.local, se.local.Hub
 		o.Firewall = firewall.New(firewall.Options{
 			Store: st, RulesetPath: filepath.Join(t.TempDir(), "firewall.nft"), Run: &switchRunner{},

@@ -109,12 +109,12 @@ type App struct {
 // Services builds everything that needs only the store, for the serve path
 // and for root's offline commands (reset-password) alike.
 func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
-	st, err := store.Open(ctx, cfg.DataDir)
+	st, err := openStore(ctx, cfg.DataDir, cfg.Database)
 	if store.DiskFull(err) {
-		return nil, fmt.Errorf("open store in %s: the data disk is full: free space on it, then start again: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("open %s: the data disk is full: free space on it, then start again: %w", describeStore(cfg), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("open %s: %w", describeStore(cfg), err)
 	}
 	sealer, err := seal.LoadOrCreate(cfg.DataDir)
 	if err != nil {

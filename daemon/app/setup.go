@@ -41,6 +41,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Gate:              cfg.GateListen,
 		Run:               cmdrun.Exec{},
 		FRPS:              filepath.Join(cfg.BinDir, "frps"),
+		Database:          DatabaseStatus(cfg),
 		Log:               a.Log,
 		Now:               time.Now,
 	}

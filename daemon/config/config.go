@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,11 +58,17 @@ type Config struct {
 	// access gate of HTTP tunnels (forward_auth).
 	GateListen string
 
+	// Database is the PostgreSQL URL; empty means SQLite in DataDir. It may
+	// hold a password: show it only through RedactDatabaseURL.
+	Database string
+
 	// Version is the daemon's version (set by main, not a flag); /metrics
 	// shows it in tunnelsvc_build_info.
 	Version string
 
 	frpsPort, tunnelPorts, retentionDays string
+	// credentialErr is a database credential that could not be read.
+	credentialErr error
 }
 
 // Default returns the built-in defaults.
@@ -107,13 +112,14 @@ var Flags = []Flag{
 	{"retention-days", "TUNNELSVC_RETENTION_DAYS", "days the audit log, activity feed and stale-token attempts are kept"},
 	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
 	{"frps-dashboard-listen", "TUNNELSVC_FRPS_DASHBOARD_LISTEN", "loopback address of frps's dashboard API, which the daemon polls for tunnel traffic"},
+	{"database", DatabaseEnv, "PostgreSQL URL (postgres://USER@HOST/DB?sslmode=verify-full); empty: SQLite in --data-dir. Under systemd a non-empty credential `database-url` (/etc/tunnelsvc/database-url) takes the place of the variable; see docs/database.md"},
 }
 
 // Register binds the options to fs. Environment variables set the defaults,
 // so an explicit flag wins over the environment, which wins over the
 // built-in default. Call Finish after fs.Parse.
 func Register(fs *flag.FlagSet, c *Config) *string {
-	return register(fs, c, os.LookupEnv)
+	return register(fs, c, c.lookupEnv)
 }
 
 // register is Register with the environment given as lookup, so that the
@@ -155,6 +161,14 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
 	fd := flagByName("frps-dashboard-listen")
 	fs.StringVar(&c.FRPSDashboardListen, fd.Name, env(fd.Env, c.FRPSDashboardListen), fd.Help+" [$"+fd.Env+"]")
+	// A Func flag: its default (which may hold a password) is never
+	// printed by -h.
+	db := flagByName("database")
+	c.Database = env(db.Env, c.Database)
+	fs.Func(db.Name, db.Help+" [$"+db.Env+"]", func(v string) error {
+		c.Database = strings.TrimSpace(v)
+		return nil
+	})
 	return localNets
 }
 
@@ -243,6 +257,13 @@ func (c *Config) Finish(localNets string) error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("--log-level must be debug, info, warn or error")
+	}
+	if c.credentialErr != nil {
+		return c.credentialErr
+	}
+	c.Database = strings.TrimSpace(c.Database)
+	if err := checkDatabase(c.Database); err != nil {
+		return err
 	}
 	return c.finishTunnels()
 }

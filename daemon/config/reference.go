@@ -69,5 +69,6 @@ Other commands (` + "`setup-code`" + `, ` + "`reset-password`" + ` and ` + "`dis
 | ` + "`tunnelsvc setup-code`" + ` | prints the one-time code that setup from another address needs |
 | ` + "`tunnelsvc reset-password`" + ` | sets a new operator password and ends every session |
 | ` + "`tunnelsvc disable-2fa`" + ` | removes every 2FA device and backup code |
+| ` + "`tunnelsvc db copy --to URL\\|sqlite [--from URL\\|sqlite]`" + ` | copies every row into an empty database, SQLite ⇄ PostgreSQL, with the daemon stopped (see [database.md](database.md)) |
 | ` + "`tunnelsvc config-reference`" + ` | prints this page |
 `

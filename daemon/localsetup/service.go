@@ -134,8 +134,10 @@ type Service struct {
 	Run  cmdrun.Runner
 	// FRPS is the frps binary, for its version in the status.
 	FRPS string
-	Log  *slog.Logger
-	Now  func() time.Time
+	// Database is shown as it is in the status (the URL already redacted).
+	Database DatabaseStatus
+	Log      *slog.Logger
+	Now      func() time.Time
 
 	publicIP ipCache // the checklist's last detected public address
 }

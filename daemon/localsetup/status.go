@@ -35,11 +35,21 @@ type Status struct {
 	Outcomes   map[string]Outcome `json:"outcomes"`
 	// Missing lists the recommended packages that are not installed.
 	Missing []MissingPart `json:"missing"`
+	// Database is the database the daemon runs on.
+	Database DatabaseStatus `json:"database"`
+}
+
+// DatabaseStatus says which database the daemon runs on: SQLite's file, or
+// PostgreSQL's URL with the password redacted.
+type DatabaseStatus struct {
+	Engine string `json:"engine"` // sqlite or postgres
+	URL    string `json:"url"`    // redacted; empty for sqlite
+	Path   string `json:"path"`   // the SQLite file; empty for postgres
 }
 
 // Status gathers the settings, unit states and tool versions.
 func (s *Service) Status(ctx context.Context) (Status, error) {
-	st := Status{Webproxy: "not_installed", Units: map[string]UnitStatus{}, Versions: map[string]string{}}
+	st := Status{Webproxy: "not_installed", Units: map[string]UnitStatus{}, Versions: map[string]string{}, Database: s.Database}
 	v, err := s.Settings.VPS(ctx)
 	if err != nil {
 		return st, err

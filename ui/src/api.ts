@@ -244,7 +244,10 @@ export interface LocalStatus {
   operation?: string;
   outcomes?: { install?: Outcome; banner?: Outcome; firewall?: Outcome };
   missing?: { package: string; needed_for: string }[];
+  database?: DatabaseInfo;
 }
+/** The database the daemon runs on; url is redacted by the daemon. */
+export interface DatabaseInfo { engine: 'sqlite' | 'postgres'; url: string; path: string }
 export interface ChecklistItem { id: string; label: string; done: boolean; detail?: string }
 export interface Checklist { items: ChecklistItem[]; next?: string | null; next_step?: string; public_ip?: string; dns_ip?: string }
 export interface BootstrapToken {

@@ -3,6 +3,7 @@
 // tables show the phrase, and the whole text is one click (or a hover)
 // away. The daemon's words come first; Go error chains ("dial tcp
 // 127.0.0.1:27989: connect: connection refused") are only in the details.
+import type { DatabaseInfo } from './api';
 import { h, type Child } from './dom';
 
 /** The cause of a failure in a few words. */
@@ -76,4 +77,23 @@ export function reason(text?: string | null, cls = 'muted small', shorten: (s: s
   return h('details', { class: `why ${cls}` },
     h('summary', { title: text }, short),
     h('p', null, text));
+}
+
+/**
+ * The database in words: "SQLite (/var/lib/tunnelsvc/tunnelsvc.db)" or
+ * "PostgreSQL at db.example.com/tunnelsvc (TLS: verify-full)". The URL
+ * comes redacted from the daemon; only its host, database and sslmode are
+ * shown.
+ */
+export function describeDatabase(d?: DatabaseInfo): string {
+  if (!d) return 'unknown';
+  if (d.engine === 'sqlite') return d.path ? `SQLite (${d.path})` : 'SQLite';
+  let u: URL;
+  try { u = new URL(d.url); } catch { return 'PostgreSQL'; }
+  const db = decodeURIComponent(u.pathname.replace(/^\//, ''));
+  // No host: libpq's default, the local Unix socket.
+  const where = u.host ? `${u.host}${db ? `/${db}` : ''}` : `the local socket${db ? `, database ${db}` : ''}`;
+  // Without sslmode the driver uses "prefer": TLS if offered, unverified.
+  const tls = u.searchParams.get('sslmode') ?? 'prefer, not verified';
+  return `PostgreSQL at ${where} (TLS: ${tls})`;
 }

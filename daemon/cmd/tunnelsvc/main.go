@@ -28,6 +28,7 @@ commands:
   reset-password   set a new operator password and end every session
   disable-2fa      turn two-factor authentication off (lost authenticator)
   machines outdated  list machines whose agent predates fleet updates, with the line to run on each
+  db copy          copy every row to another, empty database (SQLite <-> PostgreSQL); stop the daemon first
   config-reference print every serve flag and variable (docs/configuration.md)
   help             this text
 
@@ -54,6 +55,8 @@ func main() {
 		err = disable2FA(args, os.Stdout)
 	case "machines":
 		err = machinesCmd(args, os.Stdout)
+	case "db":
+		err = dbCmd(args, os.Stdout)
 	case "config-reference":
 		err = config.WriteReference(os.Stdout)
 	case "help", "-h", "--help":
@@ -94,7 +97,10 @@ func serve(args []string) error {
 		return err
 	}
 	log := newLogger(cfg.LogLevel, os.Stderr)
-	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot)
+	// The database URL only ever redacted: it may hold a password.
+	db := app.DatabaseStatus(cfg)
+	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot,
+		"database", db.Engine, "database_url", db.URL)
 	setMemoryLimit(log)
 	cfg.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

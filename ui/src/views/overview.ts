@@ -6,7 +6,7 @@ import type { View } from '../ctx';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { conn, logBuffer, onLog, type LogLine } from '../live';
 import { outcomeBox } from '../outcome';
-import { reason } from '../words';
+import { describeDatabase, reason } from '../words';
 
 // Where each checklist item is done, and what it is about.
 const WHERE: Record<string, string> = {
@@ -84,6 +84,7 @@ export const overviewView: View = (root, ctx) => {
       ['Installed', fmtTime(s.installed_at)],
       ['Firewall mode', s.firewall_mode || '—'],
       ['Bind address', s.bind_ip || 'all addresses'],
+      ['Database', describeDatabase(s.database)],
       ['Dashboard private', s.dashboard_private ? 'yes' : 'no'],
       ['Running operation', s.operation || 'none'],
     ];
