@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -48,6 +49,42 @@ type Plugin struct {
 
 	// conns remembers the user connections NewUserConn let through.
 	conns store.Memo[userConnKey, struct{}]
+
+	// seenMu guards seenAt: when each machine's last_seen was last
+	// written (see touch).
+	seenMu sync.Mutex
+	seenAt map[int64]time.Time
+}
+
+// SeenEvery is how often a connected machine's Pings write its last_seen.
+// Every write is a commit, and every commit empties the caches (conns,
+// the settings, the machines' snapshot): writing at each Ping did so at
+// the Ping rate times the number of machines. A login, a proxy closing and
+// a status change still write at once.
+const SeenEvery = 30 * time.Second
+
+// touch records that machine id was seen at now, writing it to the store
+// at most every SeenEvery. A failed write is logged, never refused: a
+// Ping must not drop a connected machine because the database is slow or
+// gone, and the next Ping tries again.
+func (p *Plugin) touch(ctx context.Context, id int64, now time.Time) {
+	p.seenMu.Lock()
+	last, ok := p.seenAt[id]
+	if ok && now.Sub(last) < SeenEvery && !now.Before(last) {
+		p.seenMu.Unlock()
+		return
+	}
+	if p.seenAt == nil {
+		p.seenAt = map[int64]time.Time{}
+	}
+	p.seenAt[id] = now
+	p.seenMu.Unlock()
+	if err := p.Store.TouchMachine(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		p.seenMu.Lock()
+		delete(p.seenAt, id)
+		p.seenMu.Unlock()
+		p.log().Warn("could not record that a machine was seen", "machine", id, "err", err)
+	}
 }
 
 // userConnKey is what Plugin.conns remembers NewUserConn accepting, for
@@ -184,7 +221,7 @@ func (p *Plugin) handle(ctx context.Context, req pluginRequest) error {
 			if p.OnPing != nil {
 				p.OnPing(m.ID)
 			}
-			return p.Store.TouchMachine(ctx, m.ID, p.now())
+			p.touch(ctx, m.ID, p.now())
 		}
 		return nil
 	}

@@ -251,3 +251,70 @@ func TestPausedTunnelRefused(t *testing.T) {
 		t.Fatalf("resumed tunnel shows %q, paused %v", tn.Status, tn.Paused)
 	}
 }
+
+// ping is frps's Ping call for user.
+func ping(user string, metas map[string]string) string {
+	m, _ := json.Marshal(metas)
+	return fmt.Sprintf(`{"version":"0.1.0","op":"Ping","content":{"user":{"user":%q,"metas":%s}}}`, user, m)
+}
+
+// TestPingWritesLastSeenAtMostEvery30s: Pings of a connected machine write
+// its last_seen at most every SeenEvery, so they no longer empty every
+// cache at the ping rate; a Ping whose write fails is still accepted.
+func TestPingWritesLastSeenAtMostEvery30s(t *testing.T) {
+	r := newPluginRig(t, store.PortRange{Lo: 31000, Hi: 31100})
+	m := r.register(t, "pinger", 0)
+	clock := time.Unix(1_800_000_000, 0)
+	r.plugin.Now = func() time.Time { return clock }
+	ctx := context.Background()
+	st := r.plugin.Store
+	metas := map[string]string{frpconf.MetaToken: m.secret}
+	seen := func() time.Time {
+		t.Helper()
+		got, err := st.GetMachine(ctx, m.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastSeen
+	}
+	accepted := func() {
+		t.Helper()
+		w := r.call(ping(m.user, metas))
+		if w.Code != 200 || !strings.Contains(w.Body.String(), `"reject":false`) {
+			t.Fatalf("Ping: %d %s", w.Code, w.Body)
+		}
+	}
+	accepted()
+	first := clock
+	if !seen().Equal(first) {
+		t.Fatalf("last_seen after the first Ping = %v, want %v", seen(), first)
+	}
+	before := st.Changes()
+	for range 10 {
+		clock = clock.Add(2 * time.Second)
+		accepted()
+	}
+	if !seen().Equal(first) || st.Changes() != before {
+		t.Fatalf("Pings within %s wrote: last_seen %v (want %v), changes %d → %d", revtunnel.SeenEvery, seen(), first, before, st.Changes())
+	}
+	clock = first.Add(revtunnel.SeenEvery)
+	accepted()
+	if !seen().Equal(clock) {
+		t.Fatalf("last_seen after %s = %v, want %v", revtunnel.SeenEvery, seen(), clock)
+	}
+	// The database gone: the Ping still passes (from the cache of known
+	// machines), and its write is tried again at the next Ping.
+	clock = clock.Add(revtunnel.SeenEvery)
+	if _, err := st.DB().Exec("CREATE TRIGGER no_touch BEFORE UPDATE OF last_seen ON machines BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"); err != nil {
+		t.Fatal(err)
+	}
+	accepted()
+	if _, err := st.DB().Exec("DROP TRIGGER no_touch"); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(time.Second)
+	accepted()
+	if !seen().Equal(clock) {
+		t.Fatalf("last_seen after a failed write = %v, want the next Ping's %v", seen(), clock)
+	}
+}
