@@ -33,7 +33,14 @@ const maxCredentialBytes = 64 << 10
 // the daemon must not quietly fall back to another database.
 func (c *Config) lookupEnv(name string) (string, bool) {
 	if name == DatabaseEnv {
-		v, err := readCredential(os.Getenv("CREDENTIALS_DIRECTORY"), DatabaseCredential)
+		dir, id := os.Getenv("CREDENTIALS_DIRECTORY"), DatabaseCredential
+		if dir == "" {
+			// Outside the unit (the admin commands, run from a root
+			// shell): the file the unit loads the credential from, so
+			// they open the daemon's database and not a stale SQLite file.
+			dir, id = filepath.Split(credentialFile)
+		}
+		v, err := readCredential(dir, id)
 		if err != nil {
 			c.credentialErr = err
 			return "", true
@@ -44,6 +51,13 @@ func (c *Config) lookupEnv(name string) (string, bool) {
 	}
 	return os.LookupEnv(name)
 }
+
+// DatabaseCredentialFile is where the packaged unit loads the database
+// credential from (LoadCredential=database-url:<this>).
+const DatabaseCredentialFile = "/etc/tunnelsvc/database-url"
+
+// credentialFile is read outside the unit; tests point it elsewhere.
+var credentialFile = DatabaseCredentialFile
 
 // readCredential returns the trimmed content of credential id in dir, ""
 // when dir is empty or the credential is absent.

@@ -112,6 +112,25 @@ func TestDatabaseCredential(t *testing.T) {
 	}
 }
 
+// Outside the unit (an admin command from a root shell) the file the unit
+// loads the credential from is read, so the command opens the daemon's
+// database; without it, SQLite as before.
+func TestDatabaseCredentialFileOutsideTheUnit(t *testing.T) {
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	t.Setenv(DatabaseEnv, "")
+	file := filepath.Join(t.TempDir(), "database-url")
+	old := credentialFile
+	credentialFile = file
+	t.Cleanup(func() { credentialFile = old })
+	if c, err := parse(t); err != nil || c.Database != "" {
+		t.Fatalf("no file: %q %v", c.Database, err)
+	}
+	os.WriteFile(file, []byte("postgres://cred:pw@db/tunnelsvc?sslmode=verify-full\n"), 0o600)
+	if c, err := parse(t); err != nil || c.Database != "postgres://cred:pw@db/tunnelsvc?sslmode=verify-full" {
+		t.Fatalf("the unit's credential file: %q %v", c.Database, err)
+	}
+}
+
 // -h never prints the URL the daemon was given: it may hold a password.
 func TestDatabaseHelpHidesValue(t *testing.T) {
 	t.Setenv("CREDENTIALS_DIRECTORY", "")
