@@ -1,9 +1,11 @@
 package api
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -79,4 +81,39 @@ func TestFullDataDisk(t *testing.T) {
 	if r := e.do(login); r.Code != 200 {
 		t.Fatalf("login after freeing: %d %s", r.Code, r.Body)
 	}
+}
+
+// A server-side failure because the database could not be reached answers
+// 503 `database unavailable`, whatever the handler called it; /healthz says
+// `degraded: database unavailable`. Other failures keep their words.
+func TestDatabaseGoneAnswersOneWay(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		in     *Error
+		status int
+		msg    string
+	}{
+		{Internal("could not list the machines", fmt.Errorf("list machines: %w", refused)), http.StatusServiceUnavailable, "database unavailable"},
+		{Internal("login failed", fmt.Errorf("create session: %w", driver.ErrBadConn)), http.StatusServiceUnavailable, "database unavailable"},
+		{Internal("login failed", errors.New("database is locked")), http.StatusInternalServerError, "login failed"},
+		{&Error{Status: http.StatusBadGateway, Msg: "agent not reachable", Err: refused}, http.StatusBadGateway, "agent not reachable"},
+	} {
+		if got := databaseGone(c.in); got.Status != c.status || got.Msg != c.msg {
+			t.Errorf("databaseGone(%v) = %d %q; want %d %q", c.in, got.Status, got.Msg, c.status, c.msg)
+		}
+	}
+	gone := false
+	e := newEnv(t, func(o *Options, _ *store.Store) {
+		o.Health = func(*http.Request) error {
+			if gone {
+				return fmt.Errorf("ping: %w", refused)
+			}
+			return nil
+		}
+	})
+	if r := e.do(req{method: "GET", path: "/healthz"}); r.Code != 200 {
+		t.Fatalf("healthz: %d %s", r.Code, r.Body)
+	}
+	gone = true
+	wantError(t, e.do(req{method: "GET", path: "/healthz"}), 503, "degraded: database unavailable")
 }

@@ -75,6 +75,7 @@ func (s *Server) serveError(w http.ResponseWriter, r *http.Request, err error) {
 		apiErr = Internal("internal error", err)
 	}
 	apiErr = s.diskFull(apiErr)
+	apiErr = databaseGone(apiErr)
 	if apiErr.Status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", apiErr.Status, "msg", apiErr.Msg, "err", apiErr.Err)
 	}
@@ -102,6 +103,17 @@ func (s *Server) diskFull(e *Error) *Error {
 		where = "the disk is full (" + filepath.Dir(pe.Path) + ")"
 	}
 	return &Error{Status: StatusDiskFull, Msg: where + ": free space on it, then try again", Err: e.Err}
+}
+
+// databaseGone rewrites a server-side failure because the database could
+// not be reached (store.Unavailable: PostgreSQL restarting, failing over,
+// cut off) as 503 `database unavailable`: the change was not made, and the
+// dashboard says so with a banner until /healthz is healthy again.
+func databaseGone(e *Error) *Error {
+	if e.Status != http.StatusInternalServerError || !store.Unavailable(e.Err) {
+		return e
+	}
+	return &Error{Status: http.StatusServiceUnavailable, Msg: store.UnavailableMessage, Err: e.Err}
 }
 
 // within says whether path is dir or below it. Files of the data directory

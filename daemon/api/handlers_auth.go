@@ -12,8 +12,9 @@ import (
 )
 
 // healthz: 200 while the store answers and its disk takes writes; 503
-// `store unavailable`, or `data disk full: <data dir>` while writes fail
-// for lack of space. The full disk is not logged here (pollers ask every
+// `degraded: database unavailable` while the database cannot be reached,
+// `store unavailable` for another failure, or `data disk full: <data dir>`
+// while writes fail for lack of space. The full disk is not logged here (pollers ask every
 // few seconds): the notification watcher logs when it fills and frees.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	if s.health != nil {
@@ -22,6 +23,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 			if errors.As(err, &full) {
 				writeError(w, http.StatusServiceUnavailable, full.Error())
 				return nil
+			}
+			if store.Unavailable(err) {
+				// Machines, tunnels, gates and the web proxy keep working
+				// from memory; only the dashboard's changes wait.
+				return &Error{Status: http.StatusServiceUnavailable, Msg: "degraded: " + store.UnavailableMessage, Err: err}
 			}
 			return &Error{Status: http.StatusServiceUnavailable, Msg: "store unavailable", Err: err}
 		}

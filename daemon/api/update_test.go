@@ -168,11 +168,17 @@ func TestMachineUpdateUnsupported(t *testing.T) {
 	agents[0].Capable = false
 	e.data(t, e.do(req{method: "GET", path: "/api/machines/1/agent/status", cookie: e.cookie}), 200)
 	m := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
-	if up := m["update"].(map[string]any); up["state"] != "unsupported" || up["rejoin_command"] != "" {
+	// The one line that rejoins it, through the address machines join at.
+	line := "curl -fsSL http://vps.example/static/bootstrap.sh | sudo bash -s -- --rejoin"
+	if up := m["update"].(map[string]any); up["state"] != "unsupported" || up["rejoin_command"] != line {
 		t.Fatalf("update %v", up)
 	}
+	ms := e.list(t, "/api/machines")
+	if up := ms[0].(map[string]any)["update"].(map[string]any); up["rejoin_command"] != line {
+		t.Fatalf("the list's update %v", up)
+	}
 	r := e.do(req{method: "POST", path: "/api/machines/1/update", cookie: e.cookie})
-	wantError(t, r, 409, `machine "m1" cannot take an update (its agent predates fleet updates); run the join again on it (bootstrap.sh with a new token from Machines > Add machine)`)
+	wantError(t, r, 409, `machine "m1" cannot take an update (its agent predates fleet updates); run this on it: `+line)
 }
 
 func TestFleetUpdateRoutes(t *testing.T) {
