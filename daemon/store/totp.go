@@ -269,6 +269,9 @@ func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string
 		 WHERE token_hash = ? AND expires_at > ? AND attempts < ? RETURNING client_addr`,
 		tokenHash, now.Unix(), max).Scan(&clientAddr)
 	s.noteWrite(err)
+	if err == nil {
+		s.wrote(ctx)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
