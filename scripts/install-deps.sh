@@ -35,6 +35,9 @@ missing=()
 for cmd in "${!need[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
 done
+# The store tests' throwaway PostgreSQL 15: Debian's postgresql package
+# keeps initdb and postgres off PATH, in its versioned directory.
+[ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql)
 if ((${#missing[@]})); then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing packages ${missing[*]}; run as root (apt-get install ${missing[*]})" >&2

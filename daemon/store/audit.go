@@ -22,7 +22,9 @@ type AuditEntry struct {
 }
 
 // AuditFilter selects entries by kind: any of Globs (when given) and none
-// of ExcludeGlobs (SQLite GLOB patterns).
+// of ExcludeGlobs. A pattern is a kind, or a prefix followed by "*"; both
+// match case-sensitively. A "*" or "?" elsewhere matches as in a shell
+// (any run of characters, one character).
 type AuditFilter struct {
 	Globs        []string
 	ExcludeGlobs []string
@@ -73,20 +75,22 @@ func (s *Store) ListAudit(ctx context.Context, limit int, filters ...AuditFilter
 	if len(f.Globs) > 0 {
 		var or []string
 		for _, g := range f.Globs {
-			or = append(or, "kind GLOB ?")
-			args = append(args, g)
+			cond, a := kindMatches(g)
+			or = append(or, cond)
+			args = append(args, a...)
 		}
 		where = append(where, "("+strings.Join(or, " OR ")+")")
 	}
 	for _, g := range f.ExcludeGlobs {
-		where = append(where, "kind NOT GLOB ?")
-		args = append(args, g)
+		cond, a := kindMatches(g)
+		where = append(where, "NOT "+cond)
+		args = append(args, a...)
 	}
 	q := "SELECT id, created_at, kind, client_addr, user_agent, detail, count FROM audit_log"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	rows, err := s.db.QueryContext(ctx, q+" ORDER BY created_at DESC, id DESC LIMIT ?", append(args, limit)...)
+	rows, err := s.query(ctx, q+" ORDER BY created_at DESC, id DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +106,34 @@ func (s *Store) ListAudit(ctx context.Context, limit int, filters ...AuditFilter
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// kindMatches is the condition that kind matches the pattern g (see
+// AuditFilter), in SQL both engines read alike: GLOB is SQLite's alone,
+// and LIKE ignores case on SQLite only.
+func kindMatches(g string) (string, []any) {
+	wild := strings.IndexAny(g, "*?")
+	switch {
+	case wild < 0:
+		return "kind = ?", []any{g}
+	case wild == len(g)-1 && g[wild] == '*':
+		return "substr(kind, 1, ?) = ?", []any{len(g) - 1, g[:wild]}
+	}
+	var like strings.Builder
+	for _, r := range g {
+		switch r {
+		case '*':
+			like.WriteByte('%')
+		case '?':
+			like.WriteByte('_')
+		case '%', '_', '\\':
+			like.WriteByte('\\')
+			like.WriteRune(r)
+		default:
+			like.WriteRune(r)
+		}
+	}
+	return `kind LIKE ? ESCAPE '\'`, []any{like.String()}
 }
 
 // AddrSeen is a client address and when it was last seen.
@@ -121,7 +153,7 @@ func (s *Store) RecentAuditAddrs(ctx context.Context, since time.Time, limit int
 		args = append(args, k)
 	}
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		`SELECT client_addr, MAX(created_at) AS last FROM audit_log
 		 WHERE created_at >= ? AND client_addr != '' AND kind IN (?`+strings.Repeat(", ?", len(kinds)-1)+`)
 		 GROUP BY client_addr ORDER BY last DESC LIMIT ?`, args...)

@@ -32,6 +32,10 @@ func (noWatch) close()        {}
 // the same number means nothing was committed in between. Caches of rows
 // compare it before trusting what they hold.
 //
+// On PostgreSQL every commit is announced with NOTIFY, and a connection of
+// the store's own LISTENs (see pgListen); while it is not listening, every
+// call counts as a change.
+//
 // SQLite writes every commit to the -wal file (and the connection closing
 // afterwards writes and closes the files), so watching the data directory
 // for writes, creations, deletions and closes after writing sees each one.
@@ -40,7 +44,13 @@ func (s *Store) Changes() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.watch == nil {
-		w, err := watchDir(s.dir)
+		var w watcher
+		var err error
+		if s.pg {
+			w = listenPostgres(s.url)
+		} else {
+			w, err = watchDir(s.dir)
+		}
 		if err != nil {
 			c.watch = noWatch{}
 		} else {
@@ -52,6 +62,14 @@ func (s *Store) Changes() uint64 {
 		c.n++
 	}
 	return c.n
+}
+
+// bump counts a commit of this process's own at once, before any
+// notification of it comes back.
+func (c *changes) bump() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
 }
 
 func (c *changes) close() {

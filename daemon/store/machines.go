@@ -43,14 +43,14 @@ type TokenState struct {
 
 // InsertBootstrapToken stores a token's hash.
 func (s *Store) InsertBootstrapToken(ctx context.Context, hash, label string, created, expires time.Time) (int64, error) {
-	res, err := s.exec(ctx,
+	id, err := s.insertID(ctx,
 		"INSERT INTO bootstrap_tokens(token_hash, label, created_at, expires_at) VALUES (?, ?, ?, ?)",
 		hash, label, created.UnixMilli(), expires.UnixMilli())
 	if err != nil {
 		return 0, err
 	}
 	s.changed(TopicTokens)
-	return res.LastInsertId()
+	return id, nil
 }
 
 // GetBootstrapToken returns one token (revoked ones are gone: ErrNotFound).
@@ -58,7 +58,7 @@ func (s *Store) GetBootstrapToken(ctx context.Context, id int64, now time.Time) 
 	var t TokenState
 	var c, e int64
 	var used, machine sql.NullInt64
-	err := s.db.QueryRowContext(ctx, "SELECT id, label, created_at, expires_at, used_at, machine_id FROM bootstrap_tokens WHERE id = ?", id).
+	err := s.queryRow(ctx, "SELECT id, label, created_at, expires_at, used_at, machine_id FROM bootstrap_tokens WHERE id = ?", id).
 		Scan(&t.ID, &t.Label, &c, &e, &used, &machine)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
@@ -83,7 +83,7 @@ func (s *Store) GetBootstrapToken(ctx context.Context, id int64, now time.Time) 
 
 // ListPendingBootstrapTokens returns unused, unexpired tokens, newest first.
 func (s *Store) ListPendingBootstrapTokens(ctx context.Context, now time.Time) ([]BootstrapToken, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		"SELECT id, label, created_at, expires_at FROM bootstrap_tokens WHERE used_at IS NULL AND expires_at > ? ORDER BY created_at DESC, id DESC",
 		now.UnixMilli())
 	if err != nil {
@@ -215,9 +215,9 @@ type NewMachine struct {
 // transaction. ErrTokenInvalid when the token cannot be claimed.
 func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, error) {
 	var m Machine
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
 		if n.ConsumeToken {
-			res, err := tx.ExecContext(ctx,
+			res, err := tx.exec(ctx,
 				"UPDATE bootstrap_tokens SET used_at = ? WHERE token_hash = ? AND used_at IS NULL AND expires_at > ?",
 				n.Now.UnixMilli(), n.TokenHash, n.Now.UnixMilli())
 			if err != nil {
@@ -229,15 +229,11 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 				return ErrTokenInvalid
 			}
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO machines(name, username, created_at, client_addr, secret_hash, secret_sealed,
+		id, err := tx.insertID(ctx, `INSERT INTO machines(name, username, created_at, client_addr, secret_hash, secret_sealed,
 			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port, ssh_key_id) VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?, NULLIF(?, ''))`,
 			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort, n.SSHKeyID)
 		if err != nil {
 			return machineConflict(err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
 		}
 		sealed, err := n.Seal(id)
 		if err != nil {
@@ -251,16 +247,16 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE machines SET secret_sealed = ?, tunnel_port = ?, agent_port = ? WHERE id = ?",
+		if _, err := tx.exec(ctx, "UPDATE machines SET secret_sealed = ?, tunnel_port = ?, agent_port = ? WHERE id = ?",
 			sealed, sshPort, agentPort, id); err != nil {
 			return err
 		}
 		if n.ConsumeToken {
-			if _, err := tx.ExecContext(ctx, "UPDATE bootstrap_tokens SET machine_id = ? WHERE token_hash = ?", id, n.TokenHash); err != nil {
+			if _, err := tx.exec(ctx, "UPDATE bootstrap_tokens SET machine_id = ? WHERE token_hash = ?", id, n.TokenHash); err != nil {
 				return err
 			}
 		}
-		m, err = scanMachine(tx.QueryRowContext(ctx, machineSelect+" WHERE id = ?", id))
+		m, err = scanMachine(tx.queryRow(ctx, machineSelect+" WHERE id = ?", id))
 		return err
 	})
 	if err == nil {
@@ -271,7 +267,7 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 
 // machineConflict names a taken machine name.
 func machineConflict(err error) error {
-	if isUniqueViolation(err) && strings.Contains(err.Error(), "machines.name") {
+	if c, ok := uniqueViolation(err); ok && c == constraintMachineName {
 		return ErrNameTaken
 	}
 	return err
@@ -279,16 +275,18 @@ func machineConflict(err error) error {
 
 // allocatePort takes a free port of r for machineID. It reads the ports in
 // use, starts at a random offset and inserts the first free one; the primary
-// key of ports is what makes a duplicate impossible, and a conflict (which
-// the immediate transaction should already prevent) makes it try again.
-func allocatePort(ctx context.Context, tx *sql.Tx, r PortRange, machineID int64, purpose string) (int, error) {
+// key of ports is what makes a duplicate impossible. The insert does
+// nothing on a conflict (which the write transaction should already
+// prevent) instead of failing, since PostgreSQL gives up a transaction at
+// its first error; no row back makes it try again.
+func allocatePort(ctx context.Context, tx *Tx, r PortRange, machineID int64, purpose string) (int, error) {
 	size := r.Hi - r.Lo + 1
 	if size <= 0 {
 		return 0, fmt.Errorf("empty port range %d-%d", r.Lo, r.Hi)
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		used := make(map[int]bool)
-		rows, err := tx.QueryContext(ctx, "SELECT port FROM ports WHERE port BETWEEN ? AND ?", r.Lo, r.Hi)
+		rows, err := tx.query(ctx, "SELECT port FROM ports WHERE port BETWEEN ? AND ?", r.Lo, r.Hi)
 		if err != nil {
 			return 0, err
 		}
@@ -316,19 +314,17 @@ func allocatePort(ctx context.Context, tx *sql.Tx, r PortRange, machineID int64,
 				break
 			}
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO ports(port, machine_id, purpose) VALUES (?, ?, ?)", port, machineID, purpose)
+		var got int
+		err = tx.queryRow(ctx, "INSERT INTO ports(port, machine_id, purpose) VALUES (?, ?, ?) ON CONFLICT(port) DO NOTHING RETURNING port",
+			port, machineID, purpose).Scan(&got)
 		if err == nil {
-			return port, nil
+			return got, nil
 		}
-		if !isUniqueViolation(err) {
+		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
 	}
 	return 0, errors.New("port allocation kept conflicting")
-}
-
-func isUniqueViolation(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "UNIQUE constraint failed") || strings.Contains(err.Error(), "PRIMARY KEY"))
 }
 
 const machineSelect = `SELECT id, name, username, status, created_at, last_seen, client_addr, secret_hash, secret_sealed,
@@ -376,17 +372,17 @@ func scanMachine(r rowScanner) (Machine, error) {
 
 // GetMachine returns one machine or ErrNotFound.
 func (s *Store) GetMachine(ctx context.Context, id int64) (Machine, error) {
-	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE id = ?", id))
+	return scanMachine(s.queryRow(ctx, machineSelect+" WHERE id = ?", id))
 }
 
 // MachineBySecretHash finds the machine whose frp secret hashes to h.
 func (s *Store) MachineBySecretHash(ctx context.Context, h string) (Machine, error) {
-	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE secret_hash = ?", h))
+	return scanMachine(s.queryRow(ctx, machineSelect+" WHERE secret_hash = ?", h))
 }
 
 // MachineByAgentTokenHash finds the machine whose agent token hashes to h.
 func (s *Store) MachineByAgentTokenHash(ctx context.Context, h string) (Machine, error) {
-	return scanMachine(s.db.QueryRowContext(ctx, machineSelect+" WHERE agent_token_hash = ?", h))
+	return scanMachine(s.queryRow(ctx, machineSelect+" WHERE agent_token_hash = ?", h))
 }
 
 // ListMachines returns every machine, oldest first.
@@ -412,7 +408,7 @@ func (s *Store) ListMachines(ctx context.Context) ([]Machine, error) {
 }
 
 func (s *Store) listMachines(ctx context.Context) ([]Machine, error) {
-	rows, err := s.db.QueryContext(ctx, machineSelect+" ORDER BY id")
+	rows, err := s.query(ctx, machineSelect+" ORDER BY id")
 	if err != nil {
 		return nil, err
 	}
@@ -465,9 +461,9 @@ func (s *Store) SetConfigPush(ctx context.Context, id int64, p ConfigPush) error
 func (s *Store) SetDesiredConfig(ctx context.Context, id int64, hash string, applied bool, server string, now time.Time) (ConfigState, error) {
 	var st ConfigState
 	updated := false
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
 		var pending sql.NullInt64
-		err := tx.QueryRowContext(ctx, `SELECT config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server
+		err := tx.queryRow(ctx, `SELECT config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server
 			FROM machines WHERE id = ?`, id).Scan(&st.DesiredGen, &st.DesiredHash, &st.AppliedGen, &pending, &st.AppliedServer)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
@@ -488,7 +484,7 @@ func (s *Store) SetDesiredConfig(ctx context.Context, id int64, hash string, app
 		} else if st.PendingSince.IsZero() {
 			st.PendingSince = now.UTC()
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE machines SET config_desired_gen = ?, config_desired_hash = ?, config_applied_gen = ?,
+		_, err = tx.exec(ctx, `UPDATE machines SET config_desired_gen = ?, config_desired_hash = ?, config_applied_gen = ?,
 			config_pending_since = ?, config_applied_server = ? WHERE id = ?`,
 			st.DesiredGen, st.DesiredHash, st.AppliedGen, nullTime(st.PendingSince), st.AppliedServer, id)
 		updated = err == nil
@@ -504,7 +500,7 @@ func (s *Store) SetDesiredConfig(ctx context.Context, id int64, hash string, app
 // of its config, whose tunnel server address is server, at time at. The
 // machine is in step again when gen is the desired generation.
 func (s *Store) SetConfigApplied(ctx context.Context, id, gen int64, server string, at time.Time) error {
-	return s.announce(affectOne(s.db.ExecContext(ctx, `UPDATE machines SET config_applied_gen = ?, config_applied_server = ?,
+	return s.announce(affectOne(s.exec(ctx, `UPDATE machines SET config_applied_gen = ?, config_applied_server = ?,
 		config_pending_since = CASE WHEN ? >= config_desired_gen THEN NULL ELSE config_pending_since END,
 		config_push_ok = 1, config_push_message = '', config_push_at = ? WHERE id = ?`,
 		gen, server, gen, at.UnixMilli(), id)), TopicMachines)
@@ -563,14 +559,14 @@ func (s *Store) announce(err error, topics ...string) error {
 
 // DeleteMachine removes a machine, its tunnels and its ports at once.
 func (s *Store) DeleteMachine(ctx context.Context, id int64) error {
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM tunnels WHERE machine_id = ?", id); err != nil {
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE machine_id = ?", id); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM ports WHERE machine_id = ?", id); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM ports WHERE machine_id = ?", id); err != nil {
 			return err
 		}
-		return affectOne(tx.ExecContext(ctx, "DELETE FROM machines WHERE id = ?", id))
+		return affectOne(tx.exec(ctx, "DELETE FROM machines WHERE id = ?", id))
 	})
 	return s.announce(err, TopicMachines, TopicTunnels)
 }
@@ -632,7 +628,7 @@ func (s *Store) InsertStaleTokenAttempt(ctx context.Context, a StaleTokenAttempt
 // ListStaleTokenAttempts returns at most limit rows, grouped by kind,
 // address and reason, the most recent first.
 func (s *Store) ListStaleTokenAttempts(ctx context.Context, limit int) ([]StaleTokenAttempt, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT MAX(id), kind, MAX(created_at), MIN(created_at), client_addr, reason, COUNT(*)
+	rows, err := s.query(ctx, `SELECT MAX(id), kind, MAX(created_at), MIN(created_at), client_addr, reason, COUNT(*)
 		FROM stale_token_attempts GROUP BY kind, client_addr, reason
 		ORDER BY MAX(created_at) DESC, MAX(id) DESC LIMIT ?`, limit)
 	if err != nil {
@@ -657,7 +653,7 @@ func (s *Store) ListStaleTokenAttempts(ctx context.Context, limit int) ([]StaleT
 func (s *Store) TokenFailureReason(ctx context.Context, hash string, now time.Time) string {
 	var used sql.NullInt64
 	var expires int64
-	err := s.db.QueryRowContext(ctx, "SELECT used_at, expires_at FROM bootstrap_tokens WHERE token_hash = ?", hash).Scan(&used, &expires)
+	err := s.queryRow(ctx, "SELECT used_at, expires_at FROM bootstrap_tokens WHERE token_hash = ?", hash).Scan(&used, &expires)
 	switch {
 	case err != nil:
 		return "unknown token"

@@ -14,8 +14,20 @@ import (
 // that has shipped is never edited; each runs in its own transaction with
 // its version recorded in the same transaction.
 //
-//go:embed migrations/*.sql
+// migrations/ is SQLite's, migrations_pg/ PostgreSQL's: the same numbers
+// and names, producing the same schema (TestSchemasMatch compares them).
+// A new migration adds one file to each.
+//
+//go:embed migrations/*.sql migrations_pg/*.sql
 var migrationFS embed.FS
+
+// migrationDir is the engine's migration directory.
+func (s *Store) migrationDir() string {
+	if s.pg {
+		return "migrations_pg"
+	}
+	return "migrations"
+}
 
 type migration struct {
 	version int
@@ -23,8 +35,10 @@ type migration struct {
 	sql     string
 }
 
-func loadMigrations() ([]migration, error) {
-	entries, err := migrationFS.ReadDir("migrations")
+func loadMigrations() ([]migration, error) { return loadMigrationsFrom("migrations") }
+
+func loadMigrationsFrom(dir string) ([]migration, error) {
+	entries, err := migrationFS.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +57,7 @@ func loadMigrations() ([]migration, error) {
 			return nil, fmt.Errorf("migrations %q and %q share version %d", prev, e.Name(), v)
 		}
 		seen[v] = e.Name()
-		body, err := migrationFS.ReadFile("migrations/" + e.Name())
+		body, err := migrationFS.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -53,30 +67,55 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+// schemaMigrations is the table of applied migrations, in each dialect.
+var schemaMigrations = map[bool]string{
+	false: `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY,
 		name TEXT NOT NULL,
-		applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))`); err != nil {
+		applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))`,
+	true: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version BIGINT PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at TEXT NOT NULL DEFAULT (to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))`,
+}
+
+// migrateLock is the PostgreSQL advisory lock two daemons starting at once
+// on one database take in turn to migrate it.
+const migrateLock = 0x7475_6e6e_656c // "tunnel"
+
+func (s *Store) migrate(ctx context.Context) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := tx.lockMigrations(ctx); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, schemaMigrations[s.pg])
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	ms, err := loadMigrations()
+	ms, err := loadMigrationsFrom(s.migrationDir())
 	if err != nil {
 		return err
 	}
 	for _, m := range ms {
-		err := s.Tx(ctx, func(tx *sql.Tx) error {
+		err := s.Tx(ctx, func(tx *Tx) error {
+			if err := tx.lockMigrations(ctx); err != nil {
+				return err
+			}
 			var n int
-			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+			if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			// Run as written, without binding: several statements, no
+			// arguments.
+			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("%s: %w", m.name, err)
 			}
-			_, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name)
+			_, err := tx.exec(ctx, "INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name)
 			return err
 		})
 		if err != nil {
@@ -86,9 +125,19 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// lockMigrations makes concurrent migrations of one PostgreSQL database
+// take turns until the transaction ends (SQLite's write lock does this).
+func (tx *Tx) lockMigrations(ctx context.Context) error {
+	if !tx.s.pg {
+		return nil
+	}
+	_, err := tx.exec(ctx, "SELECT pg_advisory_xact_lock(?)", int64(migrateLock))
+	return err
+}
+
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	var v sql.NullInt64
-	err := s.db.QueryRowContext(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&v)
+	err := s.queryRow(ctx, "SELECT MAX(version) FROM schema_migrations").Scan(&v)
 	return int(v.Int64), err
 }

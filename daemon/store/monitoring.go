@@ -39,13 +39,13 @@ type TrafficTotal struct {
 // their totals, with no open connection.
 func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs []TrafficObservation,
 	delta func(prev TrafficSeen, in, out int64, day string) (int64, int64)) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, "UPDATE traffic_totals SET conns = 0"); err != nil {
+	return s.Tx(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(ctx, "UPDATE traffic_totals SET conns = 0"); err != nil {
 			return err
 		}
 		for _, o := range obs {
 			var prev TrafficSeen
-			err := tx.QueryRowContext(ctx, "SELECT seen_in, seen_out, seen_day FROM traffic_totals WHERE proxy = ?", o.Proxy).
+			err := tx.queryRow(ctx, "SELECT seen_in, seen_out, seen_day FROM traffic_totals WHERE proxy = ?", o.Proxy).
 				Scan(&prev.In, &prev.Out, &prev.Day)
 			switch {
 			case err == nil:
@@ -54,7 +54,7 @@ func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs 
 				return err
 			}
 			din, dout := delta(prev, o.DayIn, o.DayOut, day)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO traffic_totals(proxy, machine_id, tunnel_id, seen_in, seen_out, seen_day, total_in, total_out, conns)
+			if _, err := tx.exec(ctx, `INSERT INTO traffic_totals(proxy, machine_id, tunnel_id, seen_in, seen_out, seen_day, total_in, total_out, conns)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT(proxy) DO UPDATE SET machine_id = excluded.machine_id, tunnel_id = excluded.tunnel_id,
 					seen_in = excluded.seen_in, seen_out = excluded.seen_out, seen_day = excluded.seen_day,
@@ -62,7 +62,7 @@ func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs 
 				o.Proxy, o.MachineID, o.TunnelID, o.DayIn, o.DayOut, day, din, dout, o.Conns); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO traffic_samples(proxy, minute, machine_id, tunnel_id, bytes_in, bytes_out, conns)
+			if _, err := tx.exec(ctx, `INSERT INTO traffic_samples(proxy, minute, machine_id, tunnel_id, bytes_in, bytes_out, conns)
 				VALUES (?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT(proxy, minute) DO UPDATE SET bytes_in = bytes_in + excluded.bytes_in,
 					bytes_out = bytes_out + excluded.bytes_out, conns = excluded.conns`,
@@ -76,7 +76,7 @@ func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs 
 
 // TrafficTotals lists every proxy's totals.
 func (s *Store) TrafficTotals(ctx context.Context) ([]TrafficTotal, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT proxy, machine_id, tunnel_id, total_in, total_out, conns FROM traffic_totals ORDER BY proxy")
+	rows, err := s.query(ctx, "SELECT proxy, machine_id, tunnel_id, total_in, total_out, conns FROM traffic_totals ORDER BY proxy")
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ type TrafficBucket struct {
 // tunnel (TunnelID 0 is a machine's ssh and agent proxies), in buckets of
 // bucket minutes.
 func (s *Store) TrafficSince(ctx context.Context, from, bucket int64) ([]TrafficBucket, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT machine_id, tunnel_id, (minute - ?) / ? * ? + ?, SUM(bytes_in), SUM(bytes_out)
+	rows, err := s.query(ctx, `SELECT machine_id, tunnel_id, (minute - ?) / ? * ? + ?, SUM(bytes_in), SUM(bytes_out)
 		FROM traffic_samples WHERE minute >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, from, bucket, bucket, from, from)
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (s *Store) PruneTraffic(ctx context.Context, before int64) (int64, error) {
 
 // CountAuditByKind returns how many audit entries each kind has.
 func (s *Store) CountAuditByKind(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT kind, COUNT(*) FROM audit_log GROUP BY kind")
+	rows, err := s.query(ctx, "SELECT kind, COUNT(*) FROM audit_log GROUP BY kind")
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +171,6 @@ func (s *Store) CountAuditSince(ctx context.Context, t time.Time, kinds []string
 		args = append(args, k)
 	}
 	var n int64
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&n)
+	err := s.queryRow(ctx, q, args...).Scan(&n)
 	return n, err
 }

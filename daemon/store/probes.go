@@ -26,7 +26,8 @@ type TunnelProbe struct {
 // tunnel is gone.
 func (s *Store) SetTunnelProbe(ctx context.Context, p TunnelProbe) error {
 	_, err := s.exec(ctx, `INSERT INTO tunnel_probes(tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, cert_error, checked_at)
-		SELECT id, ?, ?, ?, ?, ?, ?, ?, ? FROM tunnels WHERE id = ?
+		SELECT id, CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT),
+			CAST(? AS TEXT), CAST(? AS BIGINT) FROM tunnels WHERE id = ?
 		ON CONFLICT(tunnel_id) DO UPDATE SET state = excluded.state, http_status = excluded.http_status, error = excluded.error,
 			cert_issuer = excluded.cert_issuer, cert_expires_at = excluded.cert_expires_at, cert_valid = excluded.cert_valid,
 			cert_error = excluded.cert_error, checked_at = excluded.checked_at`,
@@ -60,7 +61,7 @@ func (s *Store) TunnelProbes(ctx context.Context) (map[int64]TunnelProbe, error)
 }
 
 func (s *Store) tunnelProbes(ctx context.Context, where string, args ...any) (map[int64]TunnelProbe, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, cert_error, checked_at
+	rows, err := s.query(ctx, `SELECT tunnel_id, state, http_status, error, cert_issuer, cert_expires_at, cert_valid, cert_error, checked_at
 		FROM tunnel_probes`+where, args...)
 	if err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) error {
 func (s *Store) GetSession(ctx context.Context, tokenHash string) (Session, error) {
 	var sess Session
 	var created, expires, authenticated int64
-	err := s.db.QueryRowContext(ctx,
+	err := s.queryRow(ctx,
 		"SELECT token_hash, created_at, expires_at, client_addr, user_agent, authenticated_at FROM sessions WHERE token_hash = ?", tokenHash).
 		Scan(&sess.TokenHash, &created, &expires, &sess.ClientAddr, &sess.UserAgent, &authenticated)
 	if errors.Is(err, sql.ErrNoRows) {

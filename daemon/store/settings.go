@@ -27,7 +27,7 @@ type cachedSetting struct {
 func (s *Store) GetSetting(ctx context.Context, key string) (string, error) {
 	v, err := s.settings.Get(s, key, func() (cachedSetting, error) {
 		var v cachedSetting
-		err := s.db.QueryRowContext(ctx, "SELECT value FROM settings WHERE key = ?", key).Scan(&v.value)
+		err := s.queryRow(ctx, "SELECT value FROM settings WHERE key = ?", key).Scan(&v.value)
 		if errors.Is(err, sql.ErrNoRows) {
 			return v, nil // absent is remembered too
 		}

@@ -58,15 +58,17 @@ const (
 // exec runs one write statement outside a transaction and notes whether it
 // failed for lack of space or changed something (see noteWrite).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	query, args = s.bind(query, args)
 	res, err := s.db.ExecContext(ctx, query, args...)
 	if err != nil {
 		s.noteWrite(err)
 		return res, err
 	}
 	// A statement that matched nothing wrote nothing: it says nothing
-	// about the room left.
+	// about the room left, nor is it a change.
 	if n, _ := res.RowsAffected(); n > 0 {
 		s.noteWrite(nil)
+		s.wrote(ctx)
 	}
 	return res, err
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -125,8 +124,8 @@ func TestSpaceForgetsAFailureAtTheNextWrite(t *testing.T) {
 		t.Fatalf("after a write that worked: %+v", sp)
 	}
 	s.noteWrite(sqlite3.Error{Code: sqlite3.ErrFull})
-	if err := s.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO settings(key, value) VALUES ('t', 'v')")
+	if err := s.Tx(ctx, func(tx *Tx) error {
+		_, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES ('t', 'v')")
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func scanSSHKey(sc interface{ Scan(...any) error }) (SSHKey, error) {
 
 // ListSSHKeys returns every key, oldest first, with its machine count.
 func (s *Store) ListSSHKeys(ctx context.Context) ([]SSHKey, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" ORDER BY k.created_at, k.id")
+	rows, err := s.query(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" ORDER BY k.created_at, k.id")
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (s *Store) ListSSHKeys(ctx context.Context) ([]SSHKey, error) {
 
 // GetSSHKey returns key id, or ErrNotFound.
 func (s *Store) GetSSHKey(ctx context.Context, id string) (SSHKey, error) {
-	k, err := scanSSHKey(s.db.QueryRowContext(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" WHERE k.id = ?", id))
+	k, err := scanSSHKey(s.queryRow(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" WHERE k.id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return SSHKey{}, ErrNotFound
 	}
@@ -66,7 +66,7 @@ func (s *Store) GetSSHKey(ctx context.Context, id string) (SSHKey, error) {
 
 // DefaultSSHKey returns the default key, or ErrNotFound when there is none.
 func (s *Store) DefaultSSHKey(ctx context.Context) (SSHKey, error) {
-	k, err := scanSSHKey(s.db.QueryRowContext(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" WHERE k.is_default = 1"))
+	k, err := scanSSHKey(s.queryRow(ctx, "SELECT "+sshKeyColumns+sshKeyFrom+" WHERE k.is_default = 1"))
 	if errors.Is(err, sql.ErrNoRows) {
 		return SSHKey{}, ErrNotFound
 	}
@@ -76,18 +76,18 @@ func (s *Store) DefaultSSHKey(ctx context.Context) (SSHKey, error) {
 // InsertSSHKey stores k. It becomes the default when makeDefault is set or
 // when no default exists (the first key); the result says which.
 func (s *Store) InsertSSHKey(ctx context.Context, k SSHKey, makeDefault bool) (isDefault bool, err error) {
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
+	err = s.Tx(ctx, func(tx *Tx) error {
 		var defaults int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE is_default = 1").Scan(&defaults); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE is_default = 1").Scan(&defaults); err != nil {
 			return err
 		}
 		isDefault = makeDefault || defaults == 0
 		if isDefault {
-			if _, err := tx.ExecContext(ctx, "UPDATE ssh_keys SET is_default = 0 WHERE is_default = 1"); err != nil {
+			if _, err := tx.exec(ctx, "UPDATE ssh_keys SET is_default = 0 WHERE is_default = 1"); err != nil {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx,
+		_, err := tx.exec(ctx,
 			`INSERT INTO ssh_keys(id, name, key_type, public_key, fingerprint, private_sealed, is_default, created_at)
 			 VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			k.ID, k.Name, k.Type, k.PublicKey, k.Fingerprint, k.PrivateSealed, isDefault, k.CreatedAt.Unix())
@@ -98,18 +98,18 @@ func (s *Store) InsertSSHKey(ctx context.Context, k SSHKey, makeDefault bool) (i
 
 // SetDefaultSSHKey makes key id the only default; ErrNotFound when absent.
 func (s *Store) SetDefaultSSHKey(ctx context.Context, id string) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
+	return s.Tx(ctx, func(tx *Tx) error {
 		var n int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE id = ?", id).Scan(&n); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM ssh_keys WHERE id = ?", id).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
 			return ErrNotFound
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE ssh_keys SET is_default = 0 WHERE is_default = 1 AND id <> ?", id); err != nil {
+		if _, err := tx.exec(ctx, "UPDATE ssh_keys SET is_default = 0 WHERE is_default = 1 AND id <> ?", id); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, "UPDATE ssh_keys SET is_default = 1 WHERE id = ?", id)
+		_, err := tx.exec(ctx, "UPDATE ssh_keys SET is_default = 1 WHERE id = ?", id)
 		return err
 	})
 }
@@ -117,9 +117,9 @@ func (s *Store) SetDefaultSSHKey(ctx context.Context, id string) error {
 // DeleteSSHKey deletes key id: ErrNotFound when absent, ErrDefaultKey when
 // it is the default and other keys exist (deleting the only key is fine).
 func (s *Store) DeleteSSHKey(ctx context.Context, id string) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error {
+	return s.Tx(ctx, func(tx *Tx) error {
 		var isDefault bool
-		err := tx.QueryRowContext(ctx, "SELECT is_default FROM ssh_keys WHERE id = ?", id).Scan(&isDefault)
+		err := tx.queryRow(ctx, "SELECT is_default FROM ssh_keys WHERE id = ?", id).Scan(&isDefault)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -128,14 +128,14 @@ func (s *Store) DeleteSSHKey(ctx context.Context, id string) error {
 		}
 		if isDefault {
 			var n int
-			if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM ssh_keys").Scan(&n); err != nil {
+			if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM ssh_keys").Scan(&n); err != nil {
 				return err
 			}
 			if n > 1 {
 				return ErrDefaultKey
 			}
 		}
-		_, err = tx.ExecContext(ctx, "DELETE FROM ssh_keys WHERE id = ?", id)
+		_, err = tx.exec(ctx, "DELETE FROM ssh_keys WHERE id = ?", id)
 		return err
 	})
 }

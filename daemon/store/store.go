@@ -1,11 +1,12 @@
-// Package store owns the SQLite database: connection options, migrations and
-// the small per-entity query files that the domain packages call.
+// Package store owns the database, embedded SQLite by default or a shared
+// PostgreSQL: connection options, migrations and the small per-entity query
+// files that the domain packages call. It is the only package that knows
+// which of the two it talks to.
 package store
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -21,7 +22,11 @@ const DBFile = "tunnelsvc.db"
 
 // Store is the daemon's database handle. It is safe for concurrent use.
 type Store struct {
-	db       *sql.DB
+	db *sql.DB
+	// pg: the database is PostgreSQL at url (where names it in messages).
+	pg         bool
+	url, where string
+
 	notify   atomic.Pointer[notifier]
 	dir      string
 	changes  changes
@@ -53,11 +58,24 @@ func dsn(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// Open opens (creating if needed) the database in dataDir and applies every
-// pending migration before returning.
+// Open opens (creating if needed) the SQLite database in dataDir and
+// applies every pending migration before returning.
 func Open(ctx context.Context, dataDir string) (*Store, error) {
+	return OpenDatabase(ctx, dataDir, "")
+}
+
+// OpenDatabase opens the database databaseURL names, or with an empty URL
+// the SQLite database in dataDir (created if needed), and applies every
+// pending migration before returning. A postgres:// or postgresql:// URL
+// is a PostgreSQL database reached through pgx; its sslmode and other
+// parameters apply as given. The URL may hold a password: no error or log
+// line repeats it, they say "the database at host/dbname".
+func OpenDatabase(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if databaseURL != "" {
+		return openPostgres(ctx, dataDir, databaseURL)
 	}
 	db, err := sql.Open("sqlite3", dsn(filepath.Join(dataDir, DBFile)))
 	if err != nil {
@@ -83,42 +101,11 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Ping reports whether the database answers; /healthz uses it.
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
-	return s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	return s.queryRow(ctx, "SELECT 1").Scan(&one)
 }
 
 // Close closes the database.
 func (s *Store) Close() error {
 	s.changes.close()
 	return s.db.Close()
-}
-
-// Tx runs fn in one write transaction, committing when fn returns nil.
-//
-// The daemon's write transactions queue here, one at a time, before they
-// take SQLite's write lock. Left to SQLite's busy handler, which sleeps and
-// retries with no order among the waiters, one of twenty concurrent
-// writers could wait past the busy timeout and fail with "database is
-// locked" (a 500 on a valid POST /api/tunnels under load). Waiting here
-// honours ctx; writers in other processes (the admin commands) still meet
-// the busy timeout, but only one of ours at a time.
-func (s *Store) Tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	select {
-	case s.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-s.writer }()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		s.noteWrite(err)
-		return err
-	}
-	if err := fn(tx); err != nil {
-		err = errors.Join(err, tx.Rollback())
-		s.noteWrite(err)
-		return err
-	}
-	err = tx.Commit()
-	s.noteWrite(err)
-	return err
 }

@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-func TestMigrateEmptyCloseReopen(t *testing.T) {
+func TestMigrateEmptyCloseReopen(t *testing.T) { eachEngine(t, testMigrateEmptyCloseReopen) }
+
+func testMigrateEmptyCloseReopen(t *testing.T, db testDB) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(ctx, dir)
+	s, err := OpenDatabase(ctx, db.dir, db.url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,9 +26,12 @@ func TestMigrateEmptyCloseReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err = Open(ctx, dir)
+	s, err = OpenDatabase(ctx, db.dir, db.url)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
+	}
+	if s.Engine() != db.engine {
+		t.Fatalf("engine %q, want %q", s.Engine(), db.engine)
 	}
 	defer s.Close()
 	got, err := s.GetSetting(ctx, "k")
@@ -35,7 +39,7 @@ func TestMigrateEmptyCloseReopen(t *testing.T) {
 		t.Fatalf("setting after reopen = %q, %v", got, err)
 	}
 	var n int
-	if err := s.DB().QueryRow("SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
+	if err := s.queryRow(ctx, "SELECT COUNT(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
 		t.Fatalf("applied migrations = %d, %v; want %d (each exactly once)", n, err, len(ms))
 	}
 }
@@ -56,13 +60,10 @@ func TestConnectionOptions(t *testing.T) {
 	}
 }
 
-func TestSettingIfAbsentAndSessions(t *testing.T) {
+func TestSettingIfAbsentAndSessions(t *testing.T) { eachStore(t, testSettingIfAbsentAndSessions) }
+
+func testSettingIfAbsentAndSessions(t *testing.T, s *Store) {
 	ctx := context.Background()
-	s, err := Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	if ok, err := s.SetSettingIfAbsent(ctx, "pw", "a"); !ok || err != nil {
 		t.Fatalf("first insert: %v %v", ok, err)
 	}
@@ -98,9 +99,10 @@ func openAt(t *testing.T, dir string) *Store {
 // TestSessionAuthenticatedAt: a session's last authentication is its
 // creation until a step-up moves it; a row from before the column (0)
 // reads as its creation too.
-func TestSessionAuthenticatedAt(t *testing.T) {
+func TestSessionAuthenticatedAt(t *testing.T) { eachStore(t, testSessionAuthenticatedAt) }
+
+func testSessionAuthenticatedAt(t *testing.T, s *Store) {
 	ctx := context.Background()
-	s := openAt(t, t.TempDir())
 	now := time.Unix(1_700_000_000, 0)
 	if err := s.CreateSession(ctx, Session{TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestSessionAuthenticatedAt(t *testing.T) {
 	if got, _ := s.GetSession(ctx, "h"); !got.AuthenticatedAt.Equal(now.Add(5 * time.Minute)) {
 		t.Fatalf("after a step-up: %v", got.AuthenticatedAt)
 	}
-	if _, err := s.DB().ExecContext(ctx, "UPDATE sessions SET authenticated_at = 0"); err != nil {
+	if _, err := s.exec(ctx, "UPDATE sessions SET authenticated_at = 0"); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.GetSession(ctx, "h"); !got.AuthenticatedAt.Equal(now) {

@@ -35,7 +35,7 @@ type BackupCode struct {
 
 // ListTOTPDevices returns every device, oldest first.
 func (s *Store) ListTOTPDevices(ctx context.Context) ([]TOTPDevice, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		"SELECT id, name, secret_sealed, created_at, last_used_at, last_step FROM totp_devices ORDER BY created_at, id")
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func (s *Store) ListTOTPDevices(ctx context.Context) ([]TOTPDevice, error) {
 // CountTOTPDevices returns how many devices are enrolled.
 func (s *Store) CountTOTPDevices(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&n)
+	err := s.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&n)
 	return n, err
 }
 
@@ -94,7 +94,7 @@ func (s *Store) PutTOTPEnrollment(ctx context.Context, e TOTPEnrollment) error {
 func (s *Store) GetTOTPEnrollment(ctx context.Context) (TOTPEnrollment, error) {
 	var e TOTPEnrollment
 	var exp int64
-	err := s.db.QueryRowContext(ctx, "SELECT device_id, secret_sealed, expires_at FROM totp_enrollment WHERE slot = 1").
+	err := s.queryRow(ctx, "SELECT device_id, secret_sealed, expires_at FROM totp_enrollment WHERE slot = 1").
 		Scan(&e.DeviceID, &e.SecretSealed, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrNotFound
@@ -109,8 +109,8 @@ func (s *Store) GetTOTPEnrollment(ctx context.Context) (TOTPEnrollment, error) {
 // ignored. ErrNotFound means the enrollment was replaced or confirmed
 // meanwhile.
 func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes []BackupCode) (first bool, err error) {
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM totp_enrollment WHERE slot = 1 AND device_id = ?", d.ID)
+	err = s.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, "DELETE FROM totp_enrollment WHERE slot = 1 AND device_id = ?", d.ID)
 		if err != nil {
 			return err
 		}
@@ -120,14 +120,14 @@ func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes 
 			return ErrNotFound
 		}
 		var count int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
 			return err
 		}
 		var used any
 		if d.LastUsedAt != nil {
 			used = d.LastUsedAt.Unix()
 		}
-		if _, err := tx.ExecContext(ctx,
+		if _, err := tx.exec(ctx,
 			"INSERT INTO totp_devices(id, name, secret_sealed, created_at, last_used_at, last_step) VALUES (?, ?, ?, ?, ?, ?)",
 			d.ID, d.Name, d.SecretSealed, d.CreatedAt.Unix(), used, d.LastStep); err != nil {
 			return err
@@ -144,8 +144,8 @@ func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes 
 // DeleteTOTPDevice removes one device. When it was the last one, 2FA is off:
 // the backup codes go too, and lastGone is true. ErrNotFound when absent.
 func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool, err error) {
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM totp_devices WHERE id = ?", id)
+	err = s.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, "DELETE FROM totp_devices WHERE id = ?", id)
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool,
 			return ErrNotFound
 		}
 		var count int
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
 			return err
 		}
 		if count > 0 {
@@ -170,14 +170,14 @@ func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool,
 // DisableTOTP removes every device, backup code, pending enrollment and
 // pending login, and reports how many devices there were.
 func (s *Store) DisableTOTP(ctx context.Context) (devices int, err error) {
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&devices); err != nil {
+	err = s.Tx(ctx, func(tx *Tx) error {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&devices); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM totp_devices"); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM totp_devices"); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM totp_enrollment"); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM totp_enrollment"); err != nil {
 			return err
 		}
 		return clear2FA(ctx, tx)
@@ -185,25 +185,25 @@ func (s *Store) DisableTOTP(ctx context.Context) (devices int, err error) {
 	return devices, err
 }
 
-func clear2FA(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, "DELETE FROM backup_codes"); err != nil {
+func clear2FA(ctx context.Context, tx *Tx) error {
+	if _, err := tx.exec(ctx, "DELETE FROM backup_codes"); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, "DELETE FROM login_pending")
+	_, err := tx.exec(ctx, "DELETE FROM login_pending")
 	return err
 }
 
 // ReplaceBackupCodes makes codes the only backup codes.
 func (s *Store) ReplaceBackupCodes(ctx context.Context, codeHashes []BackupCode, now time.Time) error {
-	return s.Tx(ctx, func(tx *sql.Tx) error { return replaceBackupCodes(ctx, tx, codeHashes, now) })
+	return s.Tx(ctx, func(tx *Tx) error { return replaceBackupCodes(ctx, tx, codeHashes, now) })
 }
 
-func replaceBackupCodes(ctx context.Context, tx *sql.Tx, codes []BackupCode, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, "DELETE FROM backup_codes"); err != nil {
+func replaceBackupCodes(ctx context.Context, tx *Tx, codes []BackupCode, now time.Time) error {
+	if _, err := tx.exec(ctx, "DELETE FROM backup_codes"); err != nil {
 		return err
 	}
 	for _, c := range codes {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO backup_codes(code_hash, lookup, created_at) VALUES (?, NULLIF(?, ''), ?)",
+		if _, err := tx.exec(ctx, "INSERT INTO backup_codes(code_hash, lookup, created_at) VALUES (?, NULLIF(?, ''), ?)",
 			c.CodeHash, c.Lookup, now.Unix()); err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func replaceBackupCodes(ctx context.Context, tx *sql.Tx, codes []BackupCode, now
 // BackupCodesByLookup returns the unused backup codes with prefix lookup;
 // an empty lookup returns the codes issued without one.
 func (s *Store) BackupCodesByLookup(ctx context.Context, lookup string) ([]BackupCode, error) {
-	rows, err := s.db.QueryContext(ctx,
+	rows, err := s.query(ctx,
 		"SELECT id, code_hash, COALESCE(lookup, '') FROM backup_codes WHERE COALESCE(lookup, '') = ? ORDER BY id", lookup)
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func (s *Store) BackupCodesByLookup(ctx context.Context, lookup string) ([]Backu
 // CountBackupCodes returns how many backup codes are left.
 func (s *Store) CountBackupCodes(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM backup_codes").Scan(&n)
+	err := s.queryRow(ctx, "SELECT COUNT(*) FROM backup_codes").Scan(&n)
 	return n, err
 }
 
@@ -264,11 +264,14 @@ func (s *Store) CreateLoginPending(ctx context.Context, tokenHash, clientAddr st
 // login was started from; ok false means no such live login or no attempt
 // left.
 func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string, now time.Time, max int) (clientAddr string, ok bool, err error) {
-	err = s.db.QueryRowContext(ctx,
+	err = s.queryRow(ctx,
 		`UPDATE login_pending SET attempts = attempts + 1
 		 WHERE token_hash = ? AND expires_at > ? AND attempts < ? RETURNING client_addr`,
 		tokenHash, now.Unix(), max).Scan(&clientAddr)
 	s.noteWrite(err)
+	if err == nil {
+		s.wrote(ctx)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

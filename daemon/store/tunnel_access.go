@@ -36,12 +36,12 @@ func scanAccess(r rowScanner) (TunnelAccess, error) {
 
 // TunnelAccessOf returns one tunnel's access settings or ErrNotFound.
 func (s *Store) TunnelAccessOf(ctx context.Context, id int64) (TunnelAccess, error) {
-	return scanAccess(s.db.QueryRowContext(ctx, accessSelect+" WHERE id = ?", id))
+	return scanAccess(s.queryRow(ctx, accessSelect+" WHERE id = ?", id))
 }
 
 // HTTPTunnelAccess returns the access settings of every http tunnel.
 func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
-	rows, err := s.db.QueryContext(ctx, accessSelect+" WHERE kind = 'http' AND subdomain IS NOT NULL ORDER BY id")
+	rows, err := s.query(ctx, accessSelect+" WHERE kind = 'http' AND subdomain IS NOT NULL ORDER BY id")
 	if err != nil {
 		return nil, err
 	}

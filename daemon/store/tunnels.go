@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -46,14 +45,14 @@ func (e *ConflictError) Error() string { return e.Field + " is already in use" }
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 func tunnelConflict(err error) error {
-	if !isUniqueViolation(err) {
+	c, ok := uniqueViolation(err)
+	if !ok {
 		return err
 	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "tunnels.subdomain"):
+	switch c {
+	case constraintSubdomain:
 		return &ConflictError{Field: "subdomain"}
-	case strings.Contains(msg, "tunnels.machine_id, tunnels.name"):
+	case constraintTunnelName:
 		return &ConflictError{Field: "name"}
 	}
 	return err
@@ -63,9 +62,9 @@ func tunnelConflict(err error) error {
 // machine does not exist, a *ConflictError for a taken name or subdomain.
 func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now time.Time) (Tunnel, error) {
 	var out Tunnel
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
 		var one int
-		if err := tx.QueryRowContext(ctx, "SELECT 1 FROM machines WHERE id = ?", t.MachineID).Scan(&one); err != nil {
+		if err := tx.queryRow(ctx, "SELECT 1 FROM machines WHERE id = ?", t.MachineID).Scan(&one); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -75,16 +74,12 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused)
+		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused)
 			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused)
 		if err != nil {
 			return tunnelConflict(err)
 		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		out, err = scanTunnel(tx.QueryRowContext(ctx, tunnelSelect+" WHERE id = ?", id))
+		out, err = scanTunnel(tx.queryRow(ctx, tunnelSelect+" WHERE id = ?", id))
 		return err
 	})
 	return out, s.announce(err, TopicTunnels)
@@ -107,7 +102,7 @@ func (s *Store) SetTunnelStatus(ctx context.Context, id int64, status string) er
 
 // GetTunnel returns one tunnel or ErrNotFound.
 func (s *Store) GetTunnel(ctx context.Context, id int64) (Tunnel, error) {
-	return scanTunnel(s.db.QueryRowContext(ctx, tunnelSelect+" WHERE id = ?", id))
+	return scanTunnel(s.queryRow(ctx, tunnelSelect+" WHERE id = ?", id))
 }
 
 // ListTunnels returns the tunnels of machineID, or of every machine when it
@@ -117,7 +112,7 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 	if machineID != 0 {
 		q, args = tunnelSelect+" WHERE machine_id = ? ORDER BY id", []any{machineID}
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,18 +130,18 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 
 // DeleteTunnel removes a tunnel and frees its port.
 func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
 		var port int
-		if err := tx.QueryRowContext(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
+		if err := tx.queryRow(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "DELETE FROM ports WHERE port = ?", port); err != nil {
+		if _, err := tx.exec(ctx, "DELETE FROM ports WHERE port = ?", port); err != nil {
 			return fmt.Errorf("free port %d: %w", port, err)
 		}
 		return nil
@@ -176,7 +171,7 @@ func (s *Store) InsertEvent(ctx context.Context, e Event) error {
 // MachineEvents returns the newest limit events of one machine (its own
 // and its tunnels'), newest first.
 func (s *Store) MachineEvents(ctx context.Context, machineID int64, limit int) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message
+	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message
 		FROM activity_events WHERE machine_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, machineID, limit)
 	if err != nil {
 		return nil, err
@@ -202,11 +197,11 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 // RecentEvents returns the perSource newest events of each source, merged
 // newest first.
 func (s *Store) RecentEvents(ctx context.Context, perSource int) ([]Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message FROM (
-		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'machine' ORDER BY created_at DESC, id DESC LIMIT ?)
+	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message FROM (
+		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'machine' ORDER BY created_at DESC, id DESC LIMIT ?) AS m
 		UNION ALL
-		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'tunnel' ORDER BY created_at DESC, id DESC LIMIT ?)
-	) ORDER BY created_at DESC, id DESC`, perSource, perSource)
+		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'tunnel' ORDER BY created_at DESC, id DESC LIMIT ?) AS t
+	) AS e ORDER BY created_at DESC, id DESC`, perSource, perSource)
 	if err != nil {
 		return nil, err
 	}

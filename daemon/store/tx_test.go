@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"sync"
 	"testing"
 	"time"
@@ -12,9 +11,10 @@ import (
 // the write lock for 300 ms, 6 s in all, more than SQLite's 5 s busy
 // timeout. Queued on SQLite's busy handler the last of them failed with
 // "database is locked"; queued in the store, every one commits.
-func TestConcurrentWritersAllCommit(t *testing.T) {
+func TestConcurrentWritersAllCommit(t *testing.T) { eachStore(t, testConcurrentWritersAllCommit) }
+
+func testConcurrentWritersAllCommit(t *testing.T, s *Store) {
 	ctx := context.Background()
-	s := openAt(t, t.TempDir())
 	const writers = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -22,8 +22,8 @@ func TestConcurrentWritersAllCommit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- s.Tx(ctx, func(tx *sql.Tx) error {
-				if _, err := tx.ExecContext(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", "concurrent-"+string(rune('a'+i))); err != nil {
+			errs <- s.Tx(ctx, func(tx *Tx) error {
+				if _, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", "concurrent-"+string(rune('a'+i))); err != nil {
 					return err
 				}
 				time.Sleep(300 * time.Millisecond)
@@ -39,7 +39,7 @@ func TestConcurrentWritersAllCommit(t *testing.T) {
 		}
 	}
 	var n int
-	if err := s.DB().QueryRowContext(ctx, "SELECT count(*) FROM settings WHERE key LIKE 'concurrent-%'").Scan(&n); err != nil {
+	if err := s.queryRow(ctx, "SELECT count(*) FROM settings WHERE key LIKE 'concurrent-%'").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != writers {
@@ -49,16 +49,17 @@ func TestConcurrentWritersAllCommit(t *testing.T) {
 
 // TestTxWaitHonoursContext: a writer queued behind another gives up when its
 // context ends, and writes nothing.
-func TestTxWaitHonoursContext(t *testing.T) {
+func TestTxWaitHonoursContext(t *testing.T) { eachStore(t, testTxWaitHonoursContext) }
+
+func testTxWaitHonoursContext(t *testing.T, s *Store) {
 	ctx := context.Background()
-	s := openAt(t, t.TempDir())
 	held, release := make(chan struct{}), make(chan struct{})
-	go s.Tx(ctx, func(*sql.Tx) error { close(held); <-release; return nil })
+	go s.Tx(ctx, func(*Tx) error { close(held); <-release; return nil })
 	<-held
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err := s.Tx(short, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(short, "INSERT INTO settings(key, value) VALUES ('late', 'x')")
+	err := s.Tx(short, func(tx *Tx) error {
+		_, err := tx.exec(short, "INSERT INTO settings(key, value) VALUES ('late', 'x')")
 		return err
 	})
 	close(release)
