@@ -11,19 +11,10 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-// ErrNoPostgres is what a PostgreSQL URL meets in a daemon built without
-// PostgreSQL support.
-var ErrNoPostgres = errors.New("PostgreSQL support is not built into this daemon yet")
-
 // openStore opens the daemon's database: SQLite in dataDir when
 // databaseURL is empty, else the PostgreSQL database it names.
-//
-// MERGE(i27a): becomes `return store.OpenDatabase(ctx, dataDir, databaseURL)`.
 func openStore(ctx context.Context, dataDir, databaseURL string) (*store.Store, error) {
-	if databaseURL != "" {
-		return nil, ErrNoPostgres
-	}
-	return store.Open(ctx, dataDir)
+	return store.OpenDatabase(ctx, dataDir, databaseURL)
 }
 
 // describeStore names the database in open errors, the password redacted.
@@ -73,14 +64,13 @@ func CopyDatabase(ctx context.Context, dataDir, fromURL, toURL string) ([]TableC
 	return copyStores(ctx, from, to)
 }
 
-// copyStores is store.Copy's seam.
-//
-// MERGE(i27a): becomes
-//
-//	rep, err := store.Copy(ctx, from, to)
-//	out := make([]TableCopy, len(rep.Tables))
-//	for i, t := range rep.Tables { out[i] = TableCopy{t.Name, t.Rows, t.Hash} }
-//	return out, err
+// copyStores copies with store.Copy, which refuses a target that is not
+// empty and verifies every table on both ends.
 func copyStores(ctx context.Context, from, to *store.Store) ([]TableCopy, error) {
-	return nil, ErrNoPostgres
+	rep, err := store.Copy(ctx, from, to)
+	out := make([]TableCopy, len(rep.Tables))
+	for i, t := range rep.Tables {
+		out[i] = TableCopy{Name: t.Table, Rows: t.Rows, Hash: t.Hash}
+	}
+	return out, err
 }

@@ -2,10 +2,12 @@ package app
 
 import (
 	"context"
-	"errors"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 )
 
@@ -22,17 +24,27 @@ func TestDatabaseStatus(t *testing.T) {
 	}
 }
 
-// Until the store speaks PostgreSQL, a PostgreSQL URL is refused with a
-// clear error, and the error does not show the password.
+// A PostgreSQL URL opens PostgreSQL: the services start on it and say so;
+// one that cannot be reached fails to start with an error that names the
+// database but not its password.
 func TestOpenStoreDatabase(t *testing.T) {
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
-	cfg.Database = "postgres://tunnelsvc:hunter2@db.example.com/tunnelsvc"
-	_, err := Services(context.Background(), &cfg, nil)
-	if !errors.Is(err, ErrNoPostgres) {
+	cfg.Database = testutil.PostgresURL(t)
+	svc, err := Services(context.Background(), &cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Store.Engine(); got != "postgres" {
+		t.Fatalf("engine %q", got)
+	}
+	svc.Store.Close()
+
+	cfg.Database = "postgres://tunnelsvc:hunter2@127.0.0.1:1/tunnelsvc?sslmode=disable&connect_timeout=2"
+	_, err = Services(context.Background(), &cfg, nil)
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "127.0.0.1") {
 		t.Fatalf("err = %v", err)
 	}
-	if want := "open database postgres://tunnelsvc:***@db.example.com/tunnelsvc: PostgreSQL support is not built into this daemon yet"; err.Error() != want {
-		t.Fatalf("err = %q", err)
-	}
 }
+
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithPostgres(m)) }
