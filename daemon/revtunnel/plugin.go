@@ -49,6 +49,12 @@ type Plugin struct {
 
 	// conns remembers the user connections NewUserConn let through.
 	conns store.Memo[userConnKey, struct{}]
+	// known and tunnels remember the machines (by secret hash) and the
+	// tunnels (by id) looked up: read again after any commit, and what
+	// stands in while the database cannot be reached, so that machines
+	// already known keep their tunnels and connections (store.Memo).
+	known   store.Memo[string, store.Machine]
+	tunnels store.Memo[int64, store.Tunnel]
 
 	// seenMu guards seenAt: when each machine's last_seen was last
 	// written (see touch).
@@ -235,7 +241,8 @@ func (p *Plugin) machine(ctx context.Context, user string, metas map[string]stri
 	if secret == "" {
 		return store.Machine{}, refusal("no machine credential")
 	}
-	m, err := p.Store.MachineBySecretHash(ctx, auth.HashToken(secret))
+	h := auth.HashToken(secret)
+	m, err := p.known.Get(p.Store, h, func() (store.Machine, error) { return p.Store.MachineBySecretHash(ctx, h) })
 	if errors.Is(err, store.ErrNotFound) {
 		return m, refusal("unknown or deleted machine credential")
 	}
@@ -287,7 +294,12 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 		return err
 	}
 	if err := p.Store.SetMachineStatus(ctx, m.ID, "online", p.now()); err != nil {
-		return err
+		if !store.Unavailable(err) {
+			return err
+		}
+		// A known machine logs in from memory while the database is gone;
+		// its status is written at its next login or proxy change.
+		p.log().Warn("machine logged in while the database is unavailable; its status is not recorded", "machine", m.ID, "err", err)
 	}
 	p.event(ctx, store.Event{Source: "machine", Kind: EventConnected, MachineID: m.ID,
 		Message: fmt.Sprintf("machine %q connected from %s", m.Name, c.ClientAddress)})
@@ -327,7 +339,7 @@ func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remote
 		if err != nil {
 			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
-		t, err := p.Store.GetTunnel(ctx, id)
+		t, err := p.tunnels.Get(p.Store, id, func() (store.Tunnel, error) { return p.Store.GetTunnel(ctx, id) })
 		if errors.Is(err, store.ErrNotFound) || (err == nil && t.MachineID != m.ID) {
 			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
@@ -370,7 +382,10 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	}
 	if tunnelID != 0 {
 		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "online"); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+			if !store.Unavailable(err) {
+				return err
+			}
+			p.log().Warn("tunnel opened while the database is unavailable; its status is not recorded", "tunnel", tunnelID, "err", err)
 		}
 		p.event(ctx, store.Event{Source: "tunnel", Kind: EventTunnelUp, MachineID: m.ID, TunnelID: tunnelID,
 			Message: fmt.Sprintf("tunnel %d of machine %q is up on port %d", tunnelID, m.Name, c.RemotePort)})
@@ -392,7 +407,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	}
 	now := p.now()
 	if tunnelID != 0 {
-		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "offline"); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "offline"); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}
 		p.event(ctx, store.Event{Source: "tunnel", Kind: EventTunnelDown, MachineID: m.ID, TunnelID: tunnelID,
@@ -400,7 +415,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 		return nil
 	}
 	if c.ProxyName == frpconf.User(m.ID)+"."+frpconf.ProxySSH {
-		if err := p.Store.SetMachineStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := p.Store.SetMachineStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}
 		p.event(ctx, store.Event{Source: "machine", Kind: EventDisconnected, MachineID: m.ID,

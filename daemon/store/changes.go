@@ -91,10 +91,19 @@ const MemoMax = 4096
 // another, drops them all. Only successful loads are kept, at most
 // MemoMax of them: when full, the memo starts over. The zero value is
 // ready to use.
+//
+// While the database cannot be reached (Unavailable: PostgreSQL
+// restarting, failing over, cut off), a key's last value read stands in
+// for the failed load, however old: machines, tunnels and gates keep
+// working from memory, and the next successful load replaces it. A load
+// that fails otherwise (not found, refused) forgets that last value.
 type Memo[K comparable, V any] struct {
 	mu     sync.Mutex
 	latest uint64 // the highest count a Get saw; vals were read under it
 	vals   map[K]V
+	// last holds each key's latest value read, across counts, for loads
+	// that fail because the database is gone.
+	last map[K]V
 }
 
 // Get returns the value held for k under s's current count, or what load
@@ -113,6 +122,14 @@ func (c *Memo[K, V]) Get(s *Store, k K, load func() (V, error)) (V, error) {
 	}
 	v, err := load()
 	if err != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if last, ok := c.last[k]; ok {
+			if Unavailable(err) {
+				return last, nil
+			}
+			delete(c.last, k)
+		}
 		return v, err
 	}
 	c.mu.Lock()
@@ -125,6 +142,10 @@ func (c *Memo[K, V]) Get(s *Store, k K, load func() (V, error)) (V, error) {
 		}
 		c.vals[k] = v
 	}
+	if c.last == nil || len(c.last) >= MemoMax {
+		c.last = make(map[K]V)
+	}
+	c.last[k] = v
 	c.mu.Unlock()
 	return v, nil
 }
