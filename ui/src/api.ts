@@ -79,9 +79,15 @@ export function diskFullDir(status: number, body: unknown): string | null {
   return m ? m[1] : null;
 }
 
-/** /healthz, read: up when the daemon answers it (a full data disk is an
- * answer: the daemon serves, but cannot write). */
-export interface Health { up: boolean; diskFull: string | null }
+/** What /healthz answers while the database cannot be reached: the daemon
+ * serves (machines, tunnels and gates work from memory), changes wait. */
+export const DEGRADED_DB = 'degraded: database unavailable';
+/** What a request that needed the database answers meanwhile (503). */
+export const DB_UNAVAILABLE = 'database unavailable';
+
+/** /healthz, read: up when the daemon answers it (a full data disk or a
+ * lost database is an answer: the daemon serves, but cannot write). */
+export interface Health { up: boolean; diskFull: string | null; dbDown?: boolean }
 
 export async function health(fetchFn: FetchLike = (i, init) => fetch(i, init)): Promise<Health> {
   let res: Response;
@@ -97,6 +103,7 @@ export async function health(fetchFn: FetchLike = (i, init) => fetch(i, init)): 
   } catch {
     body = undefined;
   }
+  if (res.status === 503 && isRecord(body) && body.error === DEGRADED_DB) return { up: true, diskFull: null, dbDown: true };
   const dir = diskFullDir(res.status, body);
   return { up: dir !== null, diskFull: dir };
 }
@@ -123,6 +130,8 @@ export interface ApiOptions {
   timeoutMs?: number;
   /** Called when a request failed because the data disk is full. */
   onDiskFull?: () => void;
+  /** Called when a request failed because the database is unavailable. */
+  onDbDown?: () => void;
 }
 
 export interface RequestOptions {
@@ -137,6 +146,15 @@ const ownAnswer = (path: string) => /^\/api\/auth\/(login|setup|status|step-up)\
 /** The daemon's answer to a sensitive change from a session that has not
  * logged in or passed a step-up recently. */
 export const RECENT_AUTH_REQUIRED = 'recent authentication required';
+
+async function saysDbDown(res: Response): Promise<boolean> {
+  try {
+    const body: unknown = JSON.parse(await res.clone().text());
+    return isRecord(body) && body.error === DB_UNAVAILABLE;
+  } catch {
+    return false;
+  }
+}
 
 async function needsStepUp(res: Response): Promise<boolean> {
   if (res.status !== 403) return false;
@@ -155,6 +173,7 @@ export class Api {
   onOffline?: () => void;
   onSlow?: () => void;
   onDiskFull?: () => void;
+  onDbDown?: () => void;
   private readonly timeoutMs: number;
 
   constructor(opts: ApiOptions = {}) {
@@ -164,6 +183,7 @@ export class Api {
     this.onOffline = opts.onOffline;
     this.onSlow = opts.onSlow;
     this.onDiskFull = opts.onDiskFull;
+    this.onDbDown = opts.onDbDown;
     this.timeoutMs = opts.timeoutMs ?? TIMEOUT_MS;
   }
 
@@ -199,6 +219,7 @@ export class Api {
       if (await this.onRecentAuth()) return this.send(method, path, body, opts, true);
     }
     if (res.status === DISK_FULL) this.onDiskFull?.();
+    if (res.status === 503 && this.onDbDown && await saysDbDown(res)) this.onDbDown();
     return res;
   }
 

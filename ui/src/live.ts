@@ -77,9 +77,23 @@ function setDisk(dir: string | null): void {
   emit('disk', dir);
 }
 
+/** Whether the daemon says its database cannot be reached. */
+export let dbDown = false;
+
+function setDb(down: boolean): void {
+  if (dbDown === down) return;
+  dbDown = down;
+  emit('db', down);
+  // Back: what failed meanwhile is fetched again.
+  if (!down) for (const t of TOPICS) emit(t);
+}
+
 const healthy = async () => {
   const h = await health();
-  if (h.up) setDisk(h.diskFull);
+  if (h.up) {
+    setDisk(h.diskFull);
+    setDb(h.dbDown === true);
+  }
   return h.up;
 };
 
@@ -87,7 +101,7 @@ let diskTimer: number | undefined;
 let asking = false;
 
 /** Asks /healthz now (unless a question is under way), then every 30 s,
- * every 3 s while the disk is full. */
+ * every 3 s while the disk is full or the database unavailable. */
 export function watchDisk(): void {
   clearTimeout(diskTimer);
   if (asking) return;
@@ -95,7 +109,7 @@ export function watchDisk(): void {
   void healthy().finally(() => {
     asking = false;
     clearTimeout(diskTimer);
-    diskTimer = window.setTimeout(watchDisk, diskFull === null ? 30_000 : 3000);
+    diskTimer = window.setTimeout(watchDisk, diskFull === null && !dbDown ? 30_000 : 3000);
   });
 }
 

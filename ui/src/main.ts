@@ -118,6 +118,18 @@ live.on('disk', () => {
     : `The data disk is full (${live.diskFull}): logins and changes cannot be saved. Free space on it; this message goes away by itself once writes work again.`;
 });
 api.onDiskFull = live.watchDisk;
+
+// And one for a database that cannot be reached (PostgreSQL restarting or
+// failing over): machines and tunnels keep working, changes wait.
+const dbBanner = h('div', { class: 'banner', role: 'alert', hidden: true });
+diskBanner.after(dbBanner);
+live.on('db', () => {
+  dbBanner.hidden = !live.dbDown;
+  dbBanner.textContent = live.dbDown
+    ? 'The database is unavailable: machines, tunnels and gates keep working, but changes cannot be saved. This message goes away by itself once it is back.'
+    : '';
+});
+api.onDbDown = live.watchDisk;
 live.watchDisk();
 
 async function render(): Promise<void> {

@@ -116,6 +116,19 @@ test('Api asks for a step-up on 403 recent authentication required, then sends t
   assert.equal(lost, 0);
 });
 
+test('a database that cannot be reached: /healthz is degraded but up, and a 503 says so', async () => {
+  const h = await health(async () => json(503, { error: 'degraded: database unavailable' }));
+  assert.deepEqual(h, { up: true, diskFull: null, dbDown: true });
+  assert.deepEqual(await health(async () => json(503, { error: 'store unavailable' })), { up: false, diskFull: null });
+  let told = 0;
+  const api = new Api({ fetch: async () => json(503, { error: 'database unavailable' }), onDbDown: () => told++ });
+  await assert.rejects(api.post('/api/tunnels', { name: 'x' }), { status: 503, message: 'database unavailable' });
+  assert.equal(told, 1);
+  const other = new Api({ fetch: async () => json(503, { error: 'fail2ban is not installed' }), onDbDown: () => told++ });
+  await assert.rejects(other.post('/api/local/setup-banner'), { status: 503 });
+  assert.equal(told, 1);
+});
+
 test('Api reports an unreachable daemon', async () => {
   let offline = 0;
   const api = new Api({ fetch: async () => { throw new TypeError('Failed to fetch'); }, onOffline: () => offline++ });
