@@ -285,6 +285,12 @@ func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 // (100 when n is 0). Figures that register many machines and run no frps
 // need more than a range whose ports frps would bind.
 func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
+	return StartDaemonDB(bins, dir, n, "")
+}
+
+// StartDaemonDB is StartDaemonPorts on the database at url (--database;
+// the SQLite in the data directory when empty).
+func StartDaemonDB(bins Bins, dir string, n int, url string) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -307,14 +313,18 @@ func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 		d.PortLo, d.PortHi = 20000, 20000+n-1
 	}
 	d.Base = "http://" + d.Listen
-	var err error
-	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",
+	args := []string{"serve",
 		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr, "--gate-listen", d.GateAddr,
 		"--frps-dashboard-listen", d.DashAddr,
 		"--data-dir", filepath.Join(dir, "data"), "--system-root", filepath.Join(dir, "root"),
 		"--bin-dir", filepath.Dir(bins.FRPS), "--server-host", "127.0.0.1",
 		"--frps-port", strconv.Itoa(d.FRPSPort),
-		"--tunnel-ports", fmt.Sprintf("%d-%d", d.PortLo, d.PortHi), "--log-level", "warn")
+		"--tunnel-ports", fmt.Sprintf("%d-%d", d.PortLo, d.PortHi), "--log-level", "warn"}
+	if url != "" {
+		args = append(args, "--database", url)
+	}
+	var err error
+	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, args...)
 	if err != nil {
 		return nil, err
 	}
