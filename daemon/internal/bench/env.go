@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/portlock"
 )
 
@@ -36,8 +37,8 @@ type Bins struct {
 	Tunnelsvc, FRPS, FRPC, Caddy string
 	// ServerEnv and ClientEnv: the Environment= of the units frps and frpc
 	// run under when installed (systemd/revtunnel-server.service, and the
-	// unit scripts/bootstrap.sh writes), so that the bench runs the engines
-	// as operators do.
+	// unit bootstrap.sh installs from the daemon, package bundle's), so
+	// that the bench runs the engines as operators do.
 	ServerEnv, ClientEnv []string
 }
 
@@ -63,15 +64,9 @@ func FindBins(root string) (Bins, error) {
 		return b, err
 	}
 	b.ServerEnv = unitEnvironment(string(unit))
-	script, err := os.ReadFile(filepath.Join(root, "scripts", "bootstrap.sh"))
-	if err != nil {
-		return b, err
-	}
-	client, ok := clientUnit(string(script))
-	if !ok {
-		return b, fmt.Errorf("scripts/bootstrap.sh: no frpc unit (cat >\"$TMP/$UNIT.service\" <<EOF) found")
-	}
-	b.ClientEnv = unitEnvironment(client)
+	// The frpc unit bootstrap.sh installs is the one the daemon serves,
+	// from package bundle.
+	b.ClientEnv = unitEnvironment(bundle.ClientUnit())
 	return b, nil
 }
 
@@ -84,16 +79,6 @@ func unitEnvironment(unit string) []string {
 		}
 	}
 	return env
-}
-
-// clientUnit is the text of the frpc unit bootstrap.sh writes.
-func clientUnit(script string) (string, bool) {
-	_, rest, ok := strings.Cut(script, `cat >"$TMP/$UNIT.service" <<EOF`+"\n")
-	if !ok {
-		return "", false
-	}
-	unit, _, ok := strings.Cut(rest, "\nEOF\n")
-	return unit, ok
 }
 
 // FreePort returns a loopback port reserved for this process until it
@@ -300,6 +285,12 @@ func StartDaemon(bins Bins, dir string) (*Daemon, error) {
 // (100 when n is 0). Figures that register many machines and run no frps
 // need more than a range whose ports frps would bind.
 func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
+	return StartDaemonDB(bins, dir, n, "")
+}
+
+// StartDaemonDB is StartDaemonPorts on the database at url (--database;
+// the SQLite in the data directory when empty).
+func StartDaemonDB(bins Bins, dir string, n int, url string) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -322,14 +313,18 @@ func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 		d.PortLo, d.PortHi = 20000, 20000+n-1
 	}
 	d.Base = "http://" + d.Listen
-	var err error
-	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, "serve",
+	args := []string{"serve",
 		"--listen", d.Listen, "--frps-plugin-listen", d.PluginAddr, "--gate-listen", d.GateAddr,
 		"--frps-dashboard-listen", d.DashAddr,
 		"--data-dir", filepath.Join(dir, "data"), "--system-root", filepath.Join(dir, "root"),
 		"--bin-dir", filepath.Dir(bins.FRPS), "--server-host", "127.0.0.1",
 		"--frps-port", strconv.Itoa(d.FRPSPort),
-		"--tunnel-ports", fmt.Sprintf("%d-%d", d.PortLo, d.PortHi), "--log-level", "warn")
+		"--tunnel-ports", fmt.Sprintf("%d-%d", d.PortLo, d.PortHi), "--log-level", "warn"}
+	if url != "" {
+		args = append(args, "--database", url)
+	}
+	var err error
+	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, args...)
 	if err != nil {
 		return nil, err
 	}

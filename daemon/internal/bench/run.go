@@ -34,6 +34,8 @@ var Figures = []Figure{
 	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
 	{"render", false, func(_ context.Context, _ Options, _ *World) Row { return Render(10000) }},
 	{"loadedrss", false, func(_ context.Context, o Options, _ *World) Row { return LoadedRSS(o) }},
+	{"pgapi", false, func(_ context.Context, o Options, _ *World) Row { return PostgresAPI(o) }},
+	{"pgregistrations", false, func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
 }
 
 // Select returns the figures whose keys are in only (all when empty).
@@ -62,6 +64,10 @@ func Select(only []string) ([]Figure, error) {
 func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error) {
 	results := make([][]Row, len(figs))
 	base := o
+	if base.pg == nil {
+		base.pg = &pgServer{}
+		defer base.pg.stop()
+	}
 	for r := 0; r < runs; r++ {
 		// Each round starts from empty data directories: a daemon set up in
 		// an earlier round would refuse the setup.

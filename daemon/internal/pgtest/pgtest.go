@@ -1,0 +1,191 @@
+// Package pgtest runs a throwaway PostgreSQL: initdb in a temporary
+// directory, the server on a Unix socket there, durability off (the data
+// dies with it). The tests (testutil.PostgresURL) and the bench
+// (tunnelsvc-bench) both use it; neither needs a server set up beforehand,
+// only Debian's postgresql package.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BinDir is where Debian's postgresql package puts the server's programs
+// (not on PATH there).
+const BinDir = "/usr/lib/postgresql/15/bin"
+
+// Server is a running throwaway PostgreSQL.
+type Server struct {
+	dir    string // data directory and socket, removed by Stop
+	cmd    *exec.Cmd
+	exited chan struct{}
+
+	mu   sync.Mutex
+	next int
+	stop sync.Once
+}
+
+// Start runs initdb and the server in a new directory under parent (the
+// system's temporary directory when empty). Under root the server runs as
+// the postgres user, which must be able to reach parent: the Unix socket's
+// path also has to stay short (about 100 bytes). Without Debian's
+// postgresql package it fails, saying to install it.
+func Start(parent string) (*Server, error) {
+	initdb, err := program("initdb")
+	if err != nil {
+		return nil, err
+	}
+	postgres, err := program("postgres")
+	if err != nil {
+		return nil, err
+	}
+	// The server refuses to run as root: it runs as the postgres user,
+	// which owns the directory.
+	var cred *syscall.Credential
+	uid, gid := -1, -1
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, fmt.Errorf("running as root needs the postgres user (Debian's postgresql package creates it): %v", err)
+		}
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ = strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	dir, err := os.MkdirTemp(parent, "tunnelsvc-pg-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{dir: dir}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Stop()
+		}
+	}()
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		for _, p := range []string{dir, data} {
+			if err := os.Chown(p, uid, gid); err != nil {
+				return nil, err
+			}
+		}
+	}
+	run := exec.Command(initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
+	run.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := run.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	cmd := exec.Command(postgres, "-D", data, "-k", dir, "-c", "listen_addresses=",
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=200", "-c", "log_min_messages=fatal")
+	// Dies with the process that started it, should that be killed before
+	// it calls Stop.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
+	log, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("start postgres: %v", err)
+	}
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func() { cmd.Wait(); log.Close(); close(s.exited) }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, s.url("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			cancel()
+			ok = true
+			return s, nil
+		}
+		cancel()
+		select {
+		case <-s.exited:
+			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			return nil, fmt.Errorf("postgres exited at start:\n%s", strings.TrimSpace(string(out)))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("postgres did not accept connections within 30 s: %v", err)
+		}
+	}
+}
+
+// NewDatabase creates a new, empty database and returns its URL.
+func (s *Server) NewDatabase() (string, error) {
+	s.mu.Lock()
+	s.next++
+	name := fmt.Sprintf("t_%d", s.next)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.url("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("create database %s: %v", name, err)
+	}
+	return s.url(name), nil
+}
+
+func (s *Server) url(db string) string {
+	return "postgres://postgres@/" + db + "?host=" + s.dir + "&sslmode=disable"
+}
+
+// Pid is the server's (the postmaster's) process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Stop stops the server (a fast shutdown: SIGINT) and removes its files.
+// It may be called more than once.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		if s.cmd != nil {
+			s.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-s.exited:
+			case <-time.After(10 * time.Second):
+				s.cmd.Process.Kill()
+				<-s.exited
+			}
+		}
+		os.RemoveAll(s.dir)
+	})
+}
+
+// program finds a PostgreSQL program: Debian's directory first, then PATH.
+func program(name string) (string, error) {
+	if p := filepath.Join(BinDir, name); isExecutable(p) {
+		return p, nil
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("%s not found in %s or on PATH: install Debian's postgresql package (scripts/install-deps.sh does)", name, BinDir)
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
