@@ -49,6 +49,8 @@ type gateBed struct {
 	log       *testutil.SyncBuffer
 	caddyPort int
 	tunnels   map[string]machines.Tunnel
+	// dash is the dashboard API's base URL.
+	dash string
 }
 
 type answer struct {
@@ -118,13 +120,17 @@ func (a answer) gateCookie(t *testing.T) string {
 	return ""
 }
 
-func newGateBed(t *testing.T) *gateBed {
+func newGateBed(t *testing.T) *gateBed { return newGateBedOn(t, "") }
+
+// newGateBedOn is newGateBed with its state in the database at
+// databaseURL ("" for SQLite in its data directory).
+func newGateBedOn(t *testing.T, databaseURL string) *gateBed {
 	if _, err := exec.LookPath("caddy"); err != nil {
-		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+		t.Fatal("caddy is not installed (scripts/install-deps.sh installs it)")
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
+	st, err := store.OpenDatabase(ctx, filepath.Join(dir, "data"), databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +198,7 @@ func newGateBed(t *testing.T) *gateBed {
 	t.Cleanup(gateSrv.Close)
 	dash := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: b.auth, Audit: rec, Machines: svc, Gate: g, Log: log}))
 	t.Cleanup(dash.Close)
+	b.dash = dash.URL
 
 	setup := &localsetup.Service{
 		Settings:  settings,

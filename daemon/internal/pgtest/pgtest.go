@@ -30,6 +30,9 @@ type Server struct {
 	dir    string // data directory and socket, removed by Stop
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// postgres and cred start the server again after Halt.
+	postgres string
+	cred     *syscall.Credential
 
 	mu   sync.Mutex
 	next int
@@ -90,23 +93,38 @@ func Start(parent string) (*Server, error) {
 	if out, err := run.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	cmd := exec.Command(postgres, "-D", data, "-k", dir, "-c", "listen_addresses=",
+	s.postgres, s.cred = postgres, cred
+	if err := s.launch(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// launch starts the server on the data directory and waits until it
+// accepts connections.
+func (s *Server) launch() error {
+	data := filepath.Join(s.dir, "data")
+	cmd := exec.Command(s.postgres, "-D", data, "-k", s.dir, "-c", "listen_addresses=",
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "log_min_messages=fatal")
 	// Dies with the process that started it, should that be killed before
 	// it calls Stop.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL}
-	log, err := os.Create(filepath.Join(dir, "server.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Pdeathsig: syscall.SIGKILL}
+	log, err := os.OpenFile(filepath.Join(s.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start postgres: %v", err)
+		return fmt.Errorf("start postgres: %v", err)
 	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func() { cmd.Wait(); log.Close(); close(s.exited) }()
+	exited := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	go func() { cmd.Wait(); log.Close(); close(exited) }()
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -115,21 +133,38 @@ func Start(parent string) (*Server, error) {
 		if err == nil {
 			conn.Close(ctx)
 			cancel()
-			ok = true
-			return s, nil
+			return nil
 		}
 		cancel()
 		select {
-		case <-s.exited:
-			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			return nil, fmt.Errorf("postgres exited at start:\n%s", strings.TrimSpace(string(out)))
+		case <-exited:
+			out, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+			return fmt.Errorf("postgres exited at start:\n%s", strings.TrimSpace(string(out)))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("postgres did not accept connections within 30 s: %v", err)
+			return fmt.Errorf("postgres did not accept connections within 30 s: %v", err)
 		}
 	}
 }
+
+// Halt stops the server as an outage would (a fast shutdown: every
+// connection is cut), keeping its data for Resume.
+func (s *Server) Halt() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// Resume starts the halted server again on the same data and socket.
+func (s *Server) Resume() error { return s.launch() }
 
 // NewDatabase creates a new, empty database and returns its URL.
 func (s *Server) NewDatabase() (string, error) {
@@ -155,19 +190,26 @@ func (s *Server) url(db string) string {
 }
 
 // Pid is the server's (the postmaster's) process id.
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
 
 // Stop stops the server (a fast shutdown: SIGINT) and removes its files.
 // It may be called more than once.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
-		if s.cmd != nil {
-			s.cmd.Process.Signal(syscall.SIGINT)
+		s.mu.Lock()
+		cmd, exited := s.cmd, s.exited
+		s.mu.Unlock()
+		if cmd != nil {
+			cmd.Process.Signal(syscall.SIGINT)
 			select {
-			case <-s.exited:
+			case <-exited:
 			case <-time.After(10 * time.Second):
-				s.cmd.Process.Kill()
-				<-s.exited
+				cmd.Process.Kill()
+				<-exited
 			}
 		}
 		os.RemoveAll(s.dir)
