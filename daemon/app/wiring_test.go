@@ -71,12 +71,28 @@ type wiredDaemon struct {
 
 func newWiredDaemon(t *testing.T) *wiredDaemon {
 	t.Helper()
+	d := newWiredDaemonWith(t, nil)
+	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	return d
+}
+
+// newWiredDaemonWith is newWiredDaemon before the setup, its configuration
+// changed by edit first (when not nil), built with deps.
+func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...Deps) *wiredDaemon {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir, cfg.SystemRoot = t.TempDir(), t.TempDir()
 	lo := testutil.TunnelPorts(t)
 	cfg.TunnelPortLo, cfg.TunnelPortHi = lo, lo+199
+	if edit != nil {
+		edit(&cfg)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := New(context.Background(), &cfg, log, Deps{})
+	var dep Deps
+	if len(deps) > 0 {
+		dep = deps[0]
+	}
+	a, err := New(context.Background(), &cfg, log, dep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +106,7 @@ func newWiredDaemon(t *testing.T) *wiredDaemon {
 	}
 	srv := httptest.NewServer(doc.Handler(t, a.Handler))
 	t.Cleanup(func() { srv.Close(); cancel(); a.Close() })
-	d := &wiredDaemon{t: t, a: a, srv: srv}
-	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	return d
+	return &wiredDaemon{t: t, a: a, srv: srv}
 }
 
 // call sends one API request and decodes the answer's data into out.
