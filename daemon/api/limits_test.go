@@ -33,22 +33,24 @@ func (e *testEnv) wrongCode(secret string) string {
 }
 
 func TestPendingTokenDiesAfterFiveWrongCodes(t *testing.T) {
-	e := newEnv(t)
-	session := e.setup()
-	secret, _ := e.enableTOTP(session, "phone")
-	e.now = e.now.Add(30 * time.Second) // past the step spent at confirm
-	wrong := e.wrongCode(secret)
-	pending := e.pendingLogin("")
-	for i := 0; i < 5; i++ {
-		wantError(t, e.login2FA(pending, wrong, ""), 401, "invalid code")
-	}
-	// The right code no longer completes this login.
-	wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), ""), 401,
-		"the login has expired or is not valid: log in with the password again")
-	// A new login with the same code works.
-	if r := e.login2FA(e.pendingLogin(""), codeFor(t, secret, e.now), ""); r.Code != 200 {
-		t.Fatalf("fresh login: %d %s", r.Code, r.Body)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		session := e.setup()
+		secret, _ := e.enableTOTP(session, "phone")
+		e.now = e.now.Add(30 * time.Second) // past the step spent at confirm
+		wrong := e.wrongCode(secret)
+		pending := e.pendingLogin("")
+		for i := 0; i < 5; i++ {
+			wantError(t, e.login2FA(pending, wrong, ""), 401, "invalid code")
+		}
+		// The right code no longer completes this login.
+		wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), ""), 401,
+			"the login has expired or is not valid: log in with the password again")
+		// A new login with the same code works.
+		if r := e.login2FA(e.pendingLogin(""), codeFor(t, secret, e.now), ""); r.Code != 200 {
+			t.Fatalf("fresh login: %d %s", r.Code, r.Body)
+		}
+	})
 }
 
 func TestPendingTokenBoundToItsAddress(t *testing.T) {
@@ -166,75 +168,79 @@ func TestGlobalFailureBudget(t *testing.T) {
 // TestParallelWrongCodesStayWithinTheLimit: 2FA codes cost no hash, so
 // nothing but the reservation stops 200 parallel guesses from one address.
 func TestParallelWrongCodesStayWithinTheLimit(t *testing.T) {
-	e := newEnv(t)
-	session := e.setup()
-	secret, _ := e.enableTOTP(session, "phone")
-	wrong := e.wrongCode(secret)
-	peer := "198.51.100.60:1"
-	var tokens []string
-	for range 4 {
-		tokens = append(tokens, e.pendingLogin(peer))
-	}
-	var wg sync.WaitGroup
-	var invalid, limited, other atomic.Int32
-	start := make(chan struct{})
-	for i := range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := e.login2FA(tokens[i%len(tokens)], wrong, peer)
-			switch {
-			case r.Code == 401 && strings.Contains(r.Body.String(), "invalid code"):
-				invalid.Add(1)
-			case r.Code == 429:
-				limited.Add(1)
-			default:
-				other.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if invalid.Load() > auth.MaxFailures || limited.Load() == 0 {
-		t.Fatalf("%d wrong codes were checked (limit %d), %d got 429, %d other", invalid.Load(), auth.MaxFailures, limited.Load(), other.Load())
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		session := e.setup()
+		secret, _ := e.enableTOTP(session, "phone")
+		wrong := e.wrongCode(secret)
+		peer := "198.51.100.60:1"
+		var tokens []string
+		for range 4 {
+			tokens = append(tokens, e.pendingLogin(peer))
+		}
+		var wg sync.WaitGroup
+		var invalid, limited, other atomic.Int32
+		start := make(chan struct{})
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				r := e.login2FA(tokens[i%len(tokens)], wrong, peer)
+				switch {
+				case r.Code == 401 && strings.Contains(r.Body.String(), "invalid code"):
+					invalid.Add(1)
+				case r.Code == 429:
+					limited.Add(1)
+				default:
+					other.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if invalid.Load() > auth.MaxFailures || limited.Load() == 0 {
+			t.Fatalf("%d wrong codes were checked (limit %d), %d got 429, %d other", invalid.Load(), auth.MaxFailures, limited.Load(), other.Load())
+		}
+	})
 }
 
 func TestRateLimitedAttemptsAggregated(t *testing.T) {
-	e := newEnv(t)
-	session := e.setup()
-	e.now = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(5 * time.Second)
-	peer := "198.51.100.70:1"
-	for i := 0; i < auth.MaxFailures; i++ {
-		e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
-	}
-	for i := 0; i < 20; i++ {
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
-	}
-	e.now = e.now.Add(time.Minute)
-	for i := 0; i < 3; i++ {
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
-	}
-	r := e.do(req{method: "GET", path: "/api/security/logs", cookie: session})
-	var body struct {
-		Data []store.AuditEntry `json:"data"`
-	}
-	if err := json.Unmarshal(r.Body.Bytes(), &body); err != nil {
-		t.Fatal(err)
-	}
-	var counts []int64
-	for _, en := range body.Data {
-		if en.Kind == "LOGIN_RATE_LIMITED" {
-			if en.ClientAddr != "198.51.100.70" {
-				t.Fatalf("row for %q", en.ClientAddr)
-			}
-			counts = append(counts, en.Count)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		session := e.setup()
+		e.now = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(5 * time.Second)
+		peer := "198.51.100.70:1"
+		for i := 0; i < auth.MaxFailures; i++ {
+			e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
 		}
-	}
-	if fmt.Sprint(counts) != "[3 20]" {
-		t.Fatalf("LOGIN_RATE_LIMITED rows (newest first) with counts %v, want [3 20]", counts)
-	}
+		for i := 0; i < 20; i++ {
+			wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
+		}
+		e.now = e.now.Add(time.Minute)
+		for i := 0; i < 3; i++ {
+			wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
+		}
+		r := e.do(req{method: "GET", path: "/api/security/logs", cookie: session})
+		var body struct {
+			Data []store.AuditEntry `json:"data"`
+		}
+		if err := json.Unmarshal(r.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		var counts []int64
+		for _, en := range body.Data {
+			if en.Kind == "LOGIN_RATE_LIMITED" {
+				if en.ClientAddr != "198.51.100.70" {
+					t.Fatalf("row for %q", en.ClientAddr)
+				}
+				counts = append(counts, en.Count)
+			}
+		}
+		if fmt.Sprint(counts) != "[3 20]" {
+			t.Fatalf("LOGIN_RATE_LIMITED rows (newest first) with counts %v, want [3 20]", counts)
+		}
+	})
 }
 
 func TestShadowingSessionCookie(t *testing.T) {
