@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +66,26 @@ func newTestDB(t testing.TB, engine, dir string) testDB {
 	case sqliteEngine:
 		return testDB{dir: dir}
 	case postgresEngine:
-		return testDB{dir: dir, url: testutil.PostgresURL(t)}
+		return testDB{dir: dir, url: testutil.PostgresURLFrom(t, "api_migrated", migratePostgres)}
 	}
 	t.Fatalf("unknown engine %q", engine)
 	return testDB{}
+}
+
+// migratePostgres migrates the PostgreSQL database at url, which every
+// test's database is then copied from: cheaper than each test running the
+// migrations.
+func migratePostgres(url string) error {
+	dir, err := os.MkdirTemp("", "tunnelsvc-api-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.OpenDatabase(context.Background(), dir, url)
+	if err != nil {
+		return err
+	}
+	return st.Close()
 }
 
 // open opens a handle on the database, closed when the test ends. Two

@@ -28,14 +28,21 @@ import (
 const pgBinDir = "/usr/lib/postgresql/15/bin"
 
 var pg struct {
-	once    sync.Once
-	err     error
-	dir     string // data directory and socket, removed at the end
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	mu      sync.Mutex
-	next    int
-	started bool
+	once      sync.Once
+	err       error
+	dir       string // data directory and socket, removed at the end
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	mu        sync.Mutex
+	next      int
+	started   bool
+	templates map[string]*pgTemplate
+}
+
+// pgTemplate is a database prepared once, which others are copied from.
+type pgTemplate struct {
+	once sync.Once
+	err  error
 }
 
 // RunWithPostgres runs the tests, then stops the test PostgreSQL if one
@@ -59,16 +66,71 @@ func PostgresURL(t testing.TB) string {
 	pg.next++
 	name := fmt.Sprintf("t_%d", pg.next)
 	pg.mu.Unlock()
+	if err := createDatabase(name, ""); err != nil {
+		t.Fatalf("test PostgreSQL: %v", err)
+	}
+	return databaseURL(name)
+}
+
+// PostgresURLFrom returns the URL of a new database that is a copy of the
+// template database called template, which prepare fills once per test
+// binary, given its URL; prepare must leave no connection to it open.
+// Tests that need a database in a known state (migrated, say) get one
+// this way faster than by building it each time.
+func PostgresURLFrom(t testing.TB, template string, prepare func(url string) error) string {
+	t.Helper()
+	pg.once.Do(func() { pg.err = startPostgres() })
+	if pg.err != nil {
+		t.Fatalf("test PostgreSQL: %v", pg.err)
+	}
+	pg.mu.Lock()
+	if pg.templates == nil {
+		pg.templates = map[string]*pgTemplate{}
+	}
+	tpl := pg.templates[template]
+	if tpl == nil {
+		tpl = &pgTemplate{}
+		pg.templates[template] = tpl
+	}
+	pg.next++
+	name := fmt.Sprintf("t_%d", pg.next)
+	pg.mu.Unlock()
+	tpl.once.Do(func() {
+		if tpl.err = createDatabase(template, ""); tpl.err == nil {
+			tpl.err = prepare(databaseURL(template))
+		}
+	})
+	if tpl.err != nil {
+		t.Fatalf("test PostgreSQL: template %s: %v", template, tpl.err)
+	}
+	if err := createDatabase(name, template); err != nil {
+		t.Fatalf("test PostgreSQL: %v", err)
+	}
+	return databaseURL(name)
+}
+
+// createDatabase creates the database name, a copy of template if given.
+// PostgreSQL waits a few seconds for the template's last connections to
+// go before it refuses the copy.
+func createDatabase(name, template string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, adminURL())
 	if err != nil {
-		t.Fatalf("test PostgreSQL: %v", err)
+		return err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("test PostgreSQL: create database %s: %v", name, err)
+	q := "CREATE DATABASE " + name
+	if template != "" {
+		q += " TEMPLATE " + template
 	}
+	if _, err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create database %s: %v", name, err)
+	}
+	return nil
+}
+
+func databaseURL(name string) string {
 	return "postgres://postgres@/" + name + "?host=" + pg.dir + "&sslmode=disable"
 }
 
