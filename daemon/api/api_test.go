@@ -331,38 +331,36 @@ func TestSetupCodeOffLoopback(t *testing.T) {
 }
 
 func TestLoginAndRateLimit(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"whatever it is"}`}), 401, "invalid password")
-		e.setup()
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `nope`}), 400, "invalid request body")
-		peer := "198.51.100.20:1000"
-		for i := 0; i < auth.MaxFailures-1; i++ {
-			e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
-		}
-		// A success resets the count.
-		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}); r.Code != 200 {
-			t.Fatalf("login: %d %s", r.Code, r.Body)
-		}
-		for i := 0; i < auth.MaxFailures; i++ {
-			wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 401, "invalid password")
-		}
-		e.now = e.now.Add(time.Minute)
-		r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer})
-		wantError(t, r, 429, "too many attempts; try again later (in 240 seconds)")
-		if r.Header().Get("Retry-After") != "240" {
-			t.Fatalf("Retry-After = %q", r.Header().Get("Retry-After"))
-		}
-		// Another address is unaffected.
-		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: "198.51.100.21:1"}); r.Code != 200 {
-			t.Fatalf("other address: %d", r.Code)
-		}
-		// After the window the address may try again.
-		e.now = e.now.Add(4 * time.Minute)
-		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}); r.Code != 200 {
-			t.Fatalf("after the window: %d %s", r.Code, r.Body)
-		}
-	})
+	e := newEnv(t)
+	wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"whatever it is"}`}), 401, "invalid password")
+	e.setup()
+	wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `nope`}), 400, "invalid request body")
+	peer := "198.51.100.20:1000"
+	for i := 0; i < auth.MaxFailures-1; i++ {
+		e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
+	}
+	// A success resets the count.
+	if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}); r.Code != 200 {
+		t.Fatalf("login: %d %s", r.Code, r.Body)
+	}
+	for i := 0; i < auth.MaxFailures; i++ {
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 401, "invalid password")
+	}
+	e.now = e.now.Add(time.Minute)
+	r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer})
+	wantError(t, r, 429, "too many attempts; try again later (in 240 seconds)")
+	if r.Header().Get("Retry-After") != "240" {
+		t.Fatalf("Retry-After = %q", r.Header().Get("Retry-After"))
+	}
+	// Another address is unaffected.
+	if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: "198.51.100.21:1"}); r.Code != 200 {
+		t.Fatalf("other address: %d", r.Code)
+	}
+	// After the window the address may try again.
+	e.now = e.now.Add(4 * time.Minute)
+	if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}); r.Code != 200 {
+		t.Fatalf("after the window: %d %s", r.Code, r.Body)
+	}
 }
 
 func TestProtectedRouteAndLogout(t *testing.T) {

@@ -27,81 +27,79 @@ func (e *testEnv) stepUp(t *testing.T, session, body string) map[string]any {
 // fresh login, refused 11 minutes later with nothing changed, and allowed
 // again after a step-up; a new login renews it too.
 func TestSudoModeGuardsSensitiveChanges(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		type state func(e *settingsEnv) string
-		get := func(e *settingsEnv, path, field string) string {
-			t.Helper()
-			r := e.do(req{method: "GET", path: path, cookie: e.cookie})
-			return fmt.Sprint(data(t, r)[field])
-		}
-		cases := []struct {
-			name, method, path string
-			// bodies of the three attempts: fresh, stale, after the step-up
-			bodies [3]string
-			state  state
-		}{
-			{"metrics token", "POST", "/api/monitoring/metrics-token", [3]string{"", "", ""},
-				func(e *settingsEnv) string { return get(e, "/api/monitoring/metrics-token", "created_at") }},
-			{"webhook", "PUT", "/api/monitoring/notifications",
-				[3]string{`{"url":"https://hooks.example.com/a"}`, `{"url":"https://evil.example.net/b"}`, `{"url":"https://hooks.example.com/c"}`},
-				func(e *settingsEnv) string { return get(e, "/api/monitoring/notifications", "url") }},
-			{"firewall mode", "POST", "/api/local/firewall/configure",
-				[3]string{`{"mode":"manual"}`, `{"mode":"none"}`, `{"mode":"none"}`},
-				func(e *settingsEnv) string { return get(e, "/api/local/status", "firewall_mode") }},
-		}
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				e := newSettingsEnvOn(t, engine)
-				call := func(i int) resp {
-					return e.do(req{method: c.method, path: c.path, body: c.bodies[i], cookie: e.cookie})
-				}
-				before := c.state(e)
-				if r := call(0); r.Code != 200 {
-					t.Fatalf("fresh login: %d %s", r.Code, r.Body)
-				}
-				fresh := c.state(e)
-				if fresh == before {
-					t.Fatalf("the fresh change changed nothing (%q)", fresh)
-				}
-				e.now = e.now.Add(11 * time.Minute)
-				if st := data(t, e.do(req{method: "GET", path: "/api/auth/step-up", cookie: e.cookie})); st["recent"] != false || st["requires"] != "password" {
-					t.Fatalf("step-up state 11 minutes after login: %v", st)
-				}
-				wantRecentAuth(t, c.name, call(1))
-				if got := c.state(e); got != fresh {
-					t.Fatalf("a refused change changed %q to %q", fresh, got)
-				}
-				// A wrong password is no step-up.
-				wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"password":"wrong password here"}`}), 401, "invalid password")
-				wantRecentAuth(t, c.name+" after a failed step-up", call(1))
-				st := e.stepUp(t, e.cookie, `{"password":"`+goodPassword+`"}`)
-				if st["recent"] != true || st["recent_until"] != e.now.Add(10*time.Minute).UTC().Format(time.RFC3339) || st["window_seconds"] != 600.0 {
-					t.Fatalf("step-up answer = %v", st)
-				}
-				if r := call(2); r.Code != 200 {
-					t.Fatalf("after the step-up: %d %s", r.Code, r.Body)
-				}
-				e.waitOperation(t)
-				if got := c.state(e); got == fresh {
-					t.Fatalf("the change after the step-up changed nothing (%q)", got)
-				}
-				// 10 minutes after the step-up it is over again; a new login
-				// renews it as well.
-				e.now = e.now.Add(10 * time.Minute)
-				wantRecentAuth(t, c.name+" 10 minutes after the step-up", call(1))
-				login := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})
-				e.cookie = sessionCookie(t, login).Value
-				if r := call(0); r.Code != 200 {
-					t.Fatalf("after a new login: %d %s", r.Code, r.Body)
-				}
-				e.waitOperation(t)
-				kinds := e.auditKinds()
-				if countKind(kinds, "STEP_UP_SUCCESS") != 1 || countKind(kinds, "STEP_UP_FAILED") != 1 {
-					t.Fatalf("audit kinds = %v", kinds)
-				}
-			})
-		}
-	})
+	type state func(e *settingsEnv) string
+	get := func(e *settingsEnv, path, field string) string {
+		t.Helper()
+		r := e.do(req{method: "GET", path: path, cookie: e.cookie})
+		return fmt.Sprint(data(t, r)[field])
+	}
+	cases := []struct {
+		name, method, path string
+		// bodies of the three attempts: fresh, stale, after the step-up
+		bodies [3]string
+		state  state
+	}{
+		{"metrics token", "POST", "/api/monitoring/metrics-token", [3]string{"", "", ""},
+			func(e *settingsEnv) string { return get(e, "/api/monitoring/metrics-token", "created_at") }},
+		{"webhook", "PUT", "/api/monitoring/notifications",
+			[3]string{`{"url":"https://hooks.example.com/a"}`, `{"url":"https://evil.example.net/b"}`, `{"url":"https://hooks.example.com/c"}`},
+			func(e *settingsEnv) string { return get(e, "/api/monitoring/notifications", "url") }},
+		{"firewall mode", "POST", "/api/local/firewall/configure",
+			[3]string{`{"mode":"manual"}`, `{"mode":"none"}`, `{"mode":"none"}`},
+			func(e *settingsEnv) string { return get(e, "/api/local/status", "firewall_mode") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newSettingsEnv(t)
+			call := func(i int) resp {
+				return e.do(req{method: c.method, path: c.path, body: c.bodies[i], cookie: e.cookie})
+			}
+			before := c.state(e)
+			if r := call(0); r.Code != 200 {
+				t.Fatalf("fresh login: %d %s", r.Code, r.Body)
+			}
+			fresh := c.state(e)
+			if fresh == before {
+				t.Fatalf("the fresh change changed nothing (%q)", fresh)
+			}
+			e.now = e.now.Add(11 * time.Minute)
+			if st := data(t, e.do(req{method: "GET", path: "/api/auth/step-up", cookie: e.cookie})); st["recent"] != false || st["requires"] != "password" {
+				t.Fatalf("step-up state 11 minutes after login: %v", st)
+			}
+			wantRecentAuth(t, c.name, call(1))
+			if got := c.state(e); got != fresh {
+				t.Fatalf("a refused change changed %q to %q", fresh, got)
+			}
+			// A wrong password is no step-up.
+			wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"password":"wrong password here"}`}), 401, "invalid password")
+			wantRecentAuth(t, c.name+" after a failed step-up", call(1))
+			st := e.stepUp(t, e.cookie, `{"password":"`+goodPassword+`"}`)
+			if st["recent"] != true || st["recent_until"] != e.now.Add(10*time.Minute).UTC().Format(time.RFC3339) || st["window_seconds"] != 600.0 {
+				t.Fatalf("step-up answer = %v", st)
+			}
+			if r := call(2); r.Code != 200 {
+				t.Fatalf("after the step-up: %d %s", r.Code, r.Body)
+			}
+			e.waitOperation(t)
+			if got := c.state(e); got == fresh {
+				t.Fatalf("the change after the step-up changed nothing (%q)", got)
+			}
+			// 10 minutes after the step-up it is over again; a new login
+			// renews it as well.
+			e.now = e.now.Add(10 * time.Minute)
+			wantRecentAuth(t, c.name+" 10 minutes after the step-up", call(1))
+			login := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})
+			e.cookie = sessionCookie(t, login).Value
+			if r := call(0); r.Code != 200 {
+				t.Fatalf("after a new login: %d %s", r.Code, r.Body)
+			}
+			e.waitOperation(t)
+			kinds := e.auditKinds()
+			if countKind(kinds, "STEP_UP_SUCCESS") != 1 || countKind(kinds, "STEP_UP_FAILED") != 1 {
+				t.Fatalf("audit kinds = %v", kinds)
+			}
+		})
+	}
 }
 
 // TestSudoModeGuardsAdditionalDevice: with 2FA on, enrolling and

@@ -358,37 +358,35 @@ func TestEnrollmentExpiresAndIsReplaced(t *testing.T) {
 }
 
 func TestTwoFactorRateLimit(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		session := e.setup()
-		secret, _ := e.enableTOTP(session, "phone")
-		peer := "198.51.100.30:1"
-		wrong := "000000"
-		if codeFor(t, secret, e.now) == wrong {
-			wrong = "111111"
+	e := newEnv(t)
+	session := e.setup()
+	secret, _ := e.enableTOTP(session, "phone")
+	peer := "198.51.100.30:1"
+	wrong := "000000"
+	if codeFor(t, secret, e.now) == wrong {
+		wrong = "111111"
+	}
+	// Two pending logins take the address's 10 failures (5 each).
+	var pending string
+	for range 2 {
+		pending = e.pendingLogin(peer)
+		for range 5 {
+			wantError(t, e.login2FA(pending, wrong, peer), 401, "invalid code")
 		}
-		// Two pending logins take the address's 10 failures (5 each).
-		var pending string
-		for range 2 {
-			pending = e.pendingLogin(peer)
-			for range 5 {
-				wantError(t, e.login2FA(pending, wrong, peer), 401, "invalid code")
-			}
-		}
-		r := e.login2FA(pending, codeFor(t, secret, e.now), peer)
-		wantError(t, r, 429, "")
-		if r.Header().Get("Retry-After") == "" {
-			t.Fatal("429 without Retry-After")
-		}
-		// The same limit covers the password.
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}), 429, "")
-		// After the window the spent pending token is refused as not valid.
-		e.now = e.now.Add(auth.FailureWindow)
-		wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), peer), 401, "the login has expired or is not valid: log in with the password again")
-		if n := countKind(e.auditKinds(), "LOGIN_2FA_FAILED"); n != auth.MaxFailures+1 {
-			t.Fatalf("LOGIN_2FA_FAILED audited %d times, want %d", n, auth.MaxFailures+1)
-		}
-	})
+	}
+	r := e.login2FA(pending, codeFor(t, secret, e.now), peer)
+	wantError(t, r, 429, "")
+	if r.Header().Get("Retry-After") == "" {
+		t.Fatal("429 without Retry-After")
+	}
+	// The same limit covers the password.
+	wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, peer: peer}), 429, "")
+	// After the window the spent pending token is refused as not valid.
+	e.now = e.now.Add(auth.FailureWindow)
+	wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), peer), 401, "the login has expired or is not valid: log in with the password again")
+	if n := countKind(e.auditKinds(), "LOGIN_2FA_FAILED"); n != auth.MaxFailures+1 {
+		t.Fatalf("LOGIN_2FA_FAILED audited %d times, want %d", n, auth.MaxFailures+1)
+	}
 }
 
 // TestTOTPSecretSealed: neither the devices row nor the database files hold
