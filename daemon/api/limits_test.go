@@ -33,24 +33,22 @@ func (e *testEnv) wrongCode(secret string) string {
 }
 
 func TestPendingTokenDiesAfterFiveWrongCodes(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		session := e.setup()
-		secret, _ := e.enableTOTP(session, "phone")
-		e.now = e.now.Add(30 * time.Second) // past the step spent at confirm
-		wrong := e.wrongCode(secret)
-		pending := e.pendingLogin("")
-		for i := 0; i < 5; i++ {
-			wantError(t, e.login2FA(pending, wrong, ""), 401, "invalid code")
-		}
-		// The right code no longer completes this login.
-		wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), ""), 401,
-			"the login has expired or is not valid: log in with the password again")
-		// A new login with the same code works.
-		if r := e.login2FA(e.pendingLogin(""), codeFor(t, secret, e.now), ""); r.Code != 200 {
-			t.Fatalf("fresh login: %d %s", r.Code, r.Body)
-		}
-	})
+	e := newEnv(t)
+	session := e.setup()
+	secret, _ := e.enableTOTP(session, "phone")
+	e.now = e.now.Add(30 * time.Second) // past the step spent at confirm
+	wrong := e.wrongCode(secret)
+	pending := e.pendingLogin("")
+	for i := 0; i < 5; i++ {
+		wantError(t, e.login2FA(pending, wrong, ""), 401, "invalid code")
+	}
+	// The right code no longer completes this login.
+	wantError(t, e.login2FA(pending, codeFor(t, secret, e.now), ""), 401,
+		"the login has expired or is not valid: log in with the password again")
+	// A new login with the same code works.
+	if r := e.login2FA(e.pendingLogin(""), codeFor(t, secret, e.now), ""); r.Code != 200 {
+		t.Fatalf("fresh login: %d %s", r.Code, r.Body)
+	}
 }
 
 func TestPendingTokenBoundToItsAddress(t *testing.T) {

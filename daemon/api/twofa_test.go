@@ -392,39 +392,34 @@ func TestTwoFactorRateLimit(t *testing.T) {
 // TestTOTPSecretSealed: neither the devices row nor the database files hold
 // the secret in the clear.
 func TestTOTPSecretSealed(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		session := e.setup()
-		secret, _ := e.enableTOTP(session, "phone")
-		var sealed string
-		if err := e.st.DB().QueryRow("SELECT secret_sealed FROM totp_devices").Scan(&sealed); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(sealed, "v1:") || strings.Contains(sealed, secret) {
-			t.Fatalf("secret_sealed %q is not sealed", sealed)
-		}
-		raw, err := base32Decode(secret)
+	e := newEnv(t)
+	session := e.setup()
+	secret, _ := e.enableTOTP(session, "phone")
+	var sealed string
+	if err := e.st.DB().QueryRow("SELECT secret_sealed FROM totp_devices").Scan(&sealed); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(sealed, "v1:") || strings.Contains(sealed, secret) {
+		t.Fatalf("secret_sealed %q is not sealed", sealed)
+	}
+	raw, err := base32Decode(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every file of the database (main file, WAL) on disk.
+	files, _ := filepath.Glob(filepath.Join(e.db.dir, store.DBFile+"*"))
+	if len(files) == 0 {
+		t.Fatal("no database files found")
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if engine != sqliteEngine {
-			return // PostgreSQL's files are the server's
+		if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, raw) {
+			t.Fatalf("%s contains the TOTP secret", f)
 		}
-		// Every file of the database (main file, WAL) on disk.
-		files, _ := filepath.Glob(filepath.Join(e.db.dir, store.DBFile+"*"))
-		if len(files) == 0 {
-			t.Fatal("no database files found")
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(b, []byte(secret)) || bytes.Contains(b, raw) {
-				t.Fatalf("%s contains the TOTP secret", f)
-			}
-		}
-	})
+	}
 }
 
 // TestEnrollQR decodes the QR image and finds the otpauth URI of the secret.
@@ -483,41 +478,39 @@ func base32Decode(s string) ([]byte, error) {
 // devices by their names (with the id beside), in step-up failures and in
 // 2FA logins too, as the dashboard's audit page shows it.
 func TestAuditNamesKeysAndDevices(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		session := e.setup()
-		key := data(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/generate", cookie: session, body: `{"name":"laptop key"}`}))
-		id := key["id"].(string)
-		secret, _ := e.enableTOTP(session, "phone")
-		wantError(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/" + id + "/download", cookie: session, body: `{"code":"000000"}`}), 401, "invalid code")
-		pending := e.pendingLogin("")
-		if r := e.login2FA(pending, codeFor(t, secret, e.now.Add(30*time.Second)), ""); r.Code != 200 {
-			t.Fatalf("2FA login: %d %s", r.Code, r.Body)
-		}
-		entries, err := e.st.ListAudit(context.Background(), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{
-			"STEP_UP_FAILED":    `download SSH key "laptop key" (` + id + `)`,
-			"LOGIN_2FA_SUCCESS": `device "phone" (`,
-			"TOTP_DEVICE_ADDED": `device "phone" (`,
-		}
-		for kind, frag := range want {
-			found := false
-			for _, en := range entries {
-				if en.Kind == kind && strings.Contains(en.Detail, frag) {
-					found = true
-				}
-			}
-			if !found {
-				t.Errorf("no %s entry naming %s", kind, frag)
+	e := newEnv(t)
+	session := e.setup()
+	key := data(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/generate", cookie: session, body: `{"name":"laptop key"}`}))
+	id := key["id"].(string)
+	secret, _ := e.enableTOTP(session, "phone")
+	wantError(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/" + id + "/download", cookie: session, body: `{"code":"000000"}`}), 401, "invalid code")
+	pending := e.pendingLogin("")
+	if r := e.login2FA(pending, codeFor(t, secret, e.now.Add(30*time.Second)), ""); r.Code != 200 {
+		t.Fatalf("2FA login: %d %s", r.Code, r.Body)
+	}
+	entries, err := e.st.ListAudit(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"STEP_UP_FAILED":    `download SSH key "laptop key" (` + id + `)`,
+		"LOGIN_2FA_SUCCESS": `device "phone" (`,
+		"TOTP_DEVICE_ADDED": `device "phone" (`,
+	}
+	for kind, frag := range want {
+		found := false
+		for _, en := range entries {
+			if en.Kind == kind && strings.Contains(en.Detail, frag) {
+				found = true
 			}
 		}
-		if t.Failed() {
-			for _, en := range entries {
-				t.Logf("%s %q", en.Kind, en.Detail)
-			}
+		if !found {
+			t.Errorf("no %s entry naming %s", kind, frag)
 		}
-	})
+	}
+	if t.Failed() {
+		for _, en := range entries {
+			t.Logf("%s %q", en.Kind, en.Detail)
+		}
+	}
 }
