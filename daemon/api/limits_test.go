@@ -204,41 +204,39 @@ func TestParallelWrongCodesStayWithinTheLimit(t *testing.T) {
 }
 
 func TestRateLimitedAttemptsAggregated(t *testing.T) {
-	eachEngine(t, func(t *testing.T, engine string) {
-		e := newEnvOn(t, engine)
-		session := e.setup()
-		e.now = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(5 * time.Second)
-		peer := "198.51.100.70:1"
-		for i := 0; i < auth.MaxFailures; i++ {
-			e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
-		}
-		for i := 0; i < 20; i++ {
-			wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
-		}
-		e.now = e.now.Add(time.Minute)
-		for i := 0; i < 3; i++ {
-			wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
-		}
-		r := e.do(req{method: "GET", path: "/api/security/logs", cookie: session})
-		var body struct {
-			Data []store.AuditEntry `json:"data"`
-		}
-		if err := json.Unmarshal(r.Body.Bytes(), &body); err != nil {
-			t.Fatal(err)
-		}
-		var counts []int64
-		for _, en := range body.Data {
-			if en.Kind == "LOGIN_RATE_LIMITED" {
-				if en.ClientAddr != "198.51.100.70" {
-					t.Fatalf("row for %q", en.ClientAddr)
-				}
-				counts = append(counts, en.Count)
+	e := newEnv(t)
+	session := e.setup()
+	e.now = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(5 * time.Second)
+	peer := "198.51.100.70:1"
+	for i := 0; i < auth.MaxFailures; i++ {
+		e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer})
+	}
+	for i := 0; i < 20; i++ {
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
+	}
+	e.now = e.now.Add(time.Minute)
+	for i := 0; i < 3; i++ {
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"wrong"}`, peer: peer}), 429, "")
+	}
+	r := e.do(req{method: "GET", path: "/api/security/logs", cookie: session})
+	var body struct {
+		Data []store.AuditEntry `json:"data"`
+	}
+	if err := json.Unmarshal(r.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	var counts []int64
+	for _, en := range body.Data {
+		if en.Kind == "LOGIN_RATE_LIMITED" {
+			if en.ClientAddr != "198.51.100.70" {
+				t.Fatalf("row for %q", en.ClientAddr)
 			}
+			counts = append(counts, en.Count)
 		}
-		if fmt.Sprint(counts) != "[3 20]" {
-			t.Fatalf("LOGIN_RATE_LIMITED rows (newest first) with counts %v, want [3 20]", counts)
-		}
-	})
+	}
+	if fmt.Sprint(counts) != "[3 20]" {
+		t.Fatalf("LOGIN_RATE_LIMITED rows (newest first) with counts %v, want [3 20]", counts)
+	}
 }
 
 func TestShadowingSessionCookie(t *testing.T) {
