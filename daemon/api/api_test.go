@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -26,6 +28,7 @@ const goodPassword = "correct horse battery staple"
 type testEnv struct {
 	t       testing.TB
 	srv     *Server
+	db      testDB // the database st is a handle on
 	st      *store.Store
 	cfg     *config.Config
 	authSvc *auth.Service
@@ -34,24 +37,97 @@ type testEnv struct {
 	now     time.Time
 }
 
-// newEnv builds a server on a fresh store; opts adjust its Options.
-func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
+// The engines the store runs on, as store.(*Store).Engine names them.
+const (
+	sqliteEngine   = "sqlite"
+	postgresEngine = "postgres"
+)
+
+// eachEngine runs fn as two subtests, "sqlite" and "postgres", each with
+// the engine to build its environment on (newEnvOn and friends). Tests that
+// exercise the store's queries and transactions use it, so that every one
+// the API makes runs on PostgreSQL too; the others stay on SQLite alone.
+func eachEngine(t *testing.T, fn func(t *testing.T, engine string)) {
 	t.Helper()
-	return newEnvIn(t, t.TempDir(), t.TempDir(), opts...)
+	for _, engine := range []string{sqliteEngine, postgresEngine} {
+		t.Run(engine, func(t *testing.T) { fn(t, engine) })
+	}
 }
 
-// newEnvIn is newEnv with the store in storeDir and the configured data
-// directory (the key file, the setup code) at dataDir.
-func newEnvIn(t testing.TB, storeDir, dataDir string, opts ...func(*Options, *store.Store)) *testEnv {
+// testDB is the database of a test environment: SQLite in dir, or the
+// PostgreSQL database at url.
+type testDB struct{ dir, url string }
+
+// newTestDB makes a fresh database on engine: SQLite in dir, or a new
+// empty database on the test PostgreSQL.
+func newTestDB(t testing.TB, engine, dir string) testDB {
 	t.Helper()
-	st, err := store.Open(context.Background(), storeDir)
+	switch engine {
+	case sqliteEngine:
+		return testDB{dir: dir}
+	case postgresEngine:
+		return testDB{dir: dir, url: testutil.PostgresURLFrom(t, "api_migrated", migratePostgres)}
+	}
+	t.Fatalf("unknown engine %q", engine)
+	return testDB{}
+}
+
+// migratePostgres migrates the PostgreSQL database at url, which every
+// test's database is then copied from: cheaper than each test running the
+// migrations.
+func migratePostgres(url string) error {
+	dir, err := os.MkdirTemp("", "tunnelsvc-api-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.OpenDatabase(context.Background(), dir, url)
+	if err != nil {
+		return err
+	}
+	return st.Close()
+}
+
+// open opens a handle on the database, closed when the test ends. Two
+// handles are two processes on one database, as the daemon and an admin
+// command are.
+func (d testDB) open(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.OpenDatabase(context.Background(), d.dir, d.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newEnv builds a server on a fresh SQLite store; opts adjust its Options.
+func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
+	return newEnvOn(t, sqliteEngine, opts...)
+}
+
+// newEnvOn is newEnv on a fresh store of the given engine.
+func newEnvOn(t testing.TB, engine string, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
+	return newEnvWith(t, newTestDB(t, engine, t.TempDir()), t.TempDir(), opts...)
+}
+
+// newEnvIn is newEnv with the SQLite store in storeDir and the configured
+// data directory (the key file, the setup code) at dataDir.
+func newEnvIn(t testing.TB, storeDir, dataDir string, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
+	return newEnvWith(t, newTestDB(t, sqliteEngine, storeDir), dataDir, opts...)
+}
+
+// newEnvWith builds the server on a store of db, with the configured data
+// directory at dataDir.
+func newEnvWith(t testing.TB, db testDB, dataDir string, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
+	st := db.open(t)
 	cfg := config.Default()
 	cfg.DataDir = dataDir
-	e := &testEnv{t: t, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
+	e := &testEnv{t: t, db: db, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
@@ -189,24 +265,26 @@ func TestSetupValidation(t *testing.T) {
 }
 
 func TestSetupLogsInAndConflicts(t *testing.T) {
-	e := newEnv(t)
-	r := e.do(req{method: "POST", path: "/api/auth/setup", body: `{"password":"` + goodPassword + `"}`})
-	if r.Code != 200 || r.json(t)["data"].(map[string]any)["message"] != "setup complete" {
-		t.Fatalf("%d %s", r.Code, r.Body)
-	}
-	c := sessionCookie(t, r)
-	if c == nil || c.Value == "" || c.MaxAge != 86400 || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Secure {
-		t.Fatalf("cookie = %+v", c)
-	}
-	st := e.do(req{method: "GET", path: "/api/auth/status", cookie: c.Value})
-	if strings.TrimSpace(st.Body.String()) != `{"data":{"authenticated":true,"setup":true,"totp_enabled":false}}` {
-		t.Fatal(st.Body)
-	}
-	wantError(t, e.do(req{method: "POST", path: "/api/auth/setup", body: `{"password":"another fine passphrase here"}`}), 409, "already configured")
-	// The password did not change.
-	if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`}); r.Code != 200 {
-		t.Fatalf("login after 409: %d %s", r.Code, r.Body)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		r := e.do(req{method: "POST", path: "/api/auth/setup", body: `{"password":"` + goodPassword + `"}`})
+		if r.Code != 200 || r.json(t)["data"].(map[string]any)["message"] != "setup complete" {
+			t.Fatalf("%d %s", r.Code, r.Body)
+		}
+		c := sessionCookie(t, r)
+		if c == nil || c.Value == "" || c.MaxAge != 86400 || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/" || c.Secure {
+			t.Fatalf("cookie = %+v", c)
+		}
+		st := e.do(req{method: "GET", path: "/api/auth/status", cookie: c.Value})
+		if strings.TrimSpace(st.Body.String()) != `{"data":{"authenticated":true,"setup":true,"totp_enabled":false}}` {
+			t.Fatal(st.Body)
+		}
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/setup", body: `{"password":"another fine passphrase here"}`}), 409, "already configured")
+		// The password did not change.
+		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`}); r.Code != 200 {
+			t.Fatalf("login after 409: %d %s", r.Code, r.Body)
+		}
+	})
 }
 
 func TestSecureCookie(t *testing.T) {
@@ -286,55 +364,59 @@ func TestLoginAndRateLimit(t *testing.T) {
 }
 
 func TestProtectedRouteAndLogout(t *testing.T) {
-	e := newEnv(t)
-	token := e.setup()
-	wantError(t, e.do(req{method: "GET", path: "/api/security/logs"}), 401, "authentication required")
-	wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: "forged"}), 401, "authentication required")
-	if r := e.do(req{method: "GET", path: "/api/security/logs", cookie: token}); r.Code != 200 {
-		t.Fatalf("%d %s", r.Code, r.Body)
-	}
-	r := e.do(req{method: "POST", path: "/api/auth/logout", cookie: token})
-	if r.Code != 200 || r.json(t)["data"].(map[string]any)["message"] != "logged out" {
-		t.Fatalf("%d %s", r.Code, r.Body)
-	}
-	if got := r.Header().Get("Set-Cookie"); got != "tunnel_session=; Path=/; Max-Age=-1; HttpOnly; SameSite=Lax" {
-		t.Fatalf("logout Set-Cookie = %q", got)
-	}
-	wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: token}), 401, "authentication required")
-	// Logout without a cookie is still 200.
-	if r := e.do(req{method: "POST", path: "/api/auth/logout"}); r.Code != 200 {
-		t.Fatal(r.Code)
-	}
-	// Sessions expire after 86400 s.
-	token = sessionCookie(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})).Value
-	e.now = e.now.Add(86400 * time.Second)
-	wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: token}), 401, "authentication required")
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		token := e.setup()
+		wantError(t, e.do(req{method: "GET", path: "/api/security/logs"}), 401, "authentication required")
+		wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: "forged"}), 401, "authentication required")
+		if r := e.do(req{method: "GET", path: "/api/security/logs", cookie: token}); r.Code != 200 {
+			t.Fatalf("%d %s", r.Code, r.Body)
+		}
+		r := e.do(req{method: "POST", path: "/api/auth/logout", cookie: token})
+		if r.Code != 200 || r.json(t)["data"].(map[string]any)["message"] != "logged out" {
+			t.Fatalf("%d %s", r.Code, r.Body)
+		}
+		if got := r.Header().Get("Set-Cookie"); got != "tunnel_session=; Path=/; Max-Age=-1; HttpOnly; SameSite=Lax" {
+			t.Fatalf("logout Set-Cookie = %q", got)
+		}
+		wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: token}), 401, "authentication required")
+		// Logout without a cookie is still 200.
+		if r := e.do(req{method: "POST", path: "/api/auth/logout"}); r.Code != 200 {
+			t.Fatal(r.Code)
+		}
+		// Sessions expire after 86400 s.
+		token = sessionCookie(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`})).Value
+		e.now = e.now.Add(86400 * time.Second)
+		wantError(t, e.do(req{method: "GET", path: "/api/security/logs", cookie: token}), 401, "authentication required")
+	})
 }
 
 func TestAuditLog(t *testing.T) {
-	e := newEnv(t)
-	token := e.setup()
-	e.now = e.now.Add(time.Second)
-	e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"nope"}`, peer: "198.51.100.9:1", header: map[string]string{"User-Agent": "ua-test"}})
-	e.now = e.now.Add(time.Second)
-	e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, header: map[string]string{"X-Forwarded-For": "192.0.2.44"}})
-	e.now = e.now.Add(time.Second)
-	r := e.do(req{method: "GET", path: "/api/security/logs", cookie: token})
-	var body struct {
-		Data []store.AuditEntry `json:"data"`
-	}
-	json.Unmarshal(r.Body.Bytes(), &body)
-	var kinds []string
-	for _, en := range body.Data {
-		kinds = append(kinds, en.Kind+"@"+en.ClientAddr)
-	}
-	want := "LOGIN_SUCCESS@192.0.2.44 LOGIN_FAILED@198.51.100.9 SETUP@127.0.0.1"
-	if strings.Join(kinds, " ") != want {
-		t.Fatalf("audit = %v, want %s", kinds, want)
-	}
-	if body.Data[1].UserAgent != "ua-test" {
-		t.Fatalf("user agent = %q", body.Data[1].UserAgent)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		token := e.setup()
+		e.now = e.now.Add(time.Second)
+		e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"nope"}`, peer: "198.51.100.9:1", header: map[string]string{"User-Agent": "ua-test"}})
+		e.now = e.now.Add(time.Second)
+		e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`, header: map[string]string{"X-Forwarded-For": "192.0.2.44"}})
+		e.now = e.now.Add(time.Second)
+		r := e.do(req{method: "GET", path: "/api/security/logs", cookie: token})
+		var body struct {
+			Data []store.AuditEntry `json:"data"`
+		}
+		json.Unmarshal(r.Body.Bytes(), &body)
+		var kinds []string
+		for _, en := range body.Data {
+			kinds = append(kinds, en.Kind+"@"+en.ClientAddr)
+		}
+		want := "LOGIN_SUCCESS@192.0.2.44 LOGIN_FAILED@198.51.100.9 SETUP@127.0.0.1"
+		if strings.Join(kinds, " ") != want {
+			t.Fatalf("audit = %v, want %s", kinds, want)
+		}
+		if body.Data[1].UserAgent != "ua-test" {
+			t.Fatalf("user agent = %q", body.Data[1].UserAgent)
+		}
+	})
 }
 
 func TestEnvelopeEdges(t *testing.T) {

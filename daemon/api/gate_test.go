@@ -10,65 +10,67 @@ import (
 // (never the password), and every bad value answers 400 with the reason and
 // leaves the tunnel as it was.
 func TestTunnelAccessFields(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	mid, _ := e.machine(t)
-	create := func(body string) resp {
-		return e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie, body: `{"machine_id":` + mid + `,` + body + `}`})
-	}
-	web := e.data(t, create(`"name":"web","kind":"http","local_port":80,"subdomain":"web"`), 201)
-	if web["access"] != "public" || web["has_password"] != nil || web["allow_ips"] != nil {
-		t.Fatalf("a new http tunnel: %v", web)
-	}
-	tcp := e.data(t, create(`"name":"db","kind":"tcp","local_port":5432`), 201)
-	if _, ok := tcp["access"]; ok {
-		t.Fatalf("a tcp tunnel shows access: %v", tcp)
-	}
-	path := "/api/tunnels/" + fmt.Sprint(web["id"])
-	patch := func(body string) resp { return e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: body}) }
-
-	got := e.data(t, patch(`{"access":"password","password":"correct horse battery staple","allow_ips":[" 10.1.2.3/8","2001:db8::1","10.9.9.9/8"]}`), 200)
-	if got["access"] != "password" || got["has_password"] != true || fmt.Sprint(got["allow_ips"]) != "[10.0.0.0/8 2001:db8::1/128]" {
-		t.Fatalf("after PATCH: %v", got)
-	}
-	if strings.Contains(e.do(req{method: "GET", path: "/api/tunnels", cookie: e.cookie}).Body.String(), "argon2") {
-		t.Fatal("the password hash is shown")
-	}
-	before := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String()
-	for _, c := range []struct{ body, msg string }{
-		{`{"access":"everyone"}`, `access must be "public", "operator" or "password"`},
-		{`{"access":"operator","password":"correct horse battery staple"}`, `password is only for access "password"`},
-		{`{"password":"short"}`, "password must be at least 8 characters"},
-		{`{"password":"password123"}`, "password is too easy to guess: use a longer passphrase of unrelated words"},
-		{`{"allow_ips":["10.0.0.0/33"]}`, `allow_ips: "10.0.0.0/33" is not an address or CIDR`},
-		{`{"allow_ips":["example.com"]}`, `allow_ips: "example.com" is not an address or CIDR`},
-		{`{"allow_ips":["10.0.0.0/33","192.0.2.1"," 300.1.1.1 ","fe80::1%eth0/64"]}`, `allow_ips: "10.0.0.0/33", "300.1.1.1" and "fe80::1%eth0/64" are not addresses or CIDRs`},
-		{`{"allow_ips":[` + strings.Repeat(`"10.0.0.1",`, 64) + `"10.0.0.2"]}`, "allow_ips may hold at most 64 entries"},
-		{`{"allow_ips":"10.0.0.1"}`, "invalid request body"},
-		{`{"access":"operator","name":"Bad Name"}`, "name must be a hostname label: lowercase letters, digits and inner hyphens"},
-	} {
-		wantError(t, patch(c.body), 400, c.msg)
-		if now := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String(); now != before {
-			t.Fatalf("%s changed the tunnel:\n%s\n%s", c.body, before, now)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		mid, _ := e.machine(t)
+		create := func(body string) resp {
+			return e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie, body: `{"machine_id":` + mid + `,` + body + `}`})
 		}
-	}
-	// Password mode needs a password when switching to it.
-	op := e.data(t, patch(`{"access":"operator","allow_ips":[]}`), 200)
-	if op["access"] != "operator" || op["has_password"] != nil || op["allow_ips"] != nil {
-		t.Fatalf("switched to operator: %v", op)
-	}
-	wantError(t, patch(`{"access":"password"}`), 400, `password is required for access "password"`)
-	wantError(t, create(`"name":"w2","kind":"http","local_port":80,"subdomain":"w2","access":"password"`), 400, `password is required for access "password"`)
-	dbPath := "/api/tunnels/" + fmt.Sprint(tcp["id"])
-	for _, c := range []struct{ body, msg string }{
-		{`{"access":"operator"}`, "access is only for http tunnels"},
-		{`{"password":"correct horse battery staple"}`, "password is only for http tunnels"},
-		{`{"allow_ips":["10.0.0.1"]}`, "allow_ips is only for http tunnels"},
-	} {
-		wantError(t, e.do(req{method: "PATCH", path: dbPath, cookie: e.cookie, body: c.body}), 400, c.msg)
-	}
-	if n := len(e.list(t, "/api/tunnels")); n != 2 {
-		t.Fatalf("%d tunnels after refused creations, want 2", n)
-	}
+		web := e.data(t, create(`"name":"web","kind":"http","local_port":80,"subdomain":"web"`), 201)
+		if web["access"] != "public" || web["has_password"] != nil || web["allow_ips"] != nil {
+			t.Fatalf("a new http tunnel: %v", web)
+		}
+		tcp := e.data(t, create(`"name":"db","kind":"tcp","local_port":5432`), 201)
+		if _, ok := tcp["access"]; ok {
+			t.Fatalf("a tcp tunnel shows access: %v", tcp)
+		}
+		path := "/api/tunnels/" + fmt.Sprint(web["id"])
+		patch := func(body string) resp { return e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: body}) }
+
+		got := e.data(t, patch(`{"access":"password","password":"correct horse battery staple","allow_ips":[" 10.1.2.3/8","2001:db8::1","10.9.9.9/8"]}`), 200)
+		if got["access"] != "password" || got["has_password"] != true || fmt.Sprint(got["allow_ips"]) != "[10.0.0.0/8 2001:db8::1/128]" {
+			t.Fatalf("after PATCH: %v", got)
+		}
+		if strings.Contains(e.do(req{method: "GET", path: "/api/tunnels", cookie: e.cookie}).Body.String(), "argon2") {
+			t.Fatal("the password hash is shown")
+		}
+		before := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String()
+		for _, c := range []struct{ body, msg string }{
+			{`{"access":"everyone"}`, `access must be "public", "operator" or "password"`},
+			{`{"access":"operator","password":"correct horse battery staple"}`, `password is only for access "password"`},
+			{`{"password":"short"}`, "password must be at least 8 characters"},
+			{`{"password":"password123"}`, "password is too easy to guess: use a longer passphrase of unrelated words"},
+			{`{"allow_ips":["10.0.0.0/33"]}`, `allow_ips: "10.0.0.0/33" is not an address or CIDR`},
+			{`{"allow_ips":["example.com"]}`, `allow_ips: "example.com" is not an address or CIDR`},
+			{`{"allow_ips":["10.0.0.0/33","192.0.2.1"," 300.1.1.1 ","fe80::1%eth0/64"]}`, `allow_ips: "10.0.0.0/33", "300.1.1.1" and "fe80::1%eth0/64" are not addresses or CIDRs`},
+			{`{"allow_ips":[` + strings.Repeat(`"10.0.0.1",`, 64) + `"10.0.0.2"]}`, "allow_ips may hold at most 64 entries"},
+			{`{"allow_ips":"10.0.0.1"}`, "invalid request body"},
+			{`{"access":"operator","name":"Bad Name"}`, "name must be a hostname label: lowercase letters, digits and inner hyphens"},
+		} {
+			wantError(t, patch(c.body), 400, c.msg)
+			if now := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String(); now != before {
+				t.Fatalf("%s changed the tunnel:\n%s\n%s", c.body, before, now)
+			}
+		}
+		// Password mode needs a password when switching to it.
+		op := e.data(t, patch(`{"access":"operator","allow_ips":[]}`), 200)
+		if op["access"] != "operator" || op["has_password"] != nil || op["allow_ips"] != nil {
+			t.Fatalf("switched to operator: %v", op)
+		}
+		wantError(t, patch(`{"access":"password"}`), 400, `password is required for access "password"`)
+		wantError(t, create(`"name":"w2","kind":"http","local_port":80,"subdomain":"w2","access":"password"`), 400, `password is required for access "password"`)
+		dbPath := "/api/tunnels/" + fmt.Sprint(tcp["id"])
+		for _, c := range []struct{ body, msg string }{
+			{`{"access":"operator"}`, "access is only for http tunnels"},
+			{`{"password":"correct horse battery staple"}`, "password is only for http tunnels"},
+			{`{"allow_ips":["10.0.0.1"]}`, "allow_ips is only for http tunnels"},
+		} {
+			wantError(t, e.do(req{method: "PATCH", path: dbPath, cookie: e.cookie, body: c.body}), 400, c.msg)
+		}
+		if n := len(e.list(t, "/api/tunnels")); n != 2 {
+			t.Fatalf("%d tunnels after refused creations, want 2", n)
+		}
+	})
 }
 
 // Without a dashboard session the authorize page issues nothing.

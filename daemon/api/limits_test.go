@@ -166,39 +166,41 @@ func TestGlobalFailureBudget(t *testing.T) {
 // TestParallelWrongCodesStayWithinTheLimit: 2FA codes cost no hash, so
 // nothing but the reservation stops 200 parallel guesses from one address.
 func TestParallelWrongCodesStayWithinTheLimit(t *testing.T) {
-	e := newEnv(t)
-	session := e.setup()
-	secret, _ := e.enableTOTP(session, "phone")
-	wrong := e.wrongCode(secret)
-	peer := "198.51.100.60:1"
-	var tokens []string
-	for range 4 {
-		tokens = append(tokens, e.pendingLogin(peer))
-	}
-	var wg sync.WaitGroup
-	var invalid, limited, other atomic.Int32
-	start := make(chan struct{})
-	for i := range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := e.login2FA(tokens[i%len(tokens)], wrong, peer)
-			switch {
-			case r.Code == 401 && strings.Contains(r.Body.String(), "invalid code"):
-				invalid.Add(1)
-			case r.Code == 429:
-				limited.Add(1)
-			default:
-				other.Add(1)
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if invalid.Load() > auth.MaxFailures || limited.Load() == 0 {
-		t.Fatalf("%d wrong codes were checked (limit %d), %d got 429, %d other", invalid.Load(), auth.MaxFailures, limited.Load(), other.Load())
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newEnvOn(t, engine)
+		session := e.setup()
+		secret, _ := e.enableTOTP(session, "phone")
+		wrong := e.wrongCode(secret)
+		peer := "198.51.100.60:1"
+		var tokens []string
+		for range 4 {
+			tokens = append(tokens, e.pendingLogin(peer))
+		}
+		var wg sync.WaitGroup
+		var invalid, limited, other atomic.Int32
+		start := make(chan struct{})
+		for i := range 200 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				r := e.login2FA(tokens[i%len(tokens)], wrong, peer)
+				switch {
+				case r.Code == 401 && strings.Contains(r.Body.String(), "invalid code"):
+					invalid.Add(1)
+				case r.Code == 429:
+					limited.Add(1)
+				default:
+					other.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if invalid.Load() > auth.MaxFailures || limited.Load() == 0 {
+			t.Fatalf("%d wrong codes were checked (limit %d), %d got 429, %d other", invalid.Load(), auth.MaxFailures, limited.Load(), other.Load())
+		}
+	})
 }
 
 func TestRateLimitedAttemptsAggregated(t *testing.T) {

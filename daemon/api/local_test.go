@@ -93,7 +93,13 @@ type localEnv struct {
 
 func newLocalEnv(t *testing.T, net *netcheck.Checker) *localEnv {
 	t.Helper()
-	e := newEnv(t)
+	return newLocalEnvOn(t, sqliteEngine, net)
+}
+
+// newLocalEnvOn is newLocalEnv on a store of the given engine.
+func newLocalEnvOn(t *testing.T, engine string, net *netcheck.Checker) *localEnv {
+	t.Helper()
+	e := newEnvOn(t, engine)
 	le := &localEnv{testEnv: e, units: &recUnits{active: map[string]bool{}}, tunnels: &recReconciler{}, root: t.TempDir()}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	le.setup = &localsetup.Service{
@@ -169,39 +175,41 @@ func TestLocalValidation(t *testing.T) {
 }
 
 func TestLocalSettings(t *testing.T) {
-	e := newLocalEnv(t, nil)
-	// An unparsable skip body is ignored (spec §4.2).
-	if r := e.do(req{method: "POST", path: "/api/local/skip", body: `not json`, cookie: e.cookie}); r.Code != 200 {
-		t.Fatalf("skip garbage: %d %s", r.Code, r.Body)
-	}
-	if r := e.do(req{method: "POST", path: "/api/local/skip", body: `{"domain":"Example.COM"}`, cookie: e.cookie}); r.Code != 200 {
-		t.Fatalf("skip: %d %s", r.Code, r.Body)
-	}
-	r := e.do(req{method: "GET", path: "/api/debug/webproxyfile", cookie: e.cookie})
-	if r.Code != 200 || r.Header().Get("Content-Type") != "text/plain; charset=utf-8" || !strings.Contains(r.Body.String(), "router.example.com {") {
-		t.Fatalf("webproxyfile: %d %q %s", r.Code, r.Header().Get("Content-Type"), r.Body)
-	}
-	r = e.do(req{method: "PUT", path: "/api/local/server-ports", body: `{"dashboard_private":true}`, cookie: e.cookie})
-	if r.Code != 200 || strings.TrimSpace(r.Body.String()) != `{"data":{"dashboard_private":true}}` {
-		t.Fatalf("server-ports: %d %s", r.Code, r.Body)
-	}
-	r = e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":" 203.0.113.5 "}`, cookie: e.cookie})
-	if r.Code != 200 || r.json(t)["data"].(map[string]any)["bind_ip"] != "203.0.113.5" || !strings.Contains(r.Body.String(), "restart") {
-		t.Fatalf("bind-ip: %d %s", r.Code, r.Body)
-	}
-	if e.tunnels.n != 1 {
-		t.Fatalf("bind-ip reconciled the tunnel server %d times, want 1", e.tunnels.n)
-	}
-	st := e.status(t)
-	if st.Domain != "example.com" || !st.DashboardPrivate || st.BindIP != "203.0.113.5" || st.FirewallMode != "none" {
-		t.Fatalf("status: %+v", st)
-	}
-	if !strings.Contains(e.do(req{method: "GET", path: "/api/debug/webproxyfile", cookie: e.cookie}).Body.String(), "default_bind 203.0.113.5") {
-		t.Fatal("the proxy file does not bind to bind_ip")
-	}
-	if r := e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":""}`, cookie: e.cookie}); r.Code != 200 || e.status(t).BindIP != "" {
-		t.Fatalf("clearing bind-ip: %d %s", r.Code, r.Body)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newLocalEnvOn(t, engine, nil)
+		// An unparsable skip body is ignored (spec §4.2).
+		if r := e.do(req{method: "POST", path: "/api/local/skip", body: `not json`, cookie: e.cookie}); r.Code != 200 {
+			t.Fatalf("skip garbage: %d %s", r.Code, r.Body)
+		}
+		if r := e.do(req{method: "POST", path: "/api/local/skip", body: `{"domain":"Example.COM"}`, cookie: e.cookie}); r.Code != 200 {
+			t.Fatalf("skip: %d %s", r.Code, r.Body)
+		}
+		r := e.do(req{method: "GET", path: "/api/debug/webproxyfile", cookie: e.cookie})
+		if r.Code != 200 || r.Header().Get("Content-Type") != "text/plain; charset=utf-8" || !strings.Contains(r.Body.String(), "router.example.com {") {
+			t.Fatalf("webproxyfile: %d %q %s", r.Code, r.Header().Get("Content-Type"), r.Body)
+		}
+		r = e.do(req{method: "PUT", path: "/api/local/server-ports", body: `{"dashboard_private":true}`, cookie: e.cookie})
+		if r.Code != 200 || strings.TrimSpace(r.Body.String()) != `{"data":{"dashboard_private":true}}` {
+			t.Fatalf("server-ports: %d %s", r.Code, r.Body)
+		}
+		r = e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":" 203.0.113.5 "}`, cookie: e.cookie})
+		if r.Code != 200 || r.json(t)["data"].(map[string]any)["bind_ip"] != "203.0.113.5" || !strings.Contains(r.Body.String(), "restart") {
+			t.Fatalf("bind-ip: %d %s", r.Code, r.Body)
+		}
+		if e.tunnels.n != 1 {
+			t.Fatalf("bind-ip reconciled the tunnel server %d times, want 1", e.tunnels.n)
+		}
+		st := e.status(t)
+		if st.Domain != "example.com" || !st.DashboardPrivate || st.BindIP != "203.0.113.5" || st.FirewallMode != "none" {
+			t.Fatalf("status: %+v", st)
+		}
+		if !strings.Contains(e.do(req{method: "GET", path: "/api/debug/webproxyfile", cookie: e.cookie}).Body.String(), "default_bind 203.0.113.5") {
+			t.Fatal("the proxy file does not bind to bind_ip")
+		}
+		if r := e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":""}`, cookie: e.cookie}); r.Code != 200 || e.status(t).BindIP != "" {
+			t.Fatalf("clearing bind-ip: %d %s", r.Code, r.Body)
+		}
+	})
 }
 
 func TestNetworkChecks(t *testing.T) {

@@ -62,7 +62,14 @@ type machinesEnv struct {
 }
 
 func newMachinesEnv(t *testing.T, ports store.PortRange) *machinesEnv {
-	e := newEnv(t)
+	t.Helper()
+	return newMachinesEnvOn(t, sqliteEngine, ports)
+}
+
+// newMachinesEnvOn is newMachinesEnv on a store of the given engine.
+func newMachinesEnvOn(t *testing.T, engine string, ports store.PortRange) *machinesEnv {
+	t.Helper()
+	e := newEnvOn(t, engine)
 	sealer, err := seal.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -117,48 +124,50 @@ func (e *machinesEnv) bootstrap(t *testing.T, token, name string) resp {
 var wide = store.PortRange{Lo: 20000, Hi: 29999}
 
 func TestBootstrapTokenLifecycle(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	d := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
-		header: map[string]string{"Host": "vps.example.com:7380"}}), 200)
-	tok := d["token"].(string)
-	if raw, err := base64Len(tok); err != nil || raw != 32 {
-		t.Fatalf("token %q is not 32 random bytes (%d, %v)", tok, raw, err)
-	}
-	if want := "curl -fsSL http://vps.example.com:7380/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok; d["command"] != want {
-		t.Fatalf("command = %q, want %q", d["command"], want)
-	}
-	exp, _ := time.Parse(time.RFC3339, d["expires_at"].(string))
-	if !exp.Equal(e.now.Add(60 * time.Minute)) {
-		t.Fatalf("expires_at = %v, want now+60m", exp)
-	}
-	// --base-url wins over the request.
-	e.cfg.BaseURL = "https://tunnels.example.org"
-	d2 := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: e.cookie}), 200)
-	if !strings.HasPrefix(d2["command"].(string), "curl -fsSL https://tunnels.example.org/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh ") {
-		t.Fatalf("command = %q", d2["command"])
-	}
-	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 0}`, cookie: e.cookie}), 400, "expires_in_minutes must be between 1 and 10080")
-	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`}), 401, "authentication required")
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		d := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
+			header: map[string]string{"Host": "vps.example.com:7380"}}), 200)
+		tok := d["token"].(string)
+		if raw, err := base64Len(tok); err != nil || raw != 32 {
+			t.Fatalf("token %q is not 32 random bytes (%d, %v)", tok, raw, err)
+		}
+		if want := "curl -fsSL http://vps.example.com:7380/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh " + tok; d["command"] != want {
+			t.Fatalf("command = %q, want %q", d["command"], want)
+		}
+		exp, _ := time.Parse(time.RFC3339, d["expires_at"].(string))
+		if !exp.Equal(e.now.Add(60 * time.Minute)) {
+			t.Fatalf("expires_at = %v, want now+60m", exp)
+		}
+		// --base-url wins over the request.
+		e.cfg.BaseURL = "https://tunnels.example.org"
+		d2 := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: e.cookie}), 200)
+		if !strings.HasPrefix(d2["command"].(string), "curl -fsSL https://tunnels.example.org/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh ") {
+			t.Fatalf("command = %q", d2["command"])
+		}
+		wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 0}`, cookie: e.cookie}), 400, "expires_in_minutes must be between 1 and 10080")
+		wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`}), 401, "authentication required")
 
-	pending := e.list(t, "/api/bootstrap/tokens")
-	if len(pending) != 2 {
-		t.Fatalf("pending = %v", pending)
-	}
-	if strings.Contains(fmt.Sprint(pending), tok) || pending[0].(map[string]any)["token"] != nil {
-		t.Fatal("the token list shows a secret")
-	}
-	// Revoke the second; it no longer registers a machine.
-	id := fmt.Sprint(d2["id"])
-	e.data(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 200)
-	wantError(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 404, "token not found")
-	wantError(t, e.bootstrap(t, d2["token"].(string), "web"), 401, "invalid or expired token")
+		pending := e.list(t, "/api/bootstrap/tokens")
+		if len(pending) != 2 {
+			t.Fatalf("pending = %v", pending)
+		}
+		if strings.Contains(fmt.Sprint(pending), tok) || pending[0].(map[string]any)["token"] != nil {
+			t.Fatal("the token list shows a secret")
+		}
+		// Revoke the second; it no longer registers a machine.
+		id := fmt.Sprint(d2["id"])
+		e.data(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 200)
+		wantError(t, e.do(req{method: "DELETE", path: "/api/bootstrap/tokens/" + id, cookie: e.cookie}), 404, "token not found")
+		wantError(t, e.bootstrap(t, d2["token"].(string), "web"), 401, "invalid or expired token")
 
-	// Expiry: the first token stops working after its hour.
-	e.now = e.now.Add(61 * time.Minute)
-	wantError(t, e.bootstrap(t, tok, "web"), 401, "invalid or expired token")
-	if got := e.list(t, "/api/bootstrap/tokens"); len(got) != 0 {
-		t.Fatalf("expired token still pending: %v", got)
-	}
+		// Expiry: the first token stops working after its hour.
+		e.now = e.now.Add(61 * time.Minute)
+		wantError(t, e.bootstrap(t, tok, "web"), 401, "invalid or expired token")
+		if got := e.list(t, "/api/bootstrap/tokens"); len(got) != 0 {
+			t.Fatalf("expired token still pending: %v", got)
+		}
+	})
 }
 
 func base64Len(s string) (int, error) {
@@ -167,33 +176,35 @@ func base64Len(s string) (int, error) {
 }
 
 func TestBootstrapRegisters(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	tok := e.token(t)
-	d := e.data(t, e.bootstrap(t, tok, "raspberry"), 200)
-	port := int(d["tunnel_port"].(float64))
-	if port < 20000 || port > 29999 {
-		t.Fatalf("tunnel_port %d outside the range", port)
-	}
-	if d["vps_ssh_public_key"] != e.vpsKey || d["agent_token"].(string) == "" || d["agent_local_port"].(float64) != machines.DefaultAgentLocalPort {
-		t.Fatalf("registration = %v", d)
-	}
-	cfg := d["revtunnel_client_config"].(string)
-	for _, want := range []string{"serverAddr = '127.0.0.1'", "serverPort = 7000", "user = 'm1'", fmt.Sprintf("remotePort = %d", port), "enable = true"} {
-		if !strings.Contains(cfg, want) {
-			t.Errorf("client config lacks %q:\n%s", want, cfg)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		tok := e.token(t)
+		d := e.data(t, e.bootstrap(t, tok, "raspberry"), 200)
+		port := int(d["tunnel_port"].(float64))
+		if port < 20000 || port > 29999 {
+			t.Fatalf("tunnel_port %d outside the range", port)
 		}
-	}
-	// Single use.
-	wantError(t, e.bootstrap(t, tok, "again"), 401, "invalid or expired token")
-	ms := e.list(t, "/api/machines")
-	if len(ms) != 1 || ms[0].(map[string]any)["name"] != "raspberry" || ms[0].(map[string]any)["status"] != "pending" {
-		t.Fatalf("machines = %v", ms)
-	}
-	// The failures are on the stale-token list, newest first, with address and reason.
-	stale := e.list(t, "/api/security/stale-tokens")
-	if len(stale) != 1 || stale[0].(map[string]any)["client_addr"] != "198.51.100.7" || stale[0].(map[string]any)["reason"] != "token already used" {
-		t.Fatalf("stale = %v", stale)
-	}
+		if d["vps_ssh_public_key"] != e.vpsKey || d["agent_token"].(string) == "" || d["agent_local_port"].(float64) != machines.DefaultAgentLocalPort {
+			t.Fatalf("registration = %v", d)
+		}
+		cfg := d["revtunnel_client_config"].(string)
+		for _, want := range []string{"serverAddr = '127.0.0.1'", "serverPort = 7000", "user = 'm1'", fmt.Sprintf("remotePort = %d", port), "enable = true"} {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("client config lacks %q:\n%s", want, cfg)
+			}
+		}
+		// Single use.
+		wantError(t, e.bootstrap(t, tok, "again"), 401, "invalid or expired token")
+		ms := e.list(t, "/api/machines")
+		if len(ms) != 1 || ms[0].(map[string]any)["name"] != "raspberry" || ms[0].(map[string]any)["status"] != "pending" {
+			t.Fatalf("machines = %v", ms)
+		}
+		// The failures are on the stale-token list, newest first, with address and reason.
+		stale := e.list(t, "/api/security/stale-tokens")
+		if len(stale) != 1 || stale[0].(map[string]any)["client_addr"] != "198.51.100.7" || stale[0].(map[string]any)["reason"] != "token already used" {
+			t.Fatalf("stale = %v", stale)
+		}
+	})
 }
 
 func TestBootstrapBadInput(t *testing.T) {
@@ -218,23 +229,25 @@ func TestBootstrapBadInput(t *testing.T) {
 // TestStaleTokensGrouped: repeated failures of one kind from one address
 // with one reason are one row with a count, newest first.
 func TestStaleTokensGrouped(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	for i := 0; i < 3; i++ {
-		e.bootstrap(t, "guess", "web")
-		e.now = e.now.Add(time.Second)
-	}
-	e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":"x"}`, peer: "198.51.100.9:1"})
-	stale := e.list(t, "/api/security/stale-tokens")
-	if len(stale) != 2 {
-		t.Fatalf("stale = %v", stale)
-	}
-	newest, older := stale[0].(map[string]any), stale[1].(map[string]any)
-	if newest["client_addr"] != "198.51.100.9" || newest["count"] != 1.0 || newest["kind"] != "bootstrap" {
-		t.Fatalf("newest = %v", newest)
-	}
-	if older["count"] != 3.0 || older["first_seen"] == older["created_at"] {
-		t.Fatalf("grouped = %v", older)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		for i := 0; i < 3; i++ {
+			e.bootstrap(t, "guess", "web")
+			e.now = e.now.Add(time.Second)
+		}
+		e.do(req{method: "POST", path: "/api/bootstrap", body: `{"token":"x"}`, peer: "198.51.100.9:1"})
+		stale := e.list(t, "/api/security/stale-tokens")
+		if len(stale) != 2 {
+			t.Fatalf("stale = %v", stale)
+		}
+		newest, older := stale[0].(map[string]any), stale[1].(map[string]any)
+		if newest["client_addr"] != "198.51.100.9" || newest["count"] != 1.0 || newest["kind"] != "bootstrap" {
+			t.Fatalf("newest = %v", newest)
+		}
+		if older["count"] != 3.0 || older["first_seen"] == older["created_at"] {
+			t.Fatalf("grouped = %v", older)
+		}
+	})
 }
 
 func TestBootstrapRateLimit(t *testing.T) {
@@ -250,92 +263,98 @@ func TestBootstrapRateLimit(t *testing.T) {
 }
 
 func TestParallelBootstraps(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	const n = 50
-	toks := make([]string, n)
-	for i := range toks {
-		toks[i] = e.token(t)
-	}
-	var wg sync.WaitGroup
-	res := make([]resp, n)
-	for i := range toks {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			res[i] = e.bootstrap(t, toks[i], fmt.Sprintf("m%d", i))
-		}(i)
-	}
-	wg.Wait()
-	seen := map[int]bool{}
-	for i, r := range res {
-		if r.Code != 200 {
-			t.Fatalf("bootstrap %d: %d %s", i, r.Code, r.Body)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		const n = 50
+		toks := make([]string, n)
+		for i := range toks {
+			toks[i] = e.token(t)
 		}
-		var body struct {
-			Data struct {
-				TunnelPort int `json:"tunnel_port"`
-			} `json:"data"`
+		var wg sync.WaitGroup
+		res := make([]resp, n)
+		for i := range toks {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				res[i] = e.bootstrap(t, toks[i], fmt.Sprintf("m%d", i))
+			}(i)
 		}
-		json.Unmarshal(r.Body.Bytes(), &body)
-		if seen[body.Data.TunnelPort] {
-			t.Fatalf("port %d handed out twice", body.Data.TunnelPort)
-		}
-		seen[body.Data.TunnelPort] = true
-	}
-	// Tunnel and agent ports together are all distinct too.
-	all := map[int]bool{}
-	for _, m := range e.list(t, "/api/machines") {
-		mm := m.(map[string]any)
-		for _, k := range []string{"tunnel_port", "agent_port"} {
-			p := int(mm[k].(float64))
-			if all[p] {
-				t.Fatalf("port %d used twice", p)
+		wg.Wait()
+		seen := map[int]bool{}
+		for i, r := range res {
+			if r.Code != 200 {
+				t.Fatalf("bootstrap %d: %d %s", i, r.Code, r.Body)
 			}
-			all[p] = true
+			var body struct {
+				Data struct {
+					TunnelPort int `json:"tunnel_port"`
+				} `json:"data"`
+			}
+			json.Unmarshal(r.Body.Bytes(), &body)
+			if seen[body.Data.TunnelPort] {
+				t.Fatalf("port %d handed out twice", body.Data.TunnelPort)
+			}
+			seen[body.Data.TunnelPort] = true
 		}
-	}
-	if len(all) != 2*n {
-		t.Fatalf("%d ports for %d machines", len(all), n)
-	}
+		// Tunnel and agent ports together are all distinct too.
+		all := map[int]bool{}
+		for _, m := range e.list(t, "/api/machines") {
+			mm := m.(map[string]any)
+			for _, k := range []string{"tunnel_port", "agent_port"} {
+				p := int(mm[k].(float64))
+				if all[p] {
+					t.Fatalf("port %d used twice", p)
+				}
+				all[p] = true
+			}
+		}
+		if len(all) != 2*n {
+			t.Fatalf("%d ports for %d machines", len(all), n)
+		}
+	})
 }
 
 func TestOneTokenTenRequests(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	tok := e.token(t)
-	var wg sync.WaitGroup
-	codes := make([]int, 10)
-	for i := range codes {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			codes[i] = e.bootstrap(t, tok, fmt.Sprintf("race%d", i)).Code
-		}(i)
-	}
-	wg.Wait()
-	ok, unauthorized := 0, 0
-	for _, c := range codes {
-		switch c {
-		case 200:
-			ok++
-		case 401:
-			unauthorized++
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		tok := e.token(t)
+		var wg sync.WaitGroup
+		codes := make([]int, 10)
+		for i := range codes {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				codes[i] = e.bootstrap(t, tok, fmt.Sprintf("race%d", i)).Code
+			}(i)
 		}
-	}
-	if ok != 1 || unauthorized != 9 {
-		t.Fatalf("codes = %v: want exactly one 200 and nine 401", codes)
-	}
-	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
-		t.Fatalf("%d machines from one token", len(ms))
-	}
+		wg.Wait()
+		ok, unauthorized := 0, 0
+		for _, c := range codes {
+			switch c {
+			case 200:
+				ok++
+			case 401:
+				unauthorized++
+			}
+		}
+		if ok != 1 || unauthorized != 9 {
+			t.Fatalf("codes = %v: want exactly one 200 and nine 401", codes)
+		}
+		if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+			t.Fatalf("%d machines from one token", len(ms))
+		}
+	})
 }
 
 func TestPortRangeExhausted(t *testing.T) {
-	e := newMachinesEnv(t, store.PortRange{Lo: 20000, Hi: 20002})
-	e.data(t, e.bootstrap(t, e.token(t), "a"), 200)
-	wantError(t, e.bootstrap(t, e.token(t), "b"), 503, "no free port left in the tunnel port range")
-	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
-		t.Fatalf("a failed registration left a machine: %v", ms)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, store.PortRange{Lo: 20000, Hi: 20002})
+		e.data(t, e.bootstrap(t, e.token(t), "a"), 200)
+		wantError(t, e.bootstrap(t, e.token(t), "b"), 503, "no free port left in the tunnel port range")
+		if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+			t.Fatalf("a failed registration left a machine: %v", ms)
+		}
+	})
 }
 
 func (e *machinesEnv) machine(t *testing.T) (id string, agentToken string) {
@@ -398,70 +417,74 @@ func TestTunnelsValidation(t *testing.T) {
 }
 
 func TestMachinesCRUDAndSelfDelete(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	id, agentToken := e.machine(t)
-	wantError(t, e.do(req{method: "GET", path: "/api/machines/77", cookie: e.cookie}), 404, "machine not found")
-	wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{}`, cookie: e.cookie}), 400, "name is required")
-	wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"  "}`, cookie: e.cookie}), 400, "name is required")
-	if d := e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"kitchen"}`, cookie: e.cookie}), 200); d["name"] != "kitchen" {
-		t.Fatalf("renamed = %v", d)
-	}
-	cfg := e.do(req{method: "GET", path: "/api/machines/" + id + "/revtunnel-client", cookie: e.cookie})
-	if cfg.Code != 200 || !strings.Contains(cfg.Body.String(), "name = 'ssh'") || cfg.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
-		t.Fatalf("client config: %d %s", cfg.Code, cfg.Body)
-	}
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete"}), 401, "agent token required")
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer nope"}}), 401, "invalid agent token")
-	e.data(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 200)
-	wantError(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 404, "machine not found")
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 401, "invalid agent token")
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		id, agentToken := e.machine(t)
+		wantError(t, e.do(req{method: "GET", path: "/api/machines/77", cookie: e.cookie}), 404, "machine not found")
+		wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{}`, cookie: e.cookie}), 400, "name is required")
+		wantError(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"  "}`, cookie: e.cookie}), 400, "name is required")
+		if d := e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"kitchen"}`, cookie: e.cookie}), 200); d["name"] != "kitchen" {
+			t.Fatalf("renamed = %v", d)
+		}
+		cfg := e.do(req{method: "GET", path: "/api/machines/" + id + "/revtunnel-client", cookie: e.cookie})
+		if cfg.Code != 200 || !strings.Contains(cfg.Body.String(), "name = 'ssh'") || cfg.Header().Get("Content-Type") != "text/plain; charset=utf-8" {
+			t.Fatalf("client config: %d %s", cfg.Code, cfg.Body)
+		}
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete"}), 401, "agent token required")
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer nope"}}), 401, "invalid agent token")
+		e.data(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 200)
+		wantError(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 404, "machine not found")
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + agentToken}}), 401, "invalid agent token")
 
-	id2, _ := e.machine(t)
-	e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + id2 + `,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
-	e.data(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 200)
-	if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
-		t.Fatalf("deleting the machine left tunnels: %v", ts)
-	}
-	wantError(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 404, "machine not found")
+		id2, _ := e.machine(t)
+		e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + id2 + `,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
+		e.data(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 200)
+		if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
+			t.Fatalf("deleting the machine left tunnels: %v", ts)
+		}
+		wantError(t, e.do(req{method: "DELETE", path: "/api/machines/" + id2, cookie: e.cookie}), 404, "machine not found")
+	})
 }
 
 func TestActivityFeed(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	base := e.now
-	for i := 0; i < 30; i++ {
-		for _, src := range []string{"machine", "tunnel"} {
-			if err := e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Duration(i) * time.Second), Source: src, Kind: "k", Message: fmt.Sprintf("%s %d", src, i)}); err != nil {
-				t.Fatal(err)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		base := e.now
+		for i := 0; i < 30; i++ {
+			for _, src := range []string{"machine", "tunnel"} {
+				if err := e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Duration(i) * time.Second), Source: src, Kind: "k", Message: fmt.Sprintf("%s %d", src, i)}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	// Tunnel events are older than half of the machine events: the feed
-	// still carries 25 of each.
-	for i := 0; i < 10; i++ {
-		e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Hour + time.Duration(i)*time.Second), Source: "machine", Kind: "k", Message: "late"})
-	}
-	ev := e.list(t, "/api/local/activity")
-	if len(ev) != 50 {
-		t.Fatalf("%d events, want 50", len(ev))
-	}
-	count := map[string]int{}
-	var prev time.Time
-	for i, x := range ev {
-		m := x.(map[string]any)
-		count[m["source"].(string)]++
-		at, _ := time.Parse(time.RFC3339Nano, m["created_at"].(string))
-		if i > 0 && at.After(prev) {
-			t.Fatalf("event %d is newer than event %d", i, i-1)
+		// Tunnel events are older than half of the machine events: the feed
+		// still carries 25 of each.
+		for i := 0; i < 10; i++ {
+			e.st.InsertEvent(context.Background(), store.Event{CreatedAt: base.Add(time.Hour + time.Duration(i)*time.Second), Source: "machine", Kind: "k", Message: "late"})
 		}
-		prev = at
-	}
-	if count["machine"] != 25 || count["tunnel"] != 25 {
-		t.Fatalf("sources = %v", count)
-	}
-	if ev[0].(map[string]any)["message"] != "late" {
-		t.Fatalf("newest = %v", ev[0])
-	}
-	wantError(t, e.do(req{method: "GET", path: "/api/local/activity"}), 401, "authentication required")
+		ev := e.list(t, "/api/local/activity")
+		if len(ev) != 50 {
+			t.Fatalf("%d events, want 50", len(ev))
+		}
+		count := map[string]int{}
+		var prev time.Time
+		for i, x := range ev {
+			m := x.(map[string]any)
+			count[m["source"].(string)]++
+			at, _ := time.Parse(time.RFC3339Nano, m["created_at"].(string))
+			if i > 0 && at.After(prev) {
+				t.Fatalf("event %d is newer than event %d", i, i-1)
+			}
+			prev = at
+		}
+		if count["machine"] != 25 || count["tunnel"] != 25 {
+			t.Fatalf("sources = %v", count)
+		}
+		if ev[0].(map[string]any)["message"] != "late" {
+			t.Fatalf("newest = %v", ev[0])
+		}
+		wantError(t, e.do(req{method: "GET", path: "/api/local/activity"}), 401, "authentication required")
+	})
 }
 
 func TestReconcileAndServerFile(t *testing.T) {

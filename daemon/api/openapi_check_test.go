@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 // The document is loaded once per test binary.
@@ -36,9 +37,10 @@ func checkedHandler(t testing.TB, h http.Handler) http.Handler {
 	return openAPIChecker(t).Handler(t, h)
 }
 
-// TestMain says, with -v, how many responses were held against the document.
+// TestMain says, with -v, how many responses were held against the
+// document, and stops the test PostgreSQL if a test started it.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testutil.RunWithPostgres(m)
 	if testing.Verbose() && apiDoc != nil {
 		fmt.Printf("openapi.yaml: %d responses validated\n", apiDoc.Validated())
 	}

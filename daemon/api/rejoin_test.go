@@ -23,97 +23,99 @@ func (e *machinesEnv) rejoin(agentToken, peer string) resp {
 // for the same machine (id, name, ports, tunnels), with a fresh agent token;
 // the old token stops working; the operator sees it in the audit log.
 func TestRejoinKeepsTheMachine(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	id, oldToken := e.machine(t)
-	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"nas"}`, cookie: e.cookie}), 200)
-	tun := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + id + `,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
-	before := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 200)
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		id, oldToken := e.machine(t)
+		e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"nas"}`, cookie: e.cookie}), 200)
+		tun := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + id + `,"name":"db","kind":"tcp","local_port":5432}`, cookie: e.cookie}), 201)
+		before := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 200)
 
-	d := e.data(t, e.rejoin(oldToken, "198.51.100.8:6000"), 200)
-	if d["rejoined"] != true || fmt.Sprint(d["machine_id"]) != id || d["name"] != "nas" {
-		t.Fatalf("rejoin = %v", d)
-	}
-	if d["tunnel_port"] != before["tunnel_port"] || d["agent_local_port"] != before["agent_local_port"] || d["vps_ssh_public_key"] != e.vpsKey {
-		t.Fatalf("rejoin = %v, machine before = %v", d, before)
-	}
-	newToken := d["agent_token"].(string)
-	if newToken == "" || newToken == oldToken {
-		t.Fatalf("agent token not replaced: %q", newToken)
-	}
-	cfg := d["revtunnel_client_config"].(string)
-	for _, want := range []string{"user = 'm" + id + "'", fmt.Sprintf("remotePort = %v", before["tunnel_port"]), fmt.Sprintf("remotePort = %v", tun["remote_port"]), "localPort = 5432"} {
-		if !strings.Contains(cfg, want) {
-			t.Errorf("client config lacks %q:\n%s", want, cfg)
+		d := e.data(t, e.rejoin(oldToken, "198.51.100.8:6000"), 200)
+		if d["rejoined"] != true || fmt.Sprint(d["machine_id"]) != id || d["name"] != "nas" {
+			t.Fatalf("rejoin = %v", d)
 		}
-	}
+		if d["tunnel_port"] != before["tunnel_port"] || d["agent_local_port"] != before["agent_local_port"] || d["vps_ssh_public_key"] != e.vpsKey {
+			t.Fatalf("rejoin = %v, machine before = %v", d, before)
+		}
+		newToken := d["agent_token"].(string)
+		if newToken == "" || newToken == oldToken {
+			t.Fatalf("agent token not replaced: %q", newToken)
+		}
+		cfg := d["revtunnel_client_config"].(string)
+		for _, want := range []string{"user = 'm" + id + "'", fmt.Sprintf("remotePort = %v", before["tunnel_port"]), fmt.Sprintf("remotePort = %v", tun["remote_port"]), "localPort = 5432"} {
+			if !strings.Contains(cfg, want) {
+				t.Errorf("client config lacks %q:\n%s", want, cfg)
+			}
+		}
 
-	after := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 200)
-	for _, k := range []string{"id", "name", "username", "tunnel_port", "agent_port", "agent_local_port", "created_at"} {
-		if after[k] != before[k] {
-			t.Errorf("%s changed: %v → %v", k, before[k], after[k])
+		after := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + id, cookie: e.cookie}), 200)
+		for _, k := range []string{"id", "name", "username", "tunnel_port", "agent_port", "agent_local_port", "created_at"} {
+			if after[k] != before[k] {
+				t.Errorf("%s changed: %v → %v", k, before[k], after[k])
+			}
 		}
-	}
-	if after["client_addr"] != "198.51.100.8" {
-		t.Errorf("client_addr = %v", after["client_addr"])
-	}
-	// The new agent gets its config pushed: the machine is pending.
-	if c := after["config"].(map[string]any); c["state"] != "pending" {
-		t.Errorf("config after rejoin = %v, want pending", c)
-	}
-	if ts := e.list(t, "/api/tunnels?machine_id="+id); len(ts) != 1 || ts[0].(map[string]any)["remote_port"] != tun["remote_port"] {
-		t.Errorf("tunnels after rejoin = %v", ts)
-	}
-	// The daemon reaches the new agent with the new token.
-	acc, err := e.svc.Agent(context.Background(), int64(after["id"].(float64)))
-	if err != nil || acc.Token != newToken {
-		t.Fatalf("agent access = %+v, %v", acc, err)
-	}
-	// The same config is what the dashboard shows.
-	if c := e.do(req{method: "GET", path: "/api/machines/" + id + "/revtunnel-client", cookie: e.cookie}); c.Body.String() != cfg {
-		t.Errorf("client config served = %s\nrejoin gave %s", c.Body, cfg)
-	}
+		if after["client_addr"] != "198.51.100.8" {
+			t.Errorf("client_addr = %v", after["client_addr"])
+		}
+		// The new agent gets its config pushed: the machine is pending.
+		if c := after["config"].(map[string]any); c["state"] != "pending" {
+			t.Errorf("config after rejoin = %v, want pending", c)
+		}
+		if ts := e.list(t, "/api/tunnels?machine_id="+id); len(ts) != 1 || ts[0].(map[string]any)["remote_port"] != tun["remote_port"] {
+			t.Errorf("tunnels after rejoin = %v", ts)
+		}
+		// The daemon reaches the new agent with the new token.
+		acc, err := e.svc.Agent(context.Background(), int64(after["id"].(float64)))
+		if err != nil || acc.Token != newToken {
+			t.Fatalf("agent access = %+v, %v", acc, err)
+		}
+		// The same config is what the dashboard shows.
+		if c := e.do(req{method: "GET", path: "/api/machines/" + id + "/revtunnel-client", cookie: e.cookie}); c.Body.String() != cfg {
+			t.Errorf("client config served = %s\nrejoin gave %s", c.Body, cfg)
+		}
 
-	// The old token is dead, for rejoin and for self-delete; the new one works.
-	wantError(t, e.rejoin(oldToken, "198.51.100.8:6000"), 401, "unknown agent token: no machine holds it (deleted, or rejoined since); join this machine again with a new token from the dashboard (Machines > Add machine)")
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + oldToken}}), 401, "invalid agent token")
-	again := e.data(t, e.rejoin(newToken, "198.51.100.8:6000"), 200)
-	if fmt.Sprint(again["machine_id"]) != id || again["agent_token"] == newToken {
-		t.Fatalf("second rejoin = %v", again)
-	}
-	if ms := e.list(t, "/api/machines"); len(ms) != 1 {
-		t.Fatalf("machines = %v", ms)
-	}
+		// The old token is dead, for rejoin and for self-delete; the new one works.
+		wantError(t, e.rejoin(oldToken, "198.51.100.8:6000"), 401, "unknown agent token: no machine holds it (deleted, or rejoined since); join this machine again with a new token from the dashboard (Machines > Add machine)")
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/self-delete", header: map[string]string{"Authorization": "Bearer " + oldToken}}), 401, "invalid agent token")
+		again := e.data(t, e.rejoin(newToken, "198.51.100.8:6000"), 200)
+		if fmt.Sprint(again["machine_id"]) != id || again["agent_token"] == newToken {
+			t.Fatalf("second rejoin = %v", again)
+		}
+		if ms := e.list(t, "/api/machines"); len(ms) != 1 {
+			t.Fatalf("machines = %v", ms)
+		}
 
-	entries, err := e.st.ListAudit(context.Background(), 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rejoins []string
-	for _, a := range entries {
-		if a.Kind == "MACHINE_REJOINED" {
-			rejoins = append(rejoins, a.Detail)
+		entries, err := e.st.ListAudit(context.Background(), 100)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if len(rejoins) != 2 {
-		t.Fatalf("MACHINE_REJOINED entries = %q", rejoins)
-	}
-	// Newest first: the second rejoin came from the same address.
-	if want := `machine "nas" rejoined (tunnel port ` + fmt.Sprint(before["tunnel_port"]) + ` kept); agent token replaced`; rejoins[0] != want {
-		t.Errorf("second audit = %q, want %q", rejoins[0], want)
-	}
-	if want := "; address 198.51.100.7 → 198.51.100.8"; !strings.HasSuffix(rejoins[1], want) {
-		t.Errorf("first audit = %q, want it to end with %q", rejoins[1], want)
-	}
-	// The activity feed says it too.
-	found := false
-	for _, ev := range e.list(t, "/api/local/activity?machine_id="+id) {
-		if strings.Contains(ev.(map[string]any)["message"].(string), `machine "nas" rejoined from 198.51.100.8`) {
-			found = true
+		var rejoins []string
+		for _, a := range entries {
+			if a.Kind == "MACHINE_REJOINED" {
+				rejoins = append(rejoins, a.Detail)
+			}
 		}
-	}
-	if !found {
-		t.Error("no rejoin in the machine's activity")
-	}
+		if len(rejoins) != 2 {
+			t.Fatalf("MACHINE_REJOINED entries = %q", rejoins)
+		}
+		// Newest first: the second rejoin came from the same address.
+		if want := `machine "nas" rejoined (tunnel port ` + fmt.Sprint(before["tunnel_port"]) + ` kept); agent token replaced`; rejoins[0] != want {
+			t.Errorf("second audit = %q, want %q", rejoins[0], want)
+		}
+		if want := "; address 198.51.100.7 → 198.51.100.8"; !strings.HasSuffix(rejoins[1], want) {
+			t.Errorf("first audit = %q, want it to end with %q", rejoins[1], want)
+		}
+		// The activity feed says it too.
+		found := false
+		for _, ev := range e.list(t, "/api/local/activity?machine_id="+id) {
+			if strings.Contains(ev.(map[string]any)["message"].(string), `machine "nas" rejoined from 198.51.100.8`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("no rejoin in the machine's activity")
+		}
+	})
 }
 
 func TestRejoinUnknownToken(t *testing.T) {

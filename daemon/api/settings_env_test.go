@@ -29,8 +29,14 @@ type settingsEnv struct {
 
 func newSettingsEnv(t *testing.T) *settingsEnv {
 	t.Helper()
+	return newSettingsEnvOn(t, sqliteEngine)
+}
+
+// newSettingsEnvOn is newSettingsEnv on a store of the given engine.
+func newSettingsEnvOn(t *testing.T, engine string) *settingsEnv {
+	t.Helper()
 	se := &settingsEnv{}
-	se.testEnv = newEnv(t, func(o *Options, st *store.Store) {
+	se.testEnv = newEnvOn(t, engine, func(o *Options, st *store.Store) {
 		se.local = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{},
 			Hub: logstream.NewHub(nil), Run: cmdrun.Exec{}, Log: o.Log, Now: o.Now, Database: testDatabase}
 		o.Setup, o.Hub = se.local, se.local.Hub

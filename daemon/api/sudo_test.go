@@ -106,38 +106,40 @@ func TestSudoModeGuardsSensitiveChanges(t *testing.T) {
 // confirming another device need a recent authentication, and the step-up
 // takes a device's code; the first device needs none.
 func TestSudoModeGuardsAdditionalDevice(t *testing.T) {
-	e := newSettingsEnv(t)
-	// The first device: even a stale session may turn 2FA on.
-	e.now = e.now.Add(11 * time.Minute)
-	secret, _ := e.enableTOTP(e.cookie, "phone")
-	devices := func() int { return len(e.status2FA(e.cookie)["devices"].([]any)) }
-	// Stale: refused, nothing added.
-	e.now = e.now.Add(time.Minute)
-	wantRecentAuth(t, "enroll", e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: e.cookie}))
-	wantRecentAuth(t, "confirm", e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: e.cookie,
-		body: `{"code":"123456","name":"tablet"}`}))
-	if n := devices(); n != 1 {
-		t.Fatalf("%d devices after refused enrollments", n)
-	}
-	st := data(t, e.do(req{method: "GET", path: "/api/auth/step-up", cookie: e.cookie}))
-	if st["requires"] != "totp" || st["recent"] != false {
-		t.Fatalf("step-up state = %v", st)
-	}
-	// With 2FA on, the password is no step-up; a device's code is.
-	wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"password":"` + goodPassword + `"}`}), 400, "code is required")
-	wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"code":"000000"}`}), 401, "invalid code")
-	e.stepUp(t, e.cookie, `{"code":"`+codeFor(t, secret, e.now)+`"}`)
-	second, _ := e.enroll(e.cookie)
-	data(t, e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: e.cookie,
-		body: `{"code":"` + codeFor(t, second, e.now) + `","name":"tablet"}`}))
-	if n := devices(); n != 2 {
-		t.Fatalf("%d devices after the step-up", n)
-	}
-	// A fresh 2FA login allows it at once.
-	e.now = e.now.Add(11 * time.Minute)
-	wantRecentAuth(t, "enroll", e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: e.cookie}))
-	pending := e.pendingLogin("")
-	r := e.login2FA(pending, codeFor(t, second, e.now), "")
-	data(t, r)
-	data(t, e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: sessionCookie(t, r).Value}))
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newSettingsEnvOn(t, engine)
+		// The first device: even a stale session may turn 2FA on.
+		e.now = e.now.Add(11 * time.Minute)
+		secret, _ := e.enableTOTP(e.cookie, "phone")
+		devices := func() int { return len(e.status2FA(e.cookie)["devices"].([]any)) }
+		// Stale: refused, nothing added.
+		e.now = e.now.Add(time.Minute)
+		wantRecentAuth(t, "enroll", e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: e.cookie}))
+		wantRecentAuth(t, "confirm", e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: e.cookie,
+			body: `{"code":"123456","name":"tablet"}`}))
+		if n := devices(); n != 1 {
+			t.Fatalf("%d devices after refused enrollments", n)
+		}
+		st := data(t, e.do(req{method: "GET", path: "/api/auth/step-up", cookie: e.cookie}))
+		if st["requires"] != "totp" || st["recent"] != false {
+			t.Fatalf("step-up state = %v", st)
+		}
+		// With 2FA on, the password is no step-up; a device's code is.
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"password":"` + goodPassword + `"}`}), 400, "code is required")
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/step-up", cookie: e.cookie, body: `{"code":"000000"}`}), 401, "invalid code")
+		e.stepUp(t, e.cookie, `{"code":"`+codeFor(t, secret, e.now)+`"}`)
+		second, _ := e.enroll(e.cookie)
+		data(t, e.do(req{method: "POST", path: "/api/auth/2fa/confirm", cookie: e.cookie,
+			body: `{"code":"` + codeFor(t, second, e.now) + `","name":"tablet"}`}))
+		if n := devices(); n != 2 {
+			t.Fatalf("%d devices after the step-up", n)
+		}
+		// A fresh 2FA login allows it at once.
+		e.now = e.now.Add(11 * time.Minute)
+		wantRecentAuth(t, "enroll", e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: e.cookie}))
+		pending := e.pendingLogin("")
+		r := e.login2FA(pending, codeFor(t, second, e.now), "")
+		data(t, r)
+		data(t, e.do(req{method: "POST", path: "/api/auth/2fa/enroll", cookie: sessionCookie(t, r).Value}))
+	})
 }

@@ -45,8 +45,8 @@ func (updSys) Uninstall(context.Context) error               { return nil }
 
 // updateEnv: machines registered through the API, each with an update-
 // capable agent at the given version, the server's bundle at 2.0.0.
-func updateEnv(t *testing.T, versions ...string) (*machinesEnv, *fleet.Updater, []*testutil.UpdatingAgent) {
-	e := newMachinesEnv(t, wide)
+func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *fleet.Updater, []*testutil.UpdatingAgent) {
+	e := newMachinesEnvOn(t, engine, wide)
 	static := t.TempDir()
 	os.MkdirAll(filepath.Join(static, "agents"), 0o755)
 	os.MkdirAll(filepath.Join(static, "revtunnel"), 0o755)
@@ -116,55 +116,57 @@ func (e *machinesEnv) auditOf(t *testing.T, kind string) []string {
 }
 
 func TestMachineUpdateAndDowngrade(t *testing.T) {
-	e, _, agents := updateEnv(t, "1.0.0", "3.0.0")
-	// Before any status was read: versions unknown, outdated.
-	m := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
-	if m["agent_version"] != "" || m["update"].(map[string]any)["state"] != "outdated" || m["update"].(map[string]any)["target_version"] != "2.0.0" {
-		t.Fatalf("unknown versions: %v %v", m["agent_version"], m["update"])
-	}
-	// Reading the agent's status records what it reports.
-	e.data(t, e.do(req{method: "GET", path: "/api/machines/2/agent/status", cookie: e.cookie}), 200)
-	m = e.data(t, e.do(req{method: "GET", path: "/api/machines/2", cookie: e.cookie}), 200)
-	if m["agent_version"] != "3.0.0" || m["bundle_version"] != "3.0.0" || m["client_version"] != "0.61.1" || m["update"].(map[string]any)["state"] != "outdated" {
-		t.Fatalf("after the status: %v", m)
-	}
+	eachEngine(t, func(t *testing.T, engine string) {
+		e, _, agents := updateEnv(t, engine, "1.0.0", "3.0.0")
+		// Before any status was read: versions unknown, outdated.
+		m := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
+		if m["agent_version"] != "" || m["update"].(map[string]any)["state"] != "outdated" || m["update"].(map[string]any)["target_version"] != "2.0.0" {
+			t.Fatalf("unknown versions: %v %v", m["agent_version"], m["update"])
+		}
+		// Reading the agent's status records what it reports.
+		e.data(t, e.do(req{method: "GET", path: "/api/machines/2/agent/status", cookie: e.cookie}), 200)
+		m = e.data(t, e.do(req{method: "GET", path: "/api/machines/2", cookie: e.cookie}), 200)
+		if m["agent_version"] != "3.0.0" || m["bundle_version"] != "3.0.0" || m["client_version"] != "0.61.1" || m["update"].(map[string]any)["state"] != "outdated" {
+			t.Fatalf("after the status: %v", m)
+		}
 
-	r := e.do(req{method: "POST", path: "/api/machines/1/update", cookie: e.cookie})
-	if d := e.data(t, r, 202); d["message"] != `updating machine "m1" to bundle 2.0.0; follow it on the log WebSocket` {
-		t.Fatalf("message %v", d["message"])
-	}
-	e.waitUpdate(t, 1, "current")
-	m = e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
-	if up := m["update"].(map[string]any); up["state"] != "current" || m["bundle_version"] != "2.0.0" || up["at"] == nil {
-		t.Fatalf("after the update: %v", m)
-	}
-	if got := e.auditOf(t, fleet.AuditStarted); len(got) != 1 || got[0] != `machine "m1": bundle (unknown) → 2.0.0` {
-		t.Fatalf("started audit: %q", got)
-	}
-	if got := e.auditOf(t, fleet.AuditUpdated); len(got) != 1 || got[0] != `machine "m1": bundle 1.0.0 → 2.0.0` {
-		t.Fatalf("updated audit: %q", got)
-	}
+		r := e.do(req{method: "POST", path: "/api/machines/1/update", cookie: e.cookie})
+		if d := e.data(t, r, 202); d["message"] != `updating machine "m1" to bundle 2.0.0; follow it on the log WebSocket` {
+			t.Fatalf("message %v", d["message"])
+		}
+		e.waitUpdate(t, 1, "current")
+		m = e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
+		if up := m["update"].(map[string]any); up["state"] != "current" || m["bundle_version"] != "2.0.0" || up["at"] == nil {
+			t.Fatalf("after the update: %v", m)
+		}
+		if got := e.auditOf(t, fleet.AuditStarted); len(got) != 1 || got[0] != `machine "m1": bundle (unknown) → 2.0.0` {
+			t.Fatalf("started audit: %q", got)
+		}
+		if got := e.auditOf(t, fleet.AuditUpdated); len(got) != 1 || got[0] != `machine "m1": bundle 1.0.0 → 2.0.0` {
+			t.Fatalf("updated audit: %q", got)
+		}
 
-	// m2 runs a newer bundle: refused, then allowed with the version named.
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/2/update", cookie: e.cookie}), 409,
-		`machine "m2" runs bundle 3.0.0, newer than this server's 2.0.0; to go back to 2.0.0, send {"version": "2.0.0"}`)
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/2/update", body: `{"version":"2.5.0"}`, cookie: e.cookie}), 409,
-		"this server's bundle is 2.0.0, not 2.5.0: machines can only be updated to it")
-	if len(agents[1].Calls()) != 0 {
-		t.Fatalf("a refused update reached the agent: %v", agents[1].Calls())
-	}
-	e.data(t, e.do(req{method: "POST", path: "/api/machines/2/update", body: `{"version":"2.0.0"}`, cookie: e.cookie}), 202)
-	e.waitUpdate(t, 2, "current")
-	if agents[1].Version() != "2.0.0" {
-		t.Fatalf("m2 runs %s", agents[1].Version())
-	}
+		// m2 runs a newer bundle: refused, then allowed with the version named.
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/2/update", cookie: e.cookie}), 409,
+			`machine "m2" runs bundle 3.0.0, newer than this server's 2.0.0; to go back to 2.0.0, send {"version": "2.0.0"}`)
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/2/update", body: `{"version":"2.5.0"}`, cookie: e.cookie}), 409,
+			"this server's bundle is 2.0.0, not 2.5.0: machines can only be updated to it")
+		if len(agents[1].Calls()) != 0 {
+			t.Fatalf("a refused update reached the agent: %v", agents[1].Calls())
+		}
+		e.data(t, e.do(req{method: "POST", path: "/api/machines/2/update", body: `{"version":"2.0.0"}`, cookie: e.cookie}), 202)
+		e.waitUpdate(t, 2, "current")
+		if agents[1].Version() != "2.0.0" {
+			t.Fatalf("m2 runs %s", agents[1].Version())
+		}
 
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/9/update", cookie: e.cookie}), 404, "machine not found")
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/1/update", body: `{`, cookie: e.cookie}), 400, "invalid request body")
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/9/update", cookie: e.cookie}), 404, "machine not found")
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/1/update", body: `{`, cookie: e.cookie}), 400, "invalid request body")
+	})
 }
 
 func TestMachineUpdateUnsupported(t *testing.T) {
-	e, _, agents := updateEnv(t, "1.0.0")
+	e, _, agents := updateEnv(t, sqliteEngine, "1.0.0")
 	agents[0].Capable = false
 	e.data(t, e.do(req{method: "GET", path: "/api/machines/1/agent/status", cookie: e.cookie}), 200)
 	m := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
@@ -182,51 +184,53 @@ func TestMachineUpdateUnsupported(t *testing.T) {
 }
 
 func TestFleetUpdateRoutes(t *testing.T) {
-	e, u, agents := updateEnv(t, "1.0.0", "1.0.0", "1.0.0")
-	agents[1].Outcome, agents[1].FailWith = testutil.Fails, "apply-update: no space left on device"
-	// Before any fleet update.
-	s := e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
-	if s["running"] != false || s["failed"] != nil || len(s["machine_ids"].([]any)) != 0 {
-		t.Fatalf("empty summary: %v", s)
-	}
-	for _, c := range []struct{ body, want string }{
-		{`{}`, "give machine_ids (a list of machine ids) or all: true"},
-		{`{"all":true,"machine_ids":[1]}`, "give machine_ids or all, not both"},
-		{`{"all":true,"batch":0}`, "batch must be between 1 and 50"},
-		{`{"all":true,"batch":51}`, "batch must be between 1 and 50"},
-	} {
-		wantError(t, e.do(req{method: "POST", path: "/api/machines/update", body: c.body, cookie: e.cookie}), 400, c.want)
-	}
-	wantError(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,7]}`, cookie: e.cookie}), 404, "machine 7 not found")
-
-	d := e.data(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,2,3],"batch":1}`, cookie: e.cookie}), 202)
-	if d["message"] != "updating 3 machine(s) to bundle 2.0.0: one first, then 1 at a time; follow it on the log WebSocket" {
-		t.Fatalf("message %v", d["message"])
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for u.Last().Running || u.Last().FinishedAt == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the fleet update did not end")
+	eachEngine(t, func(t *testing.T, engine string) {
+		e, u, agents := updateEnv(t, engine, "1.0.0", "1.0.0", "1.0.0")
+		agents[1].Outcome, agents[1].FailWith = testutil.Fails, "apply-update: no space left on device"
+		// Before any fleet update.
+		s := e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
+		if s["running"] != false || s["failed"] != nil || len(s["machine_ids"].([]any)) != 0 {
+			t.Fatalf("empty summary: %v", s)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s = e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
-	failed, _ := s["failed"].(map[string]any)
-	if s["running"] != false || len(s["updated"].([]any)) != 1 || len(s["untouched"].([]any)) != 1 || s["untouched"].([]any)[0] != float64(3) ||
-		failed == nil || failed["name"] != "m2" || failed["error"] != "apply-update: no space left on device" {
-		t.Fatalf("summary %v", s)
-	}
-	if len(agents[2].Calls()) != 0 {
-		t.Fatalf("the third machine was touched: %v", agents[2].Calls())
-	}
-	m := e.data(t, e.do(req{method: "GET", path: "/api/machines/2", cookie: e.cookie}), 200)
-	if up := m["update"].(map[string]any); up["state"] != "failed" || up["error"] != "apply-update: no space left on device" {
-		t.Fatalf("m2: %v", up)
-	}
-	if got := e.auditOf(t, fleet.AuditStarted); len(got) != 1 || !strings.Contains(got[0], `fleet update of 3 machine(s), batches of 1: "m1" (unknown) → 2.0.0`) {
-		t.Fatalf("started audit: %q", got)
-	}
-	if got := e.auditOf(t, fleet.AuditFailed); len(got) != 1 || got[0] != `machine "m2": bundle 1.0.0 → 2.0.0 failed: apply-update: no space left on device` {
-		t.Fatalf("failed audit: %q", got)
-	}
+		for _, c := range []struct{ body, want string }{
+			{`{}`, "give machine_ids (a list of machine ids) or all: true"},
+			{`{"all":true,"machine_ids":[1]}`, "give machine_ids or all, not both"},
+			{`{"all":true,"batch":0}`, "batch must be between 1 and 50"},
+			{`{"all":true,"batch":51}`, "batch must be between 1 and 50"},
+		} {
+			wantError(t, e.do(req{method: "POST", path: "/api/machines/update", body: c.body, cookie: e.cookie}), 400, c.want)
+		}
+		wantError(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,7]}`, cookie: e.cookie}), 404, "machine 7 not found")
+
+		d := e.data(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,2,3],"batch":1}`, cookie: e.cookie}), 202)
+		if d["message"] != "updating 3 machine(s) to bundle 2.0.0: one first, then 1 at a time; follow it on the log WebSocket" {
+			t.Fatalf("message %v", d["message"])
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for u.Last().Running || u.Last().FinishedAt == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("the fleet update did not end")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s = e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
+		failed, _ := s["failed"].(map[string]any)
+		if s["running"] != false || len(s["updated"].([]any)) != 1 || len(s["untouched"].([]any)) != 1 || s["untouched"].([]any)[0] != float64(3) ||
+			failed == nil || failed["name"] != "m2" || failed["error"] != "apply-update: no space left on device" {
+			t.Fatalf("summary %v", s)
+		}
+		if len(agents[2].Calls()) != 0 {
+			t.Fatalf("the third machine was touched: %v", agents[2].Calls())
+		}
+		m := e.data(t, e.do(req{method: "GET", path: "/api/machines/2", cookie: e.cookie}), 200)
+		if up := m["update"].(map[string]any); up["state"] != "failed" || up["error"] != "apply-update: no space left on device" {
+			t.Fatalf("m2: %v", up)
+		}
+		if got := e.auditOf(t, fleet.AuditStarted); len(got) != 1 || !strings.Contains(got[0], `fleet update of 3 machine(s), batches of 1: "m1" (unknown) → 2.0.0`) {
+			t.Fatalf("started audit: %q", got)
+		}
+		if got := e.auditOf(t, fleet.AuditFailed); len(got) != 1 || got[0] != `machine "m2": bundle 1.0.0 → 2.0.0 failed: apply-update: no space left on device` {
+			t.Fatalf("failed audit: %q", got)
+		}
+	})
 }

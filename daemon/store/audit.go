@@ -52,9 +52,11 @@ func (s *Store) AddAggregatedAudit(ctx context.Context, e AuditEntry) (created b
 	if n, err := res.RowsAffected(); err != nil || n == 1 {
 		return false, err
 	}
+	// The table's name tells its count from excluded.count: PostgreSQL
+	// refuses the bare name as ambiguous.
 	res, err = s.exec(ctx,
 		`INSERT INTO audit_log(created_at, kind, client_addr, user_agent, detail, bucket) VALUES (?, ?, ?, ?, ?, ?)
-		 ON CONFLICT(kind, client_addr, bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = count + 1`,
+		 ON CONFLICT(kind, client_addr, bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = audit_log.count + 1`,
 		e.CreatedAt.UnixMilli(), e.Kind, e.ClientAddr, e.UserAgent, e.Detail, bucket)
 	if err != nil {
 		return false, err

@@ -54,18 +54,20 @@ func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs 
 				return err
 			}
 			din, dout := delta(prev, o.DayIn, o.DayOut, day)
+			// The existing row's columns are named with their table:
+			// PostgreSQL refuses a bare name as ambiguous with excluded's.
 			if _, err := tx.exec(ctx, `INSERT INTO traffic_totals(proxy, machine_id, tunnel_id, seen_in, seen_out, seen_day, total_in, total_out, conns)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT(proxy) DO UPDATE SET machine_id = excluded.machine_id, tunnel_id = excluded.tunnel_id,
 					seen_in = excluded.seen_in, seen_out = excluded.seen_out, seen_day = excluded.seen_day,
-					total_in = total_in + excluded.total_in, total_out = total_out + excluded.total_out, conns = excluded.conns`,
+					total_in = traffic_totals.total_in + excluded.total_in, total_out = traffic_totals.total_out + excluded.total_out, conns = excluded.conns`,
 				o.Proxy, o.MachineID, o.TunnelID, o.DayIn, o.DayOut, day, din, dout, o.Conns); err != nil {
 				return err
 			}
 			if _, err := tx.exec(ctx, `INSERT INTO traffic_samples(proxy, minute, machine_id, tunnel_id, bytes_in, bytes_out, conns)
 				VALUES (?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT(proxy, minute) DO UPDATE SET bytes_in = bytes_in + excluded.bytes_in,
-					bytes_out = bytes_out + excluded.bytes_out, conns = excluded.conns`,
+				ON CONFLICT(proxy, minute) DO UPDATE SET bytes_in = traffic_samples.bytes_in + excluded.bytes_in,
+					bytes_out = traffic_samples.bytes_out + excluded.bytes_out, conns = excluded.conns`,
 				o.Proxy, minute, o.MachineID, o.TunnelID, din, dout, o.Conns); err != nil {
 				return err
 			}

@@ -167,11 +167,23 @@ func (s *Server) Halt() {
 func (s *Server) Resume() error { return s.launch() }
 
 // NewDatabase creates a new, empty database and returns its URL.
-func (s *Server) NewDatabase() (string, error) {
+func (s *Server) NewDatabase() (string, error) { return s.NewDatabaseFrom("") }
+
+// NewDatabaseFrom creates a new database, a copy of the database template
+// when it is not empty (CREATE DATABASE ... TEMPLATE: much faster than
+// migrating again), and returns its URL.
+func (s *Server) NewDatabaseFrom(template string) (string, error) {
 	s.mu.Lock()
 	s.next++
 	name := fmt.Sprintf("t_%d", s.next)
 	s.mu.Unlock()
+	return s.CreateDatabase(name, template)
+}
+
+// CreateDatabase creates the database name, a copy of template if given,
+// and returns its URL. PostgreSQL waits a few seconds for the template's
+// last connections to go before it refuses the copy.
+func (s *Server) CreateDatabase(name, template string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.url("postgres"))
@@ -179,7 +191,11 @@ func (s *Server) NewDatabase() (string, error) {
 		return "", err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	q := "CREATE DATABASE " + name
+	if template != "" {
+		q += " TEMPLATE " + template
+	}
+	if _, err := conn.Exec(ctx, q); err != nil {
 		return "", fmt.Errorf("create database %s: %v", name, err)
 	}
 	return s.url(name), nil

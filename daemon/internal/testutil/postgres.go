@@ -16,6 +16,15 @@ var pg struct {
 	once   sync.Once
 	server *pgtest.Server
 	err    error
+
+	mu        sync.Mutex
+	templates map[string]*pgTemplate
+}
+
+// pgTemplate is a database prepared once (migrated), which others copy.
+type pgTemplate struct {
+	once sync.Once
+	err  error
 }
 
 // RunWithPostgres runs the tests, then stops the test PostgreSQL if one
@@ -38,6 +47,43 @@ func PostgresURL(t testing.TB) string {
 		t.Fatalf("test PostgreSQL: %v", pg.err)
 	}
 	url, err := pg.server.NewDatabase()
+	if err != nil {
+		t.Fatalf("test PostgreSQL: %v", err)
+	}
+	return url
+}
+
+// PostgresURLFrom returns the URL of a new database that is a copy of the
+// database template, which prepare(url) fills the first time a test asks
+// for it (e.g. runs every migration): copying is much faster than
+// migrating each test's database again.
+func PostgresURLFrom(t testing.TB, template string, prepare func(url string) error) string {
+	t.Helper()
+	pg.once.Do(func() { pg.server, pg.err = pgtest.Start("") })
+	if pg.err != nil {
+		t.Fatalf("test PostgreSQL: %v", pg.err)
+	}
+	pg.mu.Lock()
+	if pg.templates == nil {
+		pg.templates = map[string]*pgTemplate{}
+	}
+	tpl := pg.templates[template]
+	if tpl == nil {
+		tpl = &pgTemplate{}
+		pg.templates[template] = tpl
+	}
+	pg.mu.Unlock()
+	tpl.once.Do(func() {
+		url, err := pg.server.CreateDatabase(template, "")
+		if err == nil {
+			err = prepare(url)
+		}
+		tpl.err = err
+	})
+	if tpl.err != nil {
+		t.Fatalf("test PostgreSQL: template %s: %v", template, tpl.err)
+	}
+	url, err := pg.server.NewDatabaseFrom(template)
 	if err != nil {
 		t.Fatalf("test PostgreSQL: %v", err)
 	}
