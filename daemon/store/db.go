@@ -219,10 +219,44 @@ func (s *Store) tx(ctx context.Context, fn func(*Tx) error) error {
 // row it created.
 func (s *Store) insertID(ctx context.Context, query string, args ...any) (int64, error) {
 	var id int64
-	err := s.queryRow(ctx, query+" RETURNING id", args...).Scan(&id)
+	err := s.writeReturning(ctx, query+" RETURNING id", args, &id)
 	s.noteWrite(err)
 	if err == nil {
 		s.wrote(ctx)
 	}
 	return id, err
+}
+
+// writeReturning runs one write statement with RETURNING outside a
+// transaction and scans its first row into dest (sql.ErrNoRows when it
+// returned none). It reads the statement to its end: SQLite commits an
+// autocommit statement when it finishes, and a commit that fails (a full
+// disk) is reported there, at the last step. QueryRow's Scan stops after
+// the first row, and SQLite's reset then loses that error: the caller was
+// told a row was written that never was.
+func (s *Store) writeReturning(ctx context.Context, query string, args []any, dest ...any) error {
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := false
+	for rows.Next() {
+		if !got {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			got = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if !got {
+		return sql.ErrNoRows
+	}
+	return nil
 }

@@ -73,6 +73,16 @@ func TestSpaceOfAFullDataDisk(t *testing.T) {
 	if !DiskFull(err) {
 		t.Fatalf("write on a full disk: %v, want SQLITE_FULL", err)
 	}
+	// An insert that returns its id says so too, and wrote nothing: the
+	// commit fails at the statement's end, which must not be lost.
+	label := strings.Repeat("y", 256<<10)
+	if _, err := s.InsertBootstrapToken(ctx, "h-full", label, time.Now(), time.Now().Add(time.Hour)); !DiskFull(err) {
+		t.Fatalf("insert with RETURNING on a full disk: %v, want SQLITE_FULL", err)
+	}
+	var n int
+	if err := s.db.QueryRow("SELECT COUNT(*) FROM bootstrap_tokens WHERE token_hash = 'h-full'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused insert left %d rows (%v)", n, err)
+	}
 
 	// Room again: the failed write is still remembered until the probe
 	// has written; no write of the daemon's own is needed.

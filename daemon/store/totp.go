@@ -264,10 +264,10 @@ func (s *Store) CreateLoginPending(ctx context.Context, tokenHash, clientAddr st
 // login was started from; ok false means no such live login or no attempt
 // left.
 func (s *Store) ReserveLoginPendingAttempt(ctx context.Context, tokenHash string, now time.Time, max int) (clientAddr string, ok bool, err error) {
-	err = s.queryRow(ctx,
+	err = s.writeReturning(ctx,
 		`UPDATE login_pending SET attempts = attempts + 1
 		 WHERE token_hash = ? AND expires_at > ? AND attempts < ? RETURNING client_addr`,
-		tokenHash, now.Unix(), max).Scan(&clientAddr)
+		[]any{tokenHash, now.Unix(), max}, &clientAddr)
 	s.noteWrite(err)
 	if err == nil {
 		s.wrote(ctx)
