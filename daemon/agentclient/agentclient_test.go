@@ -274,7 +274,7 @@ func TestRelayCannotReplay(t *testing.T) {
 // TestUpdateRoutes: the status fields of agents that can update are read,
 // handed to Report, and the update and its confirmation go through signed.
 func TestUpdateRoutes(t *testing.T) {
-	a := testutil.NewUpdatingAgent(token, "1.0.0", &machineSys{})
+	a := testutil.NewUpdatingAgent(token, "1.0.0")
 	a.Arch = "arm64"
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)

@@ -32,17 +32,6 @@ func (p agentPorts) Agent(_ context.Context, id int64) (machines.AgentAccess, er
 func (agentPorts) SetAgentOutdated(context.Context, int64, bool) error         { return nil }
 func (agentPorts) ClientConfig(context.Context, int64, string) (string, error) { return "", nil }
 
-type updSys struct{}
-
-func (updSys) UnitState(context.Context) (map[string]string, error) {
-	return map[string]string{"ActiveState": "active", "SubState": "running"}, nil
-}
-func (updSys) Restart(context.Context) error                 { return nil }
-func (updSys) ApplyConfig(context.Context, []byte) error     { return nil }
-func (updSys) ClientVersion(context.Context) (string, error) { return "0.61.1", nil }
-func (updSys) Monotonic() (time.Duration, error)             { return time.Minute, nil }
-func (updSys) Uninstall(context.Context) error               { return nil }
-
 // updateEnv: machines registered through the API, each with an update-
 // capable agent at the given version, the server's bundle at 2.0.0.
 func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *fleet.Updater, []*testutil.UpdatingAgent) {
@@ -61,7 +50,7 @@ func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *
 		if r := e.bootstrap(t, e.token(t), "m"+strconv.Itoa(i+1)); r.Code != 200 {
 			t.Fatalf("bootstrap: %d %s", r.Code, r.Body)
 		}
-		a := testutil.NewUpdatingAgent(updateToken, v, updSys{})
+		a := testutil.NewUpdatingAgent(updateToken, v)
 		srv := httptest.NewServer(a)
 		t.Cleanup(srv.Close)
 		_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())

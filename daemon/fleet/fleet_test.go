@@ -39,17 +39,6 @@ func (ports) ClientConfig(context.Context, int64, string) (string, error) {
 	return "", nil
 }
 
-type sys struct{}
-
-func (sys) UnitState(context.Context) (map[string]string, error) {
-	return map[string]string{"ActiveState": "active", "SubState": "running"}, nil
-}
-func (sys) Restart(context.Context) error                 { return nil }
-func (sys) ApplyConfig(context.Context, []byte) error     { return nil }
-func (sys) ClientVersion(context.Context) (string, error) { return "0.61.1", nil }
-func (sys) Monotonic() (time.Duration, error)             { return time.Minute, nil }
-func (sys) Uninstall(context.Context) error               { return nil }
-
 // lines collects progress lines.
 type lines struct {
 	mu sync.Mutex
@@ -129,7 +118,7 @@ func newEnv(t *testing.T, as ...*testutil.UpdatingAgent) *env {
 }
 
 func agentAt(version string) *testutil.UpdatingAgent {
-	a := testutil.NewUpdatingAgent(token, version, sys{})
+	a := testutil.NewUpdatingAgent(token, version)
 	a.Download = true
 	a.Restart = 100 * time.Millisecond
 	return a

@@ -62,12 +62,26 @@ type UpdatingAgent struct {
 	calls     []string
 }
 
-// NewUpdatingAgent runs version (agent and bundle alike) over sys.
-func NewUpdatingAgent(token, version string, sys agent.System) *UpdatingAgent {
+// NewUpdatingAgent runs version (agent and bundle alike) on a machine
+// whose tunnel client runs and takes every config (idleMachine).
+func NewUpdatingAgent(token, version string) *UpdatingAgent {
 	a := &UpdatingAgent{Token: token, Capable: true, Arch: "amd64", version: version, bundle: version}
-	a.real = &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: version, Sys: sys, Later: func(f func()) { f() }}
+	a.real = &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: version, Sys: idleMachine{}, Later: func(f func()) { f() }}
 	return a
 }
+
+// idleMachine is the machine side of an UpdatingAgent: its tunnel client
+// runs, and restarts, configs and uninstalls succeed without doing anything.
+type idleMachine struct{}
+
+func (idleMachine) UnitState(context.Context) (map[string]string, error) {
+	return map[string]string{"ActiveState": "active", "SubState": "running"}, nil
+}
+func (idleMachine) Restart(context.Context) error                 { return nil }
+func (idleMachine) ApplyConfig(context.Context, []byte) error     { return nil }
+func (idleMachine) ClientVersion(context.Context) (string, error) { return "0.61.1", nil }
+func (idleMachine) Monotonic() (time.Duration, error)             { return time.Minute, nil }
+func (idleMachine) Uninstall(context.Context) error               { return nil }
 
 // Calls lists the update requests the agent accepted ("update B",
 // "confirm B").
