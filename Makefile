@@ -93,9 +93,11 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: brief fuzzing, the UI's tests, then every Go test (unit, black-box,
-## real tools, system); gotestsum's summary line comes last.
-test: deps build test-fuzz test-ui test-go
+## test: brief fuzzing, then the UI's tests and every Go test (unit,
+## black-box, real tools, system) side by side; at the end, node's summary
+## and then gotestsum's (scripts/test-side-by-side.sh).
+test: deps build test-fuzz
+	@MAKE="$(MAKE)" bash scripts/test-side-by-side.sh
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
 ## chromium driving the real daemon); node's test runner prints a summary.
@@ -116,19 +118,19 @@ test-system:
 	$(GO) test -count=1 -v -timeout 10m ./daemon/internal/testbed/... ./daemon/systemtest/...
 
 # Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
-# Each runs for a number of executions, about 5 s of it on 2 processors, not
+# Each runs for a number of executions, about 2 s of it on 2 processors, not
 # for a time: with a time, Go 1.26's fuzz coordinator can fail a target with
 # a bare "context deadline exceeded" when the time runs out while a worker
 # is mid-input (go.dev/issue/75804, fixed in Go 1.27), which failed `make
 # test` with nothing found. FUZZ_TIME=1m (or 1000000x) sets one budget for
 # every target instead.
 FUZZ_TIME ?=
-FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:4000x ./daemon/api:FuzzTwoFABodies:25000x ./daemon/api:FuzzSSHKeyBodies:10000x
+FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:2000x ./daemon/api:FuzzTwoFABodies:10000x ./daemon/api:FuzzSSHKeyBodies:4000x
 # Generated files: every accepted value renders a file the real tool accepts.
-FUZZ_TARGETS += ./daemon/validate:FuzzValidators:70000x ./daemon/webproxy:FuzzCaddyfile:50000x \
-	./daemon/firewall:FuzzFirewallRuleset:100000x ./daemon/banner:FuzzJailFile:100000x \
-	./daemon/revtunnel:FuzzFrpsConfig:15000x ./daemon/revtunnel:FuzzFrpcConfig:25000x ./daemon/api:FuzzJoinCommand:3000x \
-	./daemon/gate:FuzzCheck:50000x ./daemon/gate:FuzzCallback:50000x ./daemon/gate:FuzzLogin:2000x
+FUZZ_TARGETS += ./daemon/validate:FuzzValidators:50000x ./daemon/webproxy:FuzzCaddyfile:15000x \
+	./daemon/firewall:FuzzFirewallRuleset:25000x ./daemon/banner:FuzzJailFile:30000x \
+	./daemon/revtunnel:FuzzFrpsConfig:8000x ./daemon/revtunnel:FuzzFrpcConfig:10000x ./daemon/api:FuzzJoinCommand:1500x \
+	./daemon/gate:FuzzCheck:20000x ./daemon/gate:FuzzCallback:20000x ./daemon/gate:FuzzLogin:1000x
 test-fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$${rest#*:}; \
