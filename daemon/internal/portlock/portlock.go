@@ -14,8 +14,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 )
+
+// held keeps every lock file open until its release is called: a caller
+// that drops release (FreePort does) must still hold the port, and an
+// *os.File nobody refers to is closed by the garbage collector, which
+// would drop its flock and hand the port out again.
+var held sync.Map // *os.File -> struct{}
 
 // Single ports come from portLo–portHi; blocks of BlockSize from
 // blockLo–blockHi.
@@ -71,7 +78,12 @@ func reserve(name string, lo, hi int) (release func(), ok bool, err error) {
 		f.Close()
 		return nil, false, nil
 	}
-	return func() { f.Close() }, true, nil
+	held.Store(f, struct{}{})
+	return func() {
+		if _, ok := held.LoadAndDelete(f); ok {
+			f.Close()
+		}
+	}, true, nil
 }
 
 // free tells whether every port from lo to hi can be bound on loopback.
