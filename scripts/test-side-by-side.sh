@@ -14,10 +14,12 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 make="${MAKE:-make}"
 
+start=$SECONDS
 run() { # name target
-  local name=$1 target=$2
-  "$make" --no-print-directory "$target" >"bin/test-$name.log" 2>&1
-  echo $? >"bin/test-$name.rc"
+  local name=$1 target=$2 rc=0
+  "$make" --no-print-directory "$target" >"bin/test-$name.log" 2>&1 || rc=$?
+  echo "make $target: exit $rc after $((SECONDS - start)) s" >>"bin/test-$name.log"
+  echo $rc >"bin/test-$name.rc"
 }
 rm -f bin/test-ui.rc bin/test-go.rc
 : >bin/test-ui.log; : >bin/test-go.log
@@ -34,12 +36,14 @@ ui_rc=$(cat bin/test-ui.rc 2>/dev/null || echo 1)
 go_rc=$(cat bin/test-go.rc 2>/dev/null || echo 1)
 echo
 echo "── dashboard tests (make test-ui, exit $ui_rc; whole output in bin/test-ui.log) ──"
+grep -E '^make test-ui: ' bin/test-ui.log
 # node's spec reporter ends with "ℹ tests N" ... and, when a test failed,
 # "✖ failing tests:" and each failure; the summary reporter's line is last.
 awk '/^✖ failing tests:/{p=1} p' bin/test-ui.log
 grep -E '^ui tests: ' bin/test-ui.log || tail -n 20 bin/test-ui.log
 echo
 echo "── Go tests (make test-go, exit $go_rc; whole output in bin/test-go.log) ──"
+grep -E '^make test-go: ' bin/test-go.log
 # gotestsum ends with "=== Failed"/"=== Errors" sections, when there are
 # any, and "DONE N tests ...".
 awk '/^=== (Failed|Errors|Skipped)/{p=1} p' bin/test-go.log | grep -v '^DONE ' || true

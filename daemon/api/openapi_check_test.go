@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
@@ -40,6 +42,7 @@ func checkedHandler(t testing.TB, h http.Handler) http.Handler {
 // TestMain says, with -v, how many responses were held against the
 // document, and stops the test PostgreSQL if a test started it.
 func TestMain(m *testing.M) {
+	auth.LowCostForTests()
 	code := testutil.RunWithPostgres(m)
 	if testing.Verbose() && apiDoc != nil {
 		fmt.Printf("openapi.yaml: %d responses validated\n", apiDoc.Validated())

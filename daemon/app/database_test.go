@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
@@ -47,4 +49,7 @@ func TestOpenStoreDatabase(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithPostgres(m)) }
+func TestMain(m *testing.M) {
+	auth.LowCostForTests()
+	os.Exit(testutil.RunWithPostgres(m))
+}

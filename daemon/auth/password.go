@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"testing"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -25,19 +26,40 @@ const (
 	argonSaltLen = 16
 )
 
+// argonCost is what a new password hash costs. Each hash records its own
+// parameters, so one made at another cost still verifies.
+var argonCost = struct {
+	time, memory uint32
+	threads      uint8
+}{argonTime, argonMemory, argonThreads}
+
+// LowCostForTests makes new password hashes cheap (t=1, 1 MiB, one lane)
+// for the rest of the process. It is for the tests of other packages,
+// which set up and log in hundreds of times to test what the dashboard
+// answers, not what argon2id costs (this package's own tests keep the real
+// cost). It panics outside a test binary, so the daemon can never be made
+// to hash weakly.
+func LowCostForTests() {
+	if !testing.Testing() {
+		panic("auth: LowCostForTests called outside a test binary")
+	}
+	argonCost.time, argonCost.memory, argonCost.threads = 1, 1024, 1
+}
+
 // hashPassword returns a PHC-format argon2id hash of pw, hashed through g.
 func hashPassword(ctx context.Context, g *Gate, t Ticket, pw string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	key, err := g.IDKey(ctx, t, []byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	c := argonCost
+	key, err := g.IDKey(ctx, t, []byte(pw), salt, c.time, c.memory, c.threads, argonKeyLen)
 	if err != nil {
 		return "", err
 	}
 	b64 := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+		argon2.Version, c.memory, c.time, c.threads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
 var errBadHash = errors.New("stored password hash is malformed")

@@ -39,6 +39,7 @@ import (
 var frps, frpc, pebbleBin string
 
 func TestMain(m *testing.M) {
+	auth.LowCostForTests()
 	frps, frpc = testutil.FRP()
 	pebbleBin = testutil.PebbleBin()
 	os.Exit(m.Run())

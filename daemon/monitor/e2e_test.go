@@ -44,6 +44,7 @@ import (
 var frps, frpc string
 
 func TestMain(m *testing.M) {
+	auth.LowCostForTests()
 	frps, frpc = testutil.FRP()
 	os.Exit(m.Run())
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
@@ -17,6 +19,7 @@ var frps, frpc string
 // they are missing. Started with squatterEnv set, the test binary is a
 // squatter on an agent port instead (see startSquatter).
 func TestMain(m *testing.M) {
+	auth.LowCostForTests()
 	if port := os.Getenv(squatterEnv); port != "" {
 		squat(port)
 		return

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -54,6 +56,8 @@ func binary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// In-process tests hash cheaply; the built binary keeps the real cost.
+	auth.LowCostForTests()
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
