@@ -109,6 +109,13 @@ func (s *Server) routes() http.Handler {
 	// own door (a one-time token, rate-limited per address); self-delete and
 	// rejoin are authenticated by the machine's agent token.
 	api("POST", "/api/bootstrap", public, s.bootstrap)
+
+	// Edges: the VPSes of a cluster that share one PostgreSQL database.
+	// A new edge joins through POST /api/edges/join with a one-time token.
+	api("GET", "/api/edges", private, s.listEdges)
+	api("POST", "/api/edges/tokens", recent, s.createEdgeToken)
+	api("POST", "/api/edges/join", public, s.joinEdge)
+	api("DELETE", "/api/edges/{edge_id}", recent, s.retireEdge)
 	api("POST", "/api/bootstrap/tokens", private, s.createBootstrapToken)
 	api("GET", "/api/bootstrap/tokens", private, s.listBootstrapTokens)
 	api("GET", "/api/bootstrap/tokens/{token_id}", private, s.getBootstrapToken)

@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/edges"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
@@ -73,6 +74,9 @@ type Options struct {
 	// Fleet updates machines to the server's bundle; nil answers 503 on
 	// the update routes.
 	Fleet *fleet.Updater
+	// Edges lists the cluster's edges and lets new ones join; nil builds
+	// one on the store with this daemon as an edge not yet recorded.
+	Edges *edges.Service
 	// Prober checks http tunnels through the web proxy; nil answers 503
 	// on the probe route.
 	Prober Prober
@@ -118,6 +122,7 @@ type Server struct {
 	detect    detectCache
 	mon       Monitoring
 	fleet     *fleet.Updater
+	edges     *edges.Service
 }
 
 // New builds the Server and its route table.
@@ -129,6 +134,12 @@ func New(o Options) *Server {
 		gate: o.Gate, reach: o.Reach}
 	s.mon = o.Monitoring
 	s.fleet = o.Fleet
+	s.edges = o.Edges
+	if s.edges == nil && o.Auth != nil && o.Config != nil {
+		cfg := o.Config
+		s.edges = &edges.Service{Store: o.Auth.Store, Self: func() (int64, string) { return 0, cfg.EdgeName },
+			DatabaseURL: cfg.Database, DataDir: cfg.DataDir}
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

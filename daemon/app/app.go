@@ -23,6 +23,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
+	"github.com/tunnelsvc/tunnelsvc/daemon/edges"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
@@ -101,6 +102,10 @@ type App struct {
 
 	// Reach says where machines reach this server; every caller asks it.
 	Reach *reach.Resolver
+
+	edge edgeSelf // see Edge
+	// Edges answers for the cluster's edges.
+	Edges *edges.Service
 
 	exposureSnap store.Snapshot[machines.Exposure] // see exposure
 	reachSnap    store.Snapshot[reach.Settings]    // see Services
@@ -273,6 +278,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// then, in the background, Caddy, the publish table, the firewall and
 	// the prober. Client configs follow through the delivery reconciler,
 	// which hears of every write (below).
+	a.Edges = &edges.Service{Store: a.Store, Self: a.Edge, DatabaseURL: cfg.Database, DataDir: cfg.DataDir}
 	a.Machines.OnChange = a.tunnelsChanged
 	a.Store.OnChange(func(topic string) {
 		a.Hub.Notify(topic)
@@ -297,8 +303,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		Gate:       a.Gate,
 		Monitoring: mon,
 		Fleet:      a.Fleet,
+		Edges:      a.Edges,
 	})
 	// Versions of machines not heard from in 10 minutes, one at a time.
+	// The first beat now, so that the frps plugin records machines under
+	// this edge from the first Login; the loop retries when it fails.
+	if err := a.beat(ctx); err != nil {
+		a.Log.Warn("could not record this edge's heartbeat", "edge", cfg.EdgeName, "err", err)
+	}
+	a.Loops.Loop("edge heartbeat", a.heartbeat)
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
 	a.Loops.Loop("tunnel followers (web proxy, publish table, firewall)", a.follow.Run)

@@ -41,7 +41,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Limiter: auth.NewLimiter(time.Now), Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 	}
-	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now}
+	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge}
 	a.Revtunnel = &revtunnel.Deployer{
 		Path:  cfg.SystemPath(revtunnel.ServerConfigPath),
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),

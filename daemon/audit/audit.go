@@ -146,6 +146,7 @@ var categoryPrefixes = []struct{ prefix, category string }{
 	{"TUNNEL_", CategoryTunnel},
 	{"TOKEN_", CategoryToken},
 	{"SETTINGS_", CategorySettings}, {"INSTALL_", CategorySettings}, {"UNIT_", CategorySettings},
+	{"EDGE_", CategorySettings},
 	{"FIREWALL_", CategoryFirewall},
 	{"BANNER_", CategoryBanner},
 	{"SSH_KEY_", CategorySSHKey},

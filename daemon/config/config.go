@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -62,6 +63,10 @@ type Config struct {
 	// hold a password: show it only through RedactDatabaseURL.
 	Database string
 
+	// EdgeName names this VPS among the edges of a cluster that share one
+	// database (default: the host name).
+	EdgeName string
+
 	// Version is the daemon's version (set by main, not a flag); /metrics
 	// shows it in tunnelsvc_build_info.
 	Version string
@@ -112,6 +117,7 @@ var Flags = []Flag{
 	{"retention-days", "TUNNELSVC_RETENTION_DAYS", "days the audit log, activity feed and stale-token attempts are kept"},
 	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
 	{"frps-dashboard-listen", "TUNNELSVC_FRPS_DASHBOARD_LISTEN", "loopback address of frps's dashboard API, which the daemon polls for tunnel traffic"},
+	{"edge-name", "TUNNELSVC_EDGE_NAME", "this VPS's name among the edges that share one database (default: the host name); see docs/edges.md"},
 	{"database", DatabaseEnv, "PostgreSQL URL (postgres://USER@HOST/DB?sslmode=verify-full); empty: SQLite in --data-dir. Under systemd a non-empty credential `database-url` (/etc/tunnelsvc/database-url) takes the place of the variable; see docs/database.md"},
 }
 
@@ -161,6 +167,8 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
 	fd := flagByName("frps-dashboard-listen")
 	fs.StringVar(&c.FRPSDashboardListen, fd.Name, env(fd.Env, c.FRPSDashboardListen), fd.Help+" [$"+fd.Env+"]")
+	en := flagByName("edge-name")
+	fs.StringVar(&c.EdgeName, en.Name, env(en.Env, c.EdgeName), en.Help+" [$"+en.Env+"]")
 	// A Func flag: its default (which may hold a password) is never
 	// printed by -h.
 	db := flagByName("database")
@@ -230,6 +238,12 @@ func (c *Config) Finish(localNets string) error {
 		if err := validate.BaseURL(c.BaseURL); err != nil {
 			return fmt.Errorf("--base-url: %q: %v", c.BaseURL, err)
 		}
+	}
+	if c.EdgeName == "" {
+		c.EdgeName = DefaultEdgeName()
+	}
+	if err := CheckEdgeName(c.EdgeName); err != nil {
+		return fmt.Errorf("--edge-name: %v", err)
 	}
 	if c.ServerHost != "" {
 		h, err := validate.Host(c.ServerHost)
@@ -318,4 +332,35 @@ func (c *Config) IsLocal(addr netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// DefaultEdgeName is the host's name, lower case, cut to its first label
+// ("edge" when the host has none that is a valid edge name).
+func DefaultEdgeName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "edge"
+	}
+	h, _, _ = strings.Cut(strings.ToLower(h), ".")
+	if CheckEdgeName(h) != nil {
+		return "edge"
+	}
+	return h
+}
+
+// CheckEdgeName accepts 1 to 32 lower-case letters, digits and inner
+// hyphens: an edge's name goes into unit names on every machine
+// (revtunnel-client@<edge>.service) and file names
+// (/etc/revtunnel/client-<edge>.toml).
+func CheckEdgeName(n string) error {
+	if n == "" || len(n) > 32 {
+		return fmt.Errorf("%q: an edge name has 1 to 32 characters", n)
+	}
+	for i, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' && i > 0 && i < len(n)-1
+		if !ok {
+			return fmt.Errorf("%q: an edge name has only lower-case letters, digits and inner hyphens", n)
+		}
+	}
+	return nil
 }

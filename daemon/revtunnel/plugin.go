@@ -46,6 +46,10 @@ type Plugin struct {
 	// OnPing, when set, hears of every accepted Ping (every
 	// frpconf.HeartbeatInterval seconds per machine); it must not block.
 	OnPing func(machineID int64)
+	// Edge, when set, names the edge this frps runs on (id 0 while its row
+	// is not known yet): a machine's status is then recorded per edge, and
+	// it is online while one edge that is up has it.
+	Edge func() (id int64, name string)
 
 	// conns remembers the user connections NewUserConn let through.
 	conns store.Memo[userConnKey, struct{}]
@@ -85,12 +89,33 @@ func (p *Plugin) touch(ctx context.Context, id int64, now time.Time) {
 	}
 	p.seenAt[id] = now
 	p.seenMu.Unlock()
-	if err := p.Store.TouchMachine(ctx, id, now); err != nil && !errors.Is(err, store.ErrNotFound) {
+	err := p.Store.TouchMachine(ctx, id, now)
+	if e := p.edgeID(); err == nil && e != 0 {
+		err = p.Store.TouchMachineEdge(ctx, id, e, now)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		p.seenMu.Lock()
 		delete(p.seenAt, id)
 		p.seenMu.Unlock()
 		p.log().Warn("could not record that a machine was seen", "machine", id, "err", err)
 	}
+}
+
+func (p *Plugin) edgeID() int64 {
+	if p.Edge == nil {
+		return 0
+	}
+	id, _ := p.Edge()
+	return id
+}
+
+// setStatus records a machine's status as this edge sees it (or, with no
+// edge known, as the machine's own).
+func (p *Plugin) setStatus(ctx context.Context, id int64, status string, now time.Time) error {
+	if e := p.edgeID(); e != 0 {
+		return p.Store.SetMachineEdgeStatus(ctx, id, e, status, now)
+	}
+	return p.Store.SetMachineStatus(ctx, id, status, now)
 }
 
 // userConnKey is what Plugin.conns remembers NewUserConn accepting, for
@@ -257,6 +282,9 @@ func (p *Plugin) machine(ctx context.Context, user string, metas map[string]stri
 
 func (p *Plugin) event(ctx context.Context, e store.Event) {
 	e.CreatedAt = p.now()
+	if p.Edge != nil {
+		_, e.Edge = p.Edge()
+	}
 	if err := p.Store.InsertEvent(context.WithoutCancel(ctx), e); err != nil {
 		p.log().Error("activity event write failed", "kind", e.Kind, "err", err)
 	}
@@ -293,7 +321,7 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Store.SetMachineStatus(ctx, m.ID, "online", p.now()); err != nil {
+	if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil {
 		if !store.Unavailable(err) {
 			return err
 		}
@@ -415,7 +443,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 		return nil
 	}
 	if c.ProxyName == frpconf.User(m.ID)+"."+frpconf.ProxySSH {
-		if err := p.Store.SetMachineStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
+		if err := p.setStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}
 		p.event(ctx, store.Event{Source: "machine", Kind: EventDisconnected, MachineID: m.ID,

@@ -61,6 +61,15 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	must(s.InsertEvent(ctx, Event{CreatedAt: now, Source: "machine", Kind: "machine_registered", MachineID: m.ID, Message: "nas joined"}))
 	must(s.ApplyTraffic(ctx, now.Unix()/60, "2027-01-15", []TrafficObservation{{Proxy: "m1.ssh", MachineID: m.ID, DayIn: 10, DayOut: 20, Conns: 1}},
 		func(prev TrafficSeen, in, out int64, day string) (int64, int64) { return in, out }))
+	e, err := s.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", now)
+	must(err)
+	_, err = s.InsertEdgeToken(ctx, "edge-tok", now, now.Add(time.Hour))
+	must(err)
+	must(s.SetMachineEdgeStatus(ctx, m.ID, e.ID, "online", now))
+	_, err = s.AcquireLease(ctx, "notify", "edge-a", time.Minute, now)
+	must(err)
+	must(s.PutGateToken(ctx, "gate-session", GateSession, tu.ID, now.Add(time.Hour)))
+	must(s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now))
 	m, err = s.GetMachine(ctx, m.ID)
 	must(err)
 	return m, tu

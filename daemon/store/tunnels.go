@@ -158,20 +158,23 @@ type Event struct {
 	MachineID int64     `json:"machine_id,omitempty"`
 	TunnelID  int64     `json:"tunnel_id,omitempty"`
 	Message   string    `json:"message"`
+	// Edge is the edge that saw it ("" on a box that is not in a cluster
+	// of several, and before edges).
+	Edge string `json:"edge,omitempty"`
 }
 
 // InsertEvent appends an activity event.
 func (s *Store) InsertEvent(ctx context.Context, e Event) error {
 	_, err := s.exec(ctx,
-		"INSERT INTO activity_events(created_at, source, kind, machine_id, tunnel_id, message) VALUES (?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), ?)",
-		e.CreatedAt.UnixMilli(), e.Source, e.Kind, e.MachineID, e.TunnelID, e.Message)
+		"INSERT INTO activity_events(created_at, source, kind, machine_id, tunnel_id, message, edge) VALUES (?, ?, ?, NULLIF(?, 0), NULLIF(?, 0), ?, ?)",
+		e.CreatedAt.UnixMilli(), e.Source, e.Kind, e.MachineID, e.TunnelID, e.Message, e.Edge)
 	return s.announce(err, TopicActivity)
 }
 
 // MachineEvents returns the newest limit events of one machine (its own
 // and its tunnels'), newest first.
 func (s *Store) MachineEvents(ctx context.Context, machineID int64, limit int) ([]Event, error) {
-	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message
+	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message, edge
 		FROM activity_events WHERE machine_id = ? ORDER BY created_at DESC, id DESC LIMIT ?`, machineID, limit)
 	if err != nil {
 		return nil, err
@@ -185,7 +188,7 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 	for rows.Next() {
 		var e Event
 		var ms int64
-		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message); err != nil {
+		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message, &e.Edge); err != nil {
 			return nil, err
 		}
 		e.CreatedAt = time.UnixMilli(ms).UTC()
@@ -197,7 +200,7 @@ func scanEvents(rows *sql.Rows) ([]Event, error) {
 // RecentEvents returns the perSource newest events of each source, merged
 // newest first.
 func (s *Store) RecentEvents(ctx context.Context, perSource int) ([]Event, error) {
-	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message FROM (
+	rows, err := s.query(ctx, `SELECT id, created_at, source, kind, COALESCE(machine_id, 0), COALESCE(tunnel_id, 0), message, edge FROM (
 		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'machine' ORDER BY created_at DESC, id DESC LIMIT ?) AS m
 		UNION ALL
 		SELECT * FROM (SELECT * FROM activity_events WHERE source = 'tunnel' ORDER BY created_at DESC, id DESC LIMIT ?) AS t
@@ -210,7 +213,7 @@ func (s *Store) RecentEvents(ctx context.Context, perSource int) ([]Event, error
 	for rows.Next() {
 		var e Event
 		var ms int64
-		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message); err != nil {
+		if err := rows.Scan(&e.ID, &ms, &e.Source, &e.Kind, &e.MachineID, &e.TunnelID, &e.Message, &e.Edge); err != nil {
 			return nil, err
 		}
 		e.CreatedAt = time.UnixMilli(ms).UTC()

@@ -58,7 +58,7 @@ func binary(t testing.TB) string {
 func TestMain(m *testing.M) {
 	// In-process tests hash cheaply; the built binary keeps the real cost.
 	auth.LowCostForTests()
-	code := m.Run()
+	code := testutil.RunWithPostgres(m)
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))
 	}

@@ -28,6 +28,7 @@ commands:
   reset-password   set a new operator password and end every session
   disable-2fa      turn two-factor authentication off (lost authenticator)
   machines outdated  list machines whose agent predates fleet updates, with the line to run on each
+  edge join        join this VPS to a cluster as one more edge (docs/edges.md)
   db copy          copy every row to another, empty database (SQLite <-> PostgreSQL); stop the daemon first
   config-reference print every serve flag and variable (docs/configuration.md)
   help             this text
@@ -57,6 +58,8 @@ func main() {
 		err = machinesCmd(args, os.Stdout)
 	case "db":
 		err = dbCmd(args, os.Stdout)
+	case "edge":
+		err = edgeCmd(args, os.Stdout)
 	case "config-reference":
 		err = config.WriteReference(os.Stdout)
 	case "help", "-h", "--help":

@@ -1,0 +1,68 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
+)
+
+// EdgeBeat is how often an edge records in the database that it is up
+// (store.EdgeDeadAfter later the others count it as down).
+const EdgeBeat = 10 * time.Second
+
+// edgeSelf is this daemon's own row among the edges: its id is 0 until
+// the first heartbeat has been written.
+type edgeSelf struct{ id atomic.Int64 }
+
+// Edge returns this daemon's edge id (0 while not known yet) and name.
+func (a *App) Edge() (int64, string) { return a.edge.id.Load(), a.Config.EdgeName }
+
+// beat records that this edge is up, with the address machines dial it
+// at (asked now: it may have changed since the last beat), then settles
+// the machines' status, for edges that went down meanwhile.
+func (a *App) beat(ctx context.Context) error {
+	now := time.Now()
+	addr, err := a.Reach.TunnelHost(ctx)
+	if err != nil && !errors.Is(err, reach.ErrNoAddress) {
+		return err
+	}
+	e, err := a.Store.EdgeHeartbeat(ctx, a.Config.EdgeName, addr, a.Config.Version, now)
+	if err != nil {
+		return err
+	}
+	a.edge.id.Store(e.ID)
+	if _, err := a.Store.SettleMachines(ctx, now); err != nil {
+		return err
+	}
+	gone, err := a.Edges.ForgetRetired(ctx)
+	for _, name := range gone {
+		a.Log.Info("a retired edge is forgotten: no machine is connected through it", "edge", name)
+	}
+	return err
+}
+
+// heartbeat beats every EdgeBeat until ctx ends. A beat that fails (the
+// database is away) is logged once per outage; the edge keeps serving.
+func (a *App) heartbeat(ctx context.Context) error {
+	t := time.NewTicker(EdgeBeat)
+	defer t.Stop()
+	failing := false
+	for {
+		if err := a.beat(ctx); err != nil && ctx.Err() == nil {
+			if !failing {
+				a.Log.Warn("could not record this edge's heartbeat", "edge", a.Config.EdgeName, "err", err)
+			}
+			failing = true
+		} else {
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

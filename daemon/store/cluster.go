@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Gate token kinds.
+const (
+	GateSession = "session"
+	GateCode    = "code"
+)
+
+// PutGateToken stores a gate session or sign-in code (by the SHA-256 of
+// its secret, hex) for a tunnel until expires, so every edge honours it.
+func (s *Store) PutGateToken(ctx context.Context, hash, kind string, tunnelID int64, expires time.Time) error {
+	_, err := s.exec(ctx, `INSERT INTO gate_tokens(token_hash, kind, tunnel_id, expires_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT(token_hash) DO UPDATE SET kind = excluded.kind, tunnel_id = excluded.tunnel_id, expires_at = excluded.expires_at`,
+		hash, kind, tunnelID, expires.UnixMilli())
+	return err
+}
+
+// GateToken returns the tunnel and expiry of a live gate token of this
+// kind; ErrNotFound when there is none (unknown, expired, ended).
+func (s *Store) GateToken(ctx context.Context, hash, kind string, now time.Time) (tunnelID int64, expires time.Time, err error) {
+	var e int64
+	err = s.queryRow(ctx, "SELECT tunnel_id, expires_at FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ?",
+		hash, kind, now.UnixMilli()).Scan(&tunnelID, &e)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, time.Time{}, ErrNotFound
+	}
+	return tunnelID, time.UnixMilli(e).UTC(), err
+}
+
+// TakeGateToken deletes a live gate token of this kind and returns its
+// tunnel: of two edges redeeming one sign-in code, exactly one gets it.
+func (s *Store) TakeGateToken(ctx context.Context, hash, kind string, now time.Time) (int64, error) {
+	var id int64
+	err := s.writeReturning(ctx, "DELETE FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ? RETURNING tunnel_id",
+		[]any{hash, kind, now.UnixMilli()}, &id)
+	s.noteWrite(err)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, ErrNotFound
+	}
+	if err == nil {
+		s.wrote(ctx)
+	}
+	return id, err
+}
+
+// DeleteGateToken ends one gate session or code.
+func (s *Store) DeleteGateToken(ctx context.Context, hash string) error {
+	_, err := s.exec(ctx, "DELETE FROM gate_tokens WHERE token_hash = ?", hash)
+	return err
+}
+
+// DeleteGateTokensOf ends every session and code of a tunnel (its access
+// or password changed, or it is gone).
+func (s *Store) DeleteGateTokensOf(ctx context.Context, tunnelID int64) error {
+	_, err := s.exec(ctx, "DELETE FROM gate_tokens WHERE tunnel_id = ?", tunnelID)
+	return err
+}
+
+// PruneGateTokens deletes expired gate tokens.
+func (s *Store) PruneGateTokens(ctx context.Context, now time.Time) error {
+	_, err := s.exec(ctx, "DELETE FROM gate_tokens WHERE expires_at <= ?", now.UnixMilli())
+	return err
+}
+
+// AuthFailure is one failed authentication some edge counted.
+type AuthFailure struct {
+	ID   int64
+	Edge string
+	Key  string
+	At   time.Time
+}
+
+// InsertAuthFailure records a failed authentication counted by edge.
+func (s *Store) InsertAuthFailure(ctx context.Context, edge, key string, at time.Time) error {
+	_, err := s.exec(ctx, "INSERT INTO auth_failures(edge, key, at) VALUES (?, ?, ?)", edge, key, at.UnixMilli())
+	return err
+}
+
+// AuthFailuresAfter returns the failures other edges than edge recorded
+// with an id above after and no older than since, oldest first, at most
+// limit of them.
+func (s *Store) AuthFailuresAfter(ctx context.Context, edge string, after int64, since time.Time, limit int) ([]AuthFailure, error) {
+	rows, err := s.query(ctx, "SELECT id, edge, key, at FROM auth_failures WHERE id > ? AND edge <> ? AND at >= ? ORDER BY id LIMIT ?",
+		after, edge, since.UnixMilli(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AuthFailure
+	for rows.Next() {
+		var f AuthFailure
+		var at int64
+		if err := rows.Scan(&f.ID, &f.Edge, &f.Key, &at); err != nil {
+			return nil, err
+		}
+		f.At = time.UnixMilli(at).UTC()
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// PruneAuthFailures deletes failures older than before.
+func (s *Store) PruneAuthFailures(ctx context.Context, before time.Time) error {
+	_, err := s.exec(ctx, "DELETE FROM auth_failures WHERE at < ?", before.UnixMilli())
+	return err
+}

@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Edges register by heartbeat, in join order; a machine is online while
+// one edge that is up has it, and offline once that edge is down.
+func TestEdgesAndMachineStatus(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		a, b := db.open(), db.open() // two edges' daemons
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		ea, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eb, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", now.Add(time.Second)); err != nil || again.ID != ea.ID || again.Address != "203.0.113.9" {
+			t.Fatalf("heartbeat again: %+v, %v", again, err)
+		}
+		list, err := b.ListEdges(ctx)
+		if err != nil || len(list) != 2 || list[0].Name != "edge-a" || list[1].Name != "edge-b" || list[0].Version != "1.1" {
+			t.Fatalf("edges: %+v, %v", list, err)
+		}
+		m, err := a.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: now, Ports: PortRange{Lo: 30000, Hi: 30100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(want string) {
+			t.Helper()
+			got, err := b.GetMachine(ctx, m.ID)
+			if err != nil || got.Status != want {
+				t.Fatalf("machine status %q (%v), want %q", got.Status, err, want)
+			}
+		}
+		status("pending")
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(a.SetMachineEdgeStatus(ctx, m.ID, ea.ID, "online", now))
+		must(b.SetMachineEdgeStatus(ctx, m.ID, eb.ID, "online", now))
+		status("online")
+		// Edge A's SSH proxy closes: still online through B.
+		must(a.SetMachineEdgeStatus(ctx, m.ID, ea.ID, "offline", now))
+		status("online")
+		// B stops beating; at 31 s a settle pass finds no edge that is up.
+		later := now.Add(EdgeDeadAfter + time.Second)
+		must(a.SetMachineEdgeStatus(ctx, m.ID, ea.ID, "offline", later))
+		status("offline")
+		// B's SSH proxy closed too; A beats and the machine is back through A.
+		must(b.SetMachineEdgeStatus(ctx, m.ID, eb.ID, "offline", later))
+		if _, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", later); err != nil {
+			t.Fatal(err)
+		}
+		must(a.SetMachineEdgeStatus(ctx, m.ID, ea.ID, "online", later))
+		status("online")
+		// A goes down: the settle pass on B says so.
+		if _, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", later.Add(EdgeDeadAfter)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.SettleMachines(ctx, later.Add(EdgeDeadAfter+time.Second))
+		if err != nil || n != 1 {
+			t.Fatalf("settle: %d, %v", n, err)
+		}
+		status("offline")
+		conns, err := b.MachineEdges(ctx)
+		if err != nil || len(conns[m.ID]) != 2 || conns[m.ID][0].EdgeID != ea.ID {
+			t.Fatalf("machine edges: %+v, %v", conns, err)
+		}
+		// Retired, then forgotten: its connections go with it.
+		must(b.RetireEdge(ctx, ea.ID, later))
+		if e, _ := b.GetEdge(ctx, ea.ID); e.RetiringAt == nil {
+			t.Fatalf("not retiring: %+v", e)
+		}
+		must(b.ForgetEdge(ctx, ea.ID))
+		if _, err := b.GetEdge(ctx, ea.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("forgotten edge: %v", err)
+		}
+		if conns, _ := b.MachineEdges(ctx); len(conns[m.ID]) != 1 {
+			t.Fatalf("connections after forgetting A: %+v", conns)
+		}
+	})
+}
+
+// An edge join token is claimed once, by one edge; the same edge may run
+// its join again; an expired one is refused.
+func TestEdgeTokens(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		now := time.Now()
+		if _, err := s.InsertEdgeToken(ctx, "h1", now, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.InsertEdgeToken(ctx, "h2", now.Add(-2*time.Hour), now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			hash, name string
+			want       error
+		}{
+			{"h1", "edge-b", nil}, {"h1", "edge-b", nil}, {"h1", "edge-c", ErrTokenInvalid},
+			{"h2", "edge-c", ErrTokenInvalid}, {"nope", "edge-c", ErrTokenInvalid},
+		} {
+			if err := s.ClaimEdgeToken(ctx, c.hash, c.name, now); !errors.Is(err, c.want) {
+				t.Fatalf("claim %s for %s: %v, want %v", c.hash, c.name, err, c.want)
+			}
+		}
+	})
+}
+
+// Of edges racing for a lease exactly one holds it; it renews it, and
+// another takes it only once it has expired.
+func TestLeases(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		now := time.Now()
+		stores := []*Store{db.open(), db.open(), db.open()}
+		var mu sync.Mutex
+		var holders []string
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := []string{"a", "b", "c"}[i]
+				ok, err := s.AcquireLease(ctx, "notify", name, time.Minute, now)
+				if err != nil {
+					t.Error(err)
+				}
+				if ok {
+					mu.Lock()
+					holders = append(holders, name)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(holders) != 1 {
+			t.Fatalf("holders: %v", holders)
+		}
+		h := holders[0]
+		other := map[string]string{"a": "b", "b": "c", "c": "a"}[h]
+		if ok, err := stores[0].AcquireLease(ctx, "notify", h, time.Minute, now.Add(30*time.Second)); err != nil || !ok {
+			t.Fatalf("renew by %s: %v %v", h, ok, err)
+		}
+		if ok, _ := stores[1].AcquireLease(ctx, "notify", other, time.Minute, now.Add(80*time.Second)); ok {
+			t.Fatal("taken before it expired")
+		}
+		if ok, err := stores[1].AcquireLease(ctx, "notify", other, time.Minute, now.Add(91*time.Second)); err != nil || !ok {
+			t.Fatalf("take after expiry: %v %v", ok, err)
+		}
+	})
+}
+
+// A gate session written by one edge is read by another; a code is taken
+// once; a tunnel's tokens end together.
+func TestGateTokensAcrossEdges(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		a, b := db.open(), db.open()
+		now := time.Now()
+		if err := a.PutGateToken(ctx, "s1", GateSession, 7, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.PutGateToken(ctx, "c1", GateCode, 7, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if id, _, err := b.GateToken(ctx, "s1", GateSession, now); err != nil || id != 7 {
+			t.Fatalf("session on b: %d %v", id, err)
+		}
+		if _, _, err := b.GateToken(ctx, "s1", GateSession, now.Add(2*time.Hour)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("expired session: %v", err)
+		}
+		if _, _, err := b.GateToken(ctx, "c1", GateSession, now); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a code is not a session: %v", err)
+		}
+		if id, err := b.TakeGateToken(ctx, "c1", GateCode, now); err != nil || id != 7 {
+			t.Fatalf("take code: %d %v", id, err)
+		}
+		if _, err := a.TakeGateToken(ctx, "c1", GateCode, now); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("code taken twice: %v", err)
+		}
+		if err := b.DeleteGateTokensOf(ctx, 7); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := a.GateToken(ctx, "s1", GateSession, now); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("session after its tunnel's tokens ended: %v", err)
+		}
+	})
+}
+
+// Failures one edge records are read by the others, not by itself.
+func TestAuthFailuresAcrossEdges(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		a, b := db.open(), db.open()
+		now := time.Now().Truncate(time.Millisecond)
+		for i := range 3 {
+			if err := a.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now.Add(time.Duration(i)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.InsertAuthFailure(ctx, "edge-b", "192.0.2.8/32", now); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.AuthFailuresAfter(ctx, "edge-b", 0, now.Add(-time.Minute), 100)
+		if err != nil || len(got) != 3 || got[0].Key != "192.0.2.7/32" || got[2].At.Sub(got[0].At) != 2*time.Second {
+			t.Fatalf("b reads: %+v, %v", got, err)
+		}
+		if more, _ := b.AuthFailuresAfter(ctx, "edge-b", got[2].ID, now.Add(-time.Minute), 100); len(more) != 0 {
+			t.Fatalf("after the last: %+v", more)
+		}
+		if err := a.PruneAuthFailures(ctx, now.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := a.AuthFailuresAfter(ctx, "edge-x", 0, time.Time{}, 100); len(left) != 2 {
+			t.Fatalf("after pruning: %+v", left)
+		}
+	})
+}
