@@ -93,10 +93,10 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: brief fuzzing, then the UI's tests and every Go test (unit,
-## black-box, real tools, system) side by side; at the end, node's summary
-## and then gotestsum's (scripts/test-side-by-side.sh).
-test: deps build test-fuzz
+## test: brief fuzzing then the UI's tests, side by side with every Go test
+## (unit, black-box, real tools, system); at the end, node's summary and
+## then gotestsum's (scripts/test-side-by-side.sh).
+test: deps build
 	@MAKE="$(MAKE)" bash scripts/test-side-by-side.sh
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's

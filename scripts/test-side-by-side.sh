@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the dashboard's tests (make test-ui) and the Go tests (make test-go)
-# side by side: most of either suite is waiting (for a browser, a daemon, a
-# timer, a booting testbed), so together they take about as long as the
-# longer one instead of their sum.
+# Runs the brief fuzzing and then the dashboard's tests (make test-fuzz
+# test-ui) side by side with the Go tests (make test-go): much of either
+# side is waiting (for a browser, a daemon, a timer, a booting testbed), so
+# together they take less than their sum.
 #
 # Both stream as they run, each line marked [ui] or [go]; each suite's whole
 # output is also kept in bin/test-ui.log and bin/test-go.log. At the end the
@@ -15,15 +15,16 @@ mkdir -p bin
 make="${MAKE:-make}"
 
 start=$SECONDS
-run() { # name target
-  local name=$1 target=$2 rc=0
-  "$make" --no-print-directory "$target" >"bin/test-$name.log" 2>&1 || rc=$?
-  echo "make $target: exit $rc after $((SECONDS - start)) s" >>"bin/test-$name.log"
+run() { # name target...
+  local name=$1 rc=0
+  shift
+  "$make" --no-print-directory "$@" >"bin/test-$name.log" 2>&1 || rc=$?
+  echo "make $*: exit $rc after $((SECONDS - start)) s" >>"bin/test-$name.log"
   echo $rc >"bin/test-$name.rc"
 }
 rm -f bin/test-ui.rc bin/test-go.rc
 : >bin/test-ui.log; : >bin/test-go.log
-run ui test-ui & ui=$!
+run ui test-fuzz test-ui & ui=$!
 run go test-go & go=$!
 tail -n +1 -F bin/test-ui.log 2>/dev/null | sed -u 's/^/[ui] /' & tui=$!
 tail -n +1 -F bin/test-go.log 2>/dev/null | sed -u 's/^/[go] /' & tgo=$!
@@ -35,8 +36,8 @@ wait "$tui" "$tgo" 2>/dev/null
 ui_rc=$(cat bin/test-ui.rc 2>/dev/null || echo 1)
 go_rc=$(cat bin/test-go.rc 2>/dev/null || echo 1)
 echo
-echo "── dashboard tests (make test-ui, exit $ui_rc; whole output in bin/test-ui.log) ──"
-grep -E '^make test-ui: ' bin/test-ui.log
+echo "── fuzzing and dashboard tests (make test-fuzz test-ui, exit $ui_rc; whole output in bin/test-ui.log) ──"
+grep -E '^make test-fuzz test-ui: ' bin/test-ui.log
 # node's spec reporter ends with "ℹ tests N" ... and, when a test failed,
 # "✖ failing tests:" and each failure; the summary reporter's line is last.
 awk '/^✖ failing tests:/{p=1} p' bin/test-ui.log
