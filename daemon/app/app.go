@@ -137,6 +137,10 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 		},
 	}
 	a.Auth.Limiter.Log = log
+	if st.Engine() == "postgres" {
+		// Edges of a cluster count each other's failures.
+		a.Auth.Limiter.Shared = clusterFailures{store: st, edge: cfg.EdgeName}
+	}
 	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
 	a.Auth.SecondFactor = a.TOTP
 	if err := a.Auth.LoadKnown(ctx, audit.Setup, audit.LoginSuccess, totp.KindLoginSuccess); err != nil {

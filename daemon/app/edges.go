@@ -3,10 +3,13 @@ package app
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // EdgeBeat is how often an edge records in the database that it is up
@@ -65,4 +68,43 @@ func (a *App) heartbeat(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// sharedTimeout bounds each call clusterFailures makes: a login must not
+// wait on a slow database; without an answer the counts are this edge's.
+const sharedTimeout = 300 * time.Millisecond
+
+// clusterFailures is auth.SharedFailures in the shared database.
+type clusterFailures struct {
+	store *store.Store
+	edge  string
+}
+
+func (c clusterFailures) Add(key netip.Prefix, at time.Time) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	id, err := c.store.InsertAuthFailure(ctx, c.edge, key.String(), at)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+func (c clusterFailures) Remove(id int64) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.store.DeleteAuthFailure(ctx, id)
+	}()
+}
+
+func (c clusterFailures) Others(key netip.Prefix, now time.Time) (forKey, global []time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	forKey, global, err := c.store.OtherAuthFailures(ctx, c.edge, key.String(),
+		now.Add(-auth.FailureWindow), auth.MaxFailures, now.Add(-auth.GlobalWindow), auth.GlobalFailures)
+	if err != nil {
+		return nil, nil
+	}
+	return forKey, global
 }

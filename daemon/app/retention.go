@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 )
 
 // Retention: the audit log, the activity feed and the stale-token attempts
@@ -25,6 +27,14 @@ func (a *App) prune(ctx context.Context) {
 		if rows > 0 {
 			a.Log.Info("retention: pruned old rows", "table", table, "rows", rows, "retention_days", a.Config.RetentionDays)
 		}
+	}
+	// Failures older than the login limits' window, gate tokens past
+	// their expiry: nobody reads them again.
+	if err := a.Store.PruneAuthFailures(ctx, time.Now().Add(-2*auth.FailureWindow)); err != nil {
+		a.Log.Warn("retention: pruning failed", "table", "auth_failures", "err", err)
+	}
+	if err := a.Store.PruneGateTokens(ctx, time.Now()); err != nil {
+		a.Log.Warn("retention: pruning failed", "table", "gate_tokens", "err", err)
 	}
 }
 

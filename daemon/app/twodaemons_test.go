@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -85,4 +86,31 @@ func TestTwoDaemonsOnOneDatabase(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestLoginLimitsCountAcrossEdges: wrong passwords spread over two edges
+// count as one client's: after five on each, the next one on either is
+// refused (429) before any password is checked, even the right one.
+func TestLoginLimitsCountAcrossEdges(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName = url, "edge-b"
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	wrong := `{"password":"not the password at all"}`
+	for range auth.MaxFailures / 2 {
+		a.call("POST", "/api/auth/login", wrong, http.StatusUnauthorized, nil)
+		b.call("POST", "/api/auth/login", wrong, http.StatusUnauthorized, nil)
+	}
+	b.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusTooManyRequests, nil)
+	a.call("POST", "/api/auth/login", wrong, http.StatusTooManyRequests, nil)
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -52,6 +53,25 @@ type Limiter struct {
 	// exhaustedUntil is when the current global lockout ends; a refusal
 	// after it starts a new episode and logs again.
 	exhaustedUntil time.Time
+	// Shared, when set, carries the failures to the other edges of a
+	// cluster and theirs here, so that spreading guesses over edges gains
+	// nothing. Without it (or while it cannot answer) the counts are this
+	// process's own.
+	Shared SharedFailures
+}
+
+// SharedFailures is where the edges of a cluster keep their failed
+// attempts for each other. Its calls must return quickly (they are made
+// with the limiter held) and give up rather than wait on a slow database.
+type SharedFailures interface {
+	// Add records an attempt of key at at and returns its id (0 when it
+	// could not be recorded).
+	Add(key netip.Prefix, at time.Time) int64
+	// Remove takes back an attempt Add recorded (a reservation released).
+	Remove(id int64)
+	// Others returns the other edges' attempts of key within
+	// FailureWindow, and all of theirs within GlobalWindow, before now.
+	Others(key netip.Prefix, now time.Time) (forKey, global []time.Time)
 }
 
 // NewLimiter returns a Limiter using now as its clock (time.Now when nil).
@@ -92,26 +112,43 @@ func retryAfter(oldest time.Time, window time.Duration, now time.Time) int {
 
 // check returns the refusal for key now, or nil; the caller holds mu.
 func (l *Limiter) check(key netip.Prefix, now time.Time, global bool) *RateLimitedError {
-	fs := l.prune(key, now)
+	var remoteKey, remoteGlobal []time.Time
+	if l.Shared != nil {
+		remoteKey, remoteGlobal = l.Shared.Others(key, now)
+	}
+	fs := merged(l.prune(key, now), remoteKey)
 	if len(fs) >= MaxFailures {
-		return &RateLimitedError{RetryAfter: retryAfter(fs[len(fs)-MaxFailures].at, FailureWindow, now)}
+		return &RateLimitedError{RetryAfter: retryAfter(fs[len(fs)-MaxFailures], FailureWindow, now)}
 	}
 	if !global {
 		return nil
 	}
 	l.pruneGlobal(now)
-	if len(l.global) < GlobalFailures {
+	all := merged(l.global, remoteGlobal)
+	if len(all) < GlobalFailures {
 		return nil
 	}
-	wait := retryAfter(l.global[len(l.global)-GlobalFailures].at, GlobalWindow, now)
+	wait := retryAfter(all[len(all)-GlobalFailures], GlobalWindow, now)
 	if !now.Before(l.exhaustedUntil) {
 		l.exhaustedUntil = now.Add(time.Duration(wait) * time.Second)
 		if l.Log != nil {
 			l.Log.Warn("global login failure budget exhausted: answering 429 to every client without a session",
-				"failures", len(l.global), "window", GlobalWindow.String(), "budget", GlobalFailures, "retry_after", wait)
+				"failures", len(all), "window", GlobalWindow.String(), "budget", GlobalFailures, "retry_after", wait)
 		}
 	}
 	return &RateLimitedError{RetryAfter: wait, Global: true}
+}
+
+// merged returns the times of local and remote attempts together, oldest
+// first.
+func merged(local []*attempt, remote []time.Time) []time.Time {
+	out := make([]time.Time, 0, len(local)+len(remote))
+	for _, a := range local {
+		out = append(out, a.at)
+	}
+	out = append(out, remote...)
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
+	return out
 }
 
 // Check reports whether addr may try now; when not, it returns the wait in
@@ -132,6 +169,8 @@ type Reservation struct {
 	key  netip.Prefix
 	a    *attempt
 	done bool
+	// shared is the attempt's id among the cluster's (0: not shared).
+	shared int64
 }
 
 // Reserve takes one attempt for addr, or refuses with *RateLimitedError
@@ -148,7 +187,11 @@ func (l *Limiter) Reserve(addr netip.Addr, global bool) (*Reservation, error) {
 	}
 	a := &attempt{at: now}
 	l.add(key, a, now)
-	return &Reservation{l: l, key: key, a: a}, nil
+	r := &Reservation{l: l, key: key, a: a}
+	if l.Shared != nil {
+		r.shared = l.Shared.Add(key, now)
+	}
+	return r, nil
 }
 
 // add records a for key and in the global count; the caller holds mu.
@@ -186,6 +229,9 @@ func (r *Reservation) Release() {
 		delete(r.l.failures, r.key)
 	}
 	r.l.global = remove(r.l.global, r.a)
+	if r.shared != 0 && r.l.Shared != nil {
+		r.l.Shared.Remove(r.shared)
+	}
 }
 
 func remove(as []*attempt, a *attempt) []*attempt {
@@ -202,7 +248,11 @@ func (l *Limiter) Fail(addr netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	l.add(LimitKey(addr), &attempt{at: now}, now)
+	key := LimitKey(addr)
+	l.add(key, &attempt{at: now}, now)
+	if l.Shared != nil {
+		l.Shared.Add(key, now)
+	}
 }
 
 // Reset forgets addr's failures (after a successful login). The global

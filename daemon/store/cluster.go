@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -77,10 +78,47 @@ type AuthFailure struct {
 	At   time.Time
 }
 
-// InsertAuthFailure records a failed authentication counted by edge.
-func (s *Store) InsertAuthFailure(ctx context.Context, edge, key string, at time.Time) error {
-	_, err := s.exec(ctx, "INSERT INTO auth_failures(edge, key, at) VALUES (?, ?, ?)", edge, key, at.UnixMilli())
+// InsertAuthFailure records a failed authentication counted by edge and
+// returns its id.
+func (s *Store) InsertAuthFailure(ctx context.Context, edge, key string, at time.Time) (int64, error) {
+	return s.insertID(ctx, "INSERT INTO auth_failures(edge, key, at) VALUES (?, ?, ?)", edge, key, at.UnixMilli())
+}
+
+// DeleteAuthFailure takes back an attempt that turned out not to fail.
+func (s *Store) DeleteAuthFailure(ctx context.Context, id int64) error {
+	_, err := s.exec(ctx, "DELETE FROM auth_failures WHERE id = ?", id)
 	return err
+}
+
+// OtherAuthFailures returns, oldest first, the times of the failures that
+// edges other than edge recorded: the newest perKey of key since keySince,
+// and the newest global of all since globalSince.
+func (s *Store) OtherAuthFailures(ctx context.Context, edge, key string, keySince time.Time, perKey int, globalSince time.Time, global int) (forKey, all []time.Time, err error) {
+	read := func(q string, args ...any) ([]time.Time, error) {
+		rows, err := s.query(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []time.Time
+		for rows.Next() {
+			var at int64
+			if err := rows.Scan(&at); err != nil {
+				return nil, err
+			}
+			out = append(out, time.UnixMilli(at).UTC())
+		}
+		slices.Reverse(out)
+		return out, rows.Err()
+	}
+	forKey, err = read("SELECT at FROM auth_failures WHERE key = ? AND edge <> ? AND at >= ? ORDER BY at DESC LIMIT ?",
+		key, edge, keySince.UnixMilli(), perKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	all, err = read("SELECT at FROM auth_failures WHERE edge <> ? AND at >= ? ORDER BY at DESC LIMIT ?",
+		edge, globalSince.UnixMilli(), global)
+	return forKey, all, err
 }
 
 // AuthFailuresAfter returns the failures other edges than edge recorded

@@ -69,7 +69,8 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	_, err = s.AcquireLease(ctx, "notify", "edge-a", time.Minute, now)
 	must(err)
 	must(s.PutGateToken(ctx, "gate-session", GateSession, tu.ID, now.Add(time.Hour)))
-	must(s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now))
+	_, err = s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now)
+	must(err)
 	m, err = s.GetMachine(ctx, m.ID)
 	must(err)
 	return m, tu

@@ -208,12 +208,16 @@ func TestAuthFailuresAcrossEdges(t *testing.T) {
 		a, b := db.open(), db.open()
 		now := time.Now().Truncate(time.Millisecond)
 		for i := range 3 {
-			if err := a.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now.Add(time.Duration(i)*time.Second)); err != nil {
+			if _, err := a.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now.Add(time.Duration(i)*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := b.InsertAuthFailure(ctx, "edge-b", "192.0.2.8/32", now); err != nil {
+		if _, err := b.InsertAuthFailure(ctx, "edge-b", "192.0.2.8/32", now); err != nil {
 			t.Fatal(err)
+		}
+		forKey, all, err := b.OtherAuthFailures(ctx, "edge-b", "192.0.2.7/32", now.Add(-time.Minute), 10, now.Add(time.Second), 60)
+		if err != nil || len(forKey) != 3 || !forKey[0].Equal(now) || len(all) != 2 {
+			t.Fatalf("b's view of the others: %v %v %v", forKey, all, err)
 		}
 		got, err := b.AuthFailuresAfter(ctx, "edge-b", 0, now.Add(-time.Minute), 100)
 		if err != nil || len(got) != 3 || got[0].Key != "192.0.2.7/32" || got[2].At.Sub(got[0].At) != 2*time.Second {

@@ -65,6 +65,7 @@ CREATE TABLE auth_failures (
 	at INTEGER NOT NULL
 );
 CREATE INDEX auth_failures_at ON auth_failures(at);
+CREATE INDEX auth_failures_key ON auth_failures(key, at);
 
 -- Which edge saw an activity event ('' before edges, or on a single box).
 ALTER TABLE activity_events ADD COLUMN edge TEXT NOT NULL DEFAULT '';

@@ -47,5 +47,6 @@ CREATE TABLE auth_failures (
 	at BIGINT NOT NULL
 );
 CREATE INDEX auth_failures_at ON auth_failures(at);
+CREATE INDEX auth_failures_key ON auth_failures(key, at);
 
 ALTER TABLE activity_events ADD COLUMN edge TEXT NOT NULL DEFAULT '';
