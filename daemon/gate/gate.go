@@ -9,6 +9,8 @@ package gate
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -94,6 +96,9 @@ type session struct {
 type pending struct {
 	tunnelID int64
 	expires  time.Time
+	// shared: the code is in the database too, which then decides who
+	// takes it (another edge may have).
+	shared bool
 }
 
 // Gate holds the access table, the sessions and the pending codes.
@@ -150,16 +155,27 @@ func (g *Gate) Reload(ctx context.Context) error {
 			next.sites[s.host] = s
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	prev := g.tbl.Swap(next)
+	// The tunnels whose sessions end: their shared tokens go first, so
+	// that no check re-reads one after this edge forgot it.
 	ended := map[int64]bool{}
-	for _, old := range prev.sites {
+	for _, old := range g.tbl.Load().sites {
 		now, ok := byID[old.id]
 		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host {
 			ended[old.id] = true
 		}
 	}
+	if len(ended) > 0 && g.o.Store != nil {
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		for id := range ended {
+			if err := g.o.Store.DeleteGateTokensOf(dctx, id); err != nil {
+				g.o.Log.Warn("gate: could not end a tunnel's sessions on the other edges", "tunnel", id, "err", err)
+			}
+		}
+		cancel()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.tbl.Store(next)
 	if len(ended) > 0 {
 		for k, s := range g.sessions {
 			if ended[s.tunnelID] {
@@ -228,6 +244,65 @@ func (s *site) allows(a netip.Addr) bool {
 
 func tokenKey(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
+// sharedTimeout bounds each database call of a gate check: sessions and
+// codes are kept in the database so that every edge of a cluster honours
+// them, but a check never waits long on it; what this edge made itself is
+// always answered from memory.
+const sharedTimeout = 300 * time.Millisecond
+
+func (g *Gate) shared() (context.Context, context.CancelFunc, bool) {
+	if g.o.Store == nil {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	return ctx, cancel, true
+}
+
+// share writes a session or code for the other edges; a failure is
+// logged, and the token still works on this edge.
+func (g *Gate) share(k [32]byte, kind string, tunnelID int64, expires time.Time) bool {
+	ctx, cancel, ok := g.shared()
+	if !ok {
+		return false
+	}
+	defer cancel()
+	if err := g.o.Store.PutGateToken(ctx, hex.EncodeToString(k[:]), kind, tunnelID, expires); err != nil {
+		g.o.Log.Warn("gate: could not share a "+kind+" with the other edges; it works on this one", "err", err)
+		return false
+	}
+	return true
+}
+
+// unshare ends a session or code for every edge (best effort).
+func (g *Gate) unshare(k [32]byte) {
+	ctx, cancel, ok := g.shared()
+	if !ok {
+		return
+	}
+	defer cancel()
+	g.o.Store.DeleteGateToken(ctx, hex.EncodeToString(k[:]))
+}
+
+// sharedSession looks up a session another edge made, and keeps it here.
+func (g *Gate) sharedSession(k [32]byte, now time.Time) (session, bool) {
+	ctx, cancel, ok := g.shared()
+	if !ok {
+		return session{}, false
+	}
+	defer cancel()
+	id, exp, err := g.o.Store.GateToken(ctx, hex.EncodeToString(k[:]), store.GateSession, now)
+	if err != nil {
+		return session{}, false
+	}
+	sess := session{tunnelID: id, expires: exp}
+	g.mu.Lock()
+	if len(g.sessions) < maxSessions {
+		g.sessions[k] = sess
+	}
+	g.mu.Unlock()
+	return sess, true
+}
+
 // validSession reports whether any gate cookie value in the request's
 // Cookie headers names a live session of s.
 func (g *Gate) validSession(cookies []string, s *site, now time.Time) bool {
@@ -240,6 +315,9 @@ func (g *Gate) validSession(cookies []string, s *site, now time.Time) bool {
 		g.mu.RLock()
 		sess, ok := g.sessions[k]
 		g.mu.RUnlock()
+		if !ok {
+			sess, ok = g.sharedSession(k, now)
+		}
 		found = ok && sess.tunnelID == s.id && now.Before(sess.expires)
 	})
 	return found
@@ -253,7 +331,6 @@ func (g *Gate) newSession(s *site) (string, error) {
 	}
 	now := g.o.Now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if len(g.sessions) >= maxSessions {
 		for k, v := range g.sessions {
 			if !now.Before(v.expires) {
@@ -267,15 +344,26 @@ func (g *Gate) newSession(s *site) (string, error) {
 			delete(g.sessions, k)
 		}
 	}
-	g.sessions[tokenKey(token)] = session{tunnelID: s.id, expires: now.Add(SessionTTL)}
+	k := tokenKey(token)
+	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(SessionTTL)}
+	g.mu.Unlock()
+	g.share(k, store.GateSession, s.id, now.Add(SessionTTL))
 	return token, nil
 }
 
 // endSessions ends the sessions named by the request's gate cookies.
 func (g *Gate) endSessions(cookies []string) {
+	var ended [][32]byte
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	eachGateCookie(cookies, func(v string) { delete(g.sessions, tokenKey(v)) })
+	eachGateCookie(cookies, func(v string) {
+		k := tokenKey(v)
+		delete(g.sessions, k)
+		ended = append(ended, k)
+	})
+	g.mu.Unlock()
+	for _, k := range ended {
+		g.unshare(k)
+	}
 }
 
 // ErrNotOperatorSite: the host named is not an HTTP tunnel in operator mode.
@@ -296,7 +384,6 @@ func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) 
 	}
 	now := g.o.Now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if len(g.codes) >= maxCodes {
 		for k, v := range g.codes {
 			if !now.Before(v.expires) {
@@ -310,7 +397,17 @@ func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) 
 			delete(g.codes, k)
 		}
 	}
-	g.codes[tokenKey(c)] = pending{tunnelID: s.id, expires: now.Add(CodeTTL)}
+	k := tokenKey(c)
+	g.codes[k] = pending{tunnelID: s.id, expires: now.Add(CodeTTL)}
+	g.mu.Unlock()
+	if g.share(k, store.GateCode, s.id, now.Add(CodeTTL)) {
+		g.mu.Lock()
+		if p, ok := g.codes[k]; ok {
+			p.shared = true
+			g.codes[k] = p
+		}
+		g.mu.Unlock()
+	}
 	return c, s.host, nil
 }
 
@@ -320,14 +417,28 @@ func (g *Gate) redeem(c string, s *site) bool {
 		return false
 	}
 	k := tokenKey(c)
+	now := g.o.Now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	got, ok := g.codes[k]
-	if !ok {
+	delete(g.codes, k)
+	g.mu.Unlock()
+	if ok && !got.shared {
+		return got.tunnelID == s.id && now.Before(got.expires)
+	}
+	// A shared code (issued here or by the dashboard on another edge): of
+	// all edges, the one that takes it from the database has it.
+	ctx, cancel, shared := g.shared()
+	if !shared {
 		return false
 	}
-	delete(g.codes, k)
-	return got.tunnelID == s.id && g.o.Now().Before(got.expires)
+	defer cancel()
+	id, err := g.o.Store.TakeGateToken(ctx, hex.EncodeToString(k[:]), store.GateCode, now)
+	if ok && err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The database does not answer: this edge issued the code, and
+		// decides from memory.
+		return got.tunnelID == s.id && now.Before(got.expires)
+	}
+	return err == nil && id == s.id
 }
 
 // Domain is the domain of the loaded table ("" before a domain is set).

@@ -38,9 +38,15 @@ type env struct {
 // tunnel's password is "correct horse battery staple".
 func newEnv(t testing.TB, n int, spec map[string]string) *env {
 	t.Helper()
+	return newEnvOn(t, "", n, spec)
+}
+
+// newEnvOn is newEnv on the PostgreSQL database at url ("" for SQLite).
+func newEnvOn(t testing.TB, dbURL string, n int, spec map[string]string) *env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, dir)
+	st, err := store.OpenDatabase(ctx, dir, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
