@@ -108,3 +108,18 @@ func (c clusterFailures) Others(key netip.Prefix, now time.Time) (forKey, global
 	}
 	return forKey, global
 }
+
+// lease returns a check that takes or renews the cluster's lease called
+// name for ttl and reports whether this edge holds it: the jobs that must
+// run once in a cluster run where it is held. On SQLite this edge is the
+// cluster, and holds every lease; while the database does not answer, no
+// edge can be sure it holds one, and none runs the job.
+func (a *App) lease(name string, ttl time.Duration) func(ctx context.Context) bool {
+	return func(ctx context.Context) bool {
+		ok, err := a.Store.AcquireLease(ctx, name, a.Config.EdgeName, ttl, time.Now())
+		if err != nil {
+			a.Log.Debug("could not take the lease", "lease", name, "err", err)
+		}
+		return err == nil && ok
+	}
+}

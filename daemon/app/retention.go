@@ -17,6 +17,9 @@ const (
 
 // prune runs one pass and logs what it removed.
 func (a *App) prune(ctx context.Context) {
+	if !a.lease("retention", 2*pruneEvery)(ctx) {
+		return // another edge of the cluster prunes
+	}
 	cutoff := time.Now().Add(-time.Duration(a.Config.RetentionDays) * 24 * time.Hour)
 	n, err := a.Store.Prune(ctx, cutoff, MaxRowsPerTable)
 	if err != nil {

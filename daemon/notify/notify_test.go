@@ -397,3 +397,54 @@ func TestDataDiskLowAndBack(t *testing.T) {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Two edges' watchers on one database, one lease: a machine that goes
+// offline is reported once, by the edge holding the lease; when that edge
+// stops and the other takes the lease over, the old news is not repeated
+// and the return online is reported once.
+func TestOnlyTheLeaseHolderReports(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	ctx := context.Background()
+	id := register(t, e.st, "alpha", e.clock.Now())
+	lease := func(name string, alive *bool) func(context.Context) bool {
+		return func(ctx context.Context) bool {
+			if !*alive {
+				return false
+			}
+			ok, err := e.st.AcquireLease(ctx, "notifications", name, 90*time.Second, e.clock.Now())
+			return err == nil && ok
+		}
+	}
+	aUp, bUp := true, true
+	a := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Lease: lease("edge-a", &aUp)}
+	b := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Lease: lease("edge-b", &bUp)}
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
+	a.Check(ctx)
+	b.Check(ctx)
+	e.st.SetMachineStatus(ctx, id, "offline", e.clock.Now())
+	for range 7 {
+		e.clock.Add(time.Minute)
+		a.Check(ctx)
+		b.Check(ctx)
+	}
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 || k[0] != notify.KindMachineOffline {
+		t.Fatalf("two edges watching: %v", k)
+	}
+	aUp = false // edge A stops; B takes the lease once it expires
+	for range 3 {
+		e.clock.Add(time.Minute)
+		b.Check(ctx)
+	}
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 1 {
+		t.Fatalf("the new holder repeated old news: %v", k)
+	}
+	e.st.SetMachineStatus(ctx, id, "online", e.clock.Now())
+	e.clock.Add(time.Minute)
+	b.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 2 || k[1] != notify.KindMachineOnline {
+		t.Fatalf("back online, seen by the new holder: %v", k)
+	}
+}

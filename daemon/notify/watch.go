@@ -66,6 +66,13 @@ type Watcher struct {
 	// Space measures the data directory's file system (store.Space); nil
 	// skips the disk checks.
 	Space func() (store.Space, error)
+	// Lease, when set, says whether this edge holds the cluster's lease on
+	// the notifications that must be sent once (machines going offline
+	// and back, login bursts, certificates expiring); without it those
+	// checks are skipped here. Bans and the disk are every edge's own.
+	Lease func(ctx context.Context) bool
+	// leased: the lease was held at the last check.
+	leased bool
 
 	mu           sync.Mutex
 	seeded       bool
@@ -124,17 +131,29 @@ func (w *Watcher) Check(ctx context.Context) {
 		w.offline, w.banned, w.certReported = map[int64]bool{}, map[string]bool{}, map[string]time.Time{}
 		w.seeded = true
 	}
-	if err := w.machines(ctx, set, first); err != nil {
-		w.log().Warn("notify: machine check failed", "err", err)
-	}
 	if err := w.bans(ctx, first); err != nil {
 		w.log().Debug("notify: ban check failed", "err", err)
+	}
+	w.disk(ctx)
+	held := w.Lease == nil || w.Lease(ctx)
+	if !held {
+		w.leased = false
+		return
+	}
+	if !w.leased && !first {
+		// Taken over from another edge: learn the state first, so that
+		// what that edge already reported is not sent again.
+		w.offline, w.certReported, w.lastBurst = map[int64]bool{}, map[string]time.Time{}, w.now()
+		first = true
+	}
+	w.leased = true
+	if err := w.machines(ctx, set, first); err != nil {
+		w.log().Warn("notify: machine check failed", "err", err)
 	}
 	w.certs(ctx)
 	if err := w.logins(ctx); err != nil {
 		w.log().Warn("notify: login check failed", "err", err)
 	}
-	w.disk(ctx)
 }
 
 // disk reports the data disk going low (or full) once, and having room
