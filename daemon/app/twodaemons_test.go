@@ -1,10 +1,16 @@
 package app
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +119,86 @@ func TestLoginLimitsCountAcrossEdges(t *testing.T) {
 	}
 	b.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusTooManyRequests, nil)
 	a.call("POST", "/api/auth/login", wrong, http.StatusTooManyRequests, nil)
+}
+
+// TestMachineOnlineThroughEitherEdge: each edge's frps plugin records what
+// it sees of a machine; the machine is online while one edge has it, and
+// each edge's view shows under "edges" on both daemons.
+func TestMachineOnlineThroughEitherEdge(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName = url, "edge-b"
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	b.cookie = a.cookie
+
+	var tok struct{ Token string }
+	a.call("POST", "/api/bootstrap/tokens", `{}`, http.StatusOK, &tok)
+	var reg struct {
+		MachineID int64  `json:"machine_id"`
+		Config    string `json:"revtunnel_client_config"`
+	}
+	a.call("POST", "/api/bootstrap", fmt.Sprintf(`{"token":%q,"name":"nas","username":"pi"}`, tok.Token), http.StatusOK, &reg)
+	secret := regexp.MustCompile(`token = '([^']+)'`).FindStringSubmatch(reg.Config)
+	if secret == nil {
+		t.Fatalf("no token in the client config:\n%s", reg.Config)
+	}
+	u := regexp.MustCompile(`(?m)^user = '(m(\d+))'`).FindStringSubmatch(reg.Config)
+	if u == nil {
+		t.Fatalf("no user in the client config:\n%s", reg.Config)
+	}
+	user := u[1]
+	reg.MachineID, _ = strconv.ParseInt(u[2], 10, 64)
+	plugin := func(d *wiredDaemon, op string, content any) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"version": "0.1.0", "op": op, "content": content})
+		r := httptest.NewRequest("POST", "/frp/plugin", bytes.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		d.a.Plugin.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"reject":true`) {
+			t.Fatalf("%s on %s: %d %s", op, d.a.Config.EdgeName, w.Code, w.Body)
+		}
+	}
+	metas := map[string]string{"token": secret[1]}
+	login := func(d *wiredDaemon) {
+		plugin(d, "Login", map[string]any{"user": user, "metas": metas, "client_address": "192.0.2.9:50000"})
+	}
+	closeSSH := func(d *wiredDaemon) {
+		plugin(d, "CloseProxy", map[string]any{"user": map[string]any{"user": user, "metas": metas}, "proxy_name": user + ".ssh", "proxy_type": "tcp"})
+	}
+	type edgeView struct {
+		Edge, Status string
+	}
+	want := func(status string, edges ...edgeView) {
+		t.Helper()
+		for _, d := range []*wiredDaemon{a, b} {
+			var m struct {
+				Status string
+				Edges  []edgeView
+			}
+			d.call("GET", fmt.Sprintf("/api/machines/%d", reg.MachineID), "", http.StatusOK, &m)
+			if m.Status != status || fmt.Sprint(m.Edges) != fmt.Sprint(edges) {
+				t.Fatalf("on %s: %s %v, want %s %v", d.a.Config.EdgeName, m.Status, m.Edges, status, edges)
+			}
+		}
+	}
+	login(a)
+	want("online", edgeView{"edge-a", "online"})
+	login(b)
+	want("online", edgeView{"edge-a", "online"}, edgeView{"edge-b", "online"})
+	closeSSH(a)
+	want("online", edgeView{"edge-a", "offline"}, edgeView{"edge-b", "online"})
+	closeSSH(b)
+	want("offline", edgeView{"edge-a", "offline"}, edgeView{"edge-b", "offline"})
 }

@@ -43,6 +43,54 @@ type Machine struct {
 	BundleVersion string `json:"bundle_version"`
 	// Update says whether the machine runs the server's bundle.
 	Update UpdateView `json:"update"`
+	// Edges is what each edge of the cluster saw of the machine, in edge
+	// order (empty before any edge saw it); the machine is online when
+	// one edge that is up has it.
+	Edges []EdgeView `json:"edges"`
+}
+
+// EdgeView is one edge's view of a machine's connection.
+type EdgeView struct {
+	EdgeID   int64      `json:"edge_id"`
+	Edge     string     `json:"edge"`
+	Status   string     `json:"status"` // online, offline, or edge_down
+	LastSeen *time.Time `json:"last_seen"`
+}
+
+// edgeViews returns each machine's edges as the API shows them.
+func (s *Service) edgeViews(ctx context.Context) (map[int64][]EdgeView, error) {
+	conns, err := s.Store.MachineEdges(ctx)
+	if err != nil || len(conns) == 0 {
+		return nil, err
+	}
+	list, err := s.Store.ListEdges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	edges := make(map[int64]store.Edge, len(list))
+	for _, e := range list {
+		edges[e.ID] = e
+	}
+	now := s.now()
+	out := make(map[int64][]EdgeView, len(conns))
+	for id, cs := range conns {
+		for _, c := range cs {
+			e, ok := edges[c.EdgeID]
+			if !ok {
+				continue
+			}
+			v := EdgeView{EdgeID: c.EdgeID, Edge: e.Name, Status: c.Status}
+			if c.Status == "online" && !e.Up(now) {
+				v.Status = "edge_down"
+			}
+			if !c.LastSeen.IsZero() {
+				t := c.LastSeen
+				v.LastSeen = &t
+			}
+			out[id] = append(out[id], v)
+		}
+	}
+	return out, nil
 }
 
 // UpdateView is a machine's standing against the server's bundle.
@@ -165,7 +213,7 @@ func toMachine(m store.Machine, x Exposure) Machine {
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
 		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m),
 		Config: configView(m), AgentVersion: m.Report.AgentVersion, ClientVersion: m.Report.ClientVersion,
-		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion)}
+		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion), Edges: []EdgeView{}}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen
@@ -226,9 +274,17 @@ func (s *Service) Machines(ctx context.Context, fallbackHost string) ([]Machine,
 	if err != nil {
 		return nil, err
 	}
+	ev, err := s.edgeViews(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Machine, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, toMachine(m, x))
+		v := toMachine(m, x)
+		if e := ev[m.ID]; e != nil {
+			v.Edges = e
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -243,7 +299,15 @@ func (s *Service) Machine(ctx context.Context, id int64, fallbackHost string) (M
 	if err != nil {
 		return Machine{}, err
 	}
-	return toMachine(m, x), nil
+	ev, err := s.edgeViews(ctx)
+	if err != nil {
+		return Machine{}, err
+	}
+	v := toMachine(m, x)
+	if e := ev[m.ID]; e != nil {
+		v.Edges = e
+	}
+	return v, nil
 }
 
 // RecordConfigPush stores the outcome of delivering the client config to
