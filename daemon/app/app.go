@@ -288,6 +288,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
 	})
+	// What another edge changed: its dashboards hear it, and this edge
+	// applies it to its own files (the access gate, the Caddyfile, the
+	// publish table, the firewall) within a moment, as if made here.
+	a.Store.OnRemoteChange(func(topic string) {
+		a.Hub.Notify(topic)
+		a.Delivery.Changed(topic)
+		if topic == store.TopicTunnels || topic == store.TopicSettings {
+			go a.tunnelsChanged(0)
+		}
+	})
 	mon, err := a.monitoringServices(ctx)
 	if err != nil {
 		a.Store.Close()

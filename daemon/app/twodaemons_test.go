@@ -202,3 +202,60 @@ func TestMachineOnlineThroughEitherEdge(t *testing.T) {
 	closeSSH(b)
 	want("offline", edgeView{"edge-a", "offline"}, edgeView{"edge-b", "offline"})
 }
+
+// TestTunnelMadeOnOneEdgeGuardedByTheOther: a password tunnel created on
+// edge A is guarded by edge B's access gate within 1 s (B hears the topic,
+// not only its 5 s pass), and deleting it on A closes it on B as fast.
+func TestTunnelMadeOnOneEdgeGuardedByTheOther(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName = url, "edge-b"
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	a.call("POST", "/api/local/skip", `{"domain":"one.example.test"}`, http.StatusOK, nil)
+	id, _ := a.join("nas")
+	check := func() int {
+		r := httptest.NewRequest("GET", "/check", nil)
+		r.Host, r.RemoteAddr = "web.one.example.test", "127.0.0.1:40000"
+		r.Header.Set("X-Forwarded-Method", "GET")
+		r.Header.Set("X-Forwarded-Uri", "/")
+		w := httptest.NewRecorder()
+		b.a.Gate.Handler().ServeHTTP(w, r)
+		return w.Code
+	}
+	testutil.Eventually(t, 6*time.Second, "edge B knows the domain", func() error {
+		if b.a.Gate.Domain() != "one.example.test" {
+			return fmt.Errorf("domain %q", b.a.Gate.Domain())
+		}
+		return nil
+	})
+	if got := check(); got != http.StatusForbidden {
+		t.Fatalf("before the tunnel exists: %d", got)
+	}
+	var tun struct{ ID int64 }
+	a.call("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"web","kind":"http","local_port":8080,"subdomain":"web","access":"password","password":"correct horse battery staple"}`, id), http.StatusCreated, &tun)
+	d := testutil.Eventually(t, time.Second, "edge B's gate asks for the password", func() error {
+		if got := check(); got != http.StatusFound {
+			return fmt.Errorf("check answered %d", got)
+		}
+		return nil
+	})
+	t.Logf("edge B guarded the new tunnel %s after it was made on edge A", d.Round(time.Millisecond))
+	a.call("DELETE", fmt.Sprintf("/api/tunnels/%d", tun.ID), "", http.StatusOK, nil)
+	testutil.Eventually(t, time.Second, "edge B forgets the deleted tunnel", func() error {
+		if got := check(); got != http.StatusForbidden {
+			return fmt.Errorf("check answered %d", got)
+		}
+		return nil
+	})
+}

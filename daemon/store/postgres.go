@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,6 +52,10 @@ func openPostgres(ctx context.Context, dataDir, url string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("the database at %s: migrate: %w", where, redact(err, url))
 	}
+	var origin [8]byte
+	rand.Read(origin[:])
+	s.origin, s.outbox, s.quit = hex.EncodeToString(origin[:]), make(chan string, 256), make(chan struct{})
+	go s.announceLoop()
 	return s, nil
 }
 
@@ -106,11 +112,13 @@ type pgListen struct {
 	// events holds a value after a notification or a (re)connection.
 	events chan struct{}
 	live   atomic.Bool // listening
+	// topic hears each announcement on topicsChannel (see Store.heard).
+	topic func(payload string)
 }
 
-func listenPostgres(url string) watcher {
+func listenPostgres(url string, topic func(payload string)) watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1)}
+	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1), topic: topic}
 	go l.run(ctx, url)
 	return l
 }
@@ -121,14 +129,19 @@ func (l *pgListen) run(ctx context.Context, url string) {
 	for ctx.Err() == nil {
 		conn, err := pgx.Connect(ctx, url)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+changesChannel)
+			_, err = conn.Exec(ctx, "LISTEN "+changesChannel+"; LISTEN "+topicsChannel)
 		}
 		if err == nil {
 			backoff = 50 * time.Millisecond
 			l.setLive(true)
 			for {
-				if _, err = conn.WaitForNotification(ctx); err != nil {
+				n, werr := conn.WaitForNotification(ctx)
+				if werr != nil {
+					err = werr
 					break
+				}
+				if n.Channel == topicsChannel && l.topic != nil {
+					l.topic(n.Payload)
 				}
 				l.signal()
 			}

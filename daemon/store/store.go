@@ -27,7 +27,13 @@ type Store struct {
 	pg         bool
 	url, where string
 
-	notify   atomic.Pointer[notifier]
+	notify atomic.Pointer[notifier]
+	// remote hears other processes' topics; origin tells ours apart;
+	// outbox queues ours for them (PostgreSQL only).
+	remote   atomic.Pointer[notifier]
+	origin   string
+	outbox   chan string
+	quit     chan struct{}
 	dir      string
 	changes  changes
 	settings Memo[string, cachedSetting]
@@ -107,5 +113,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.changes.close()
+	if s.quit != nil {
+		close(s.quit)
+	}
 	return s.db.Close()
 }
