@@ -148,7 +148,7 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 	}
 	a.SSHKeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: now})
 	// Asked at every use, read from the store between two writes.
-	settings := localsetup.Settings{Store: st}
+	settings := localsetup.Settings{Store: st, Edge: cfg.EdgeName}
 	a.Reach = &reach.Resolver{BaseURL: cfg.BaseURL, ServerHost: cfg.ServerHost,
 		Settings: func(ctx context.Context) (reach.Settings, error) {
 			return a.reachSnap.Get(st, func() (reach.Settings, error) { return settings.Reach(ctx) })
@@ -287,6 +287,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Store.OnChange(func(topic string) {
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
+		if topic == store.TopicSettings {
+			// The address this edge gives the others may have changed.
+			go a.beat(context.Background())
+		}
 	})
 	// What another edge changed: its dashboards hear it, and this edge
 	// applies it to its own files (the access gate, the Caddyfile, the

@@ -53,7 +53,7 @@ func (a *App) OutdatedMachines(ctx context.Context) ([]OutdatedMachine, error) {
 		return nil, ErrNoJoinBase
 	}
 	line := machines.RejoinCommand(ans.JoinBase)
-	set := localsetup.Settings{Store: a.Store}
+	set := localsetup.Settings{Store: a.Store, Edge: a.Config.EdgeName}
 	svc := &machines.Service{Store: a.Store, Reach: a.Reach, Exposure: func(ctx context.Context) (machines.Exposure, error) {
 		var x machines.Exposure
 		var err error

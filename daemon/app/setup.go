@@ -29,7 +29,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 	a.Hub = logstream.NewHub(time.Now)
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
-		Settings: localsetup.Settings{Store: a.Store},
+		Settings: localsetup.Settings{Store: a.Store, Edge: a.Config.EdgeName},
 		Proxy:    &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
 		// Imported by ours, so installing us drops none of the operator's sites.
 		OperatorCaddyfile: cfg.SystemPath("/etc/caddy/Caddyfile"),

@@ -36,7 +36,13 @@ type VPS struct {
 }
 
 // Settings reads and writes the set-up settings.
-type Settings struct{ Store *store.Store }
+type Settings struct {
+	Store *store.Store
+	// Edge is this daemon's edge name: the values that are each edge's own
+	// (its server host) are kept under it. "" reads and writes them as
+	// one box did before edges.
+	Edge string
+}
 
 func (s Settings) get(ctx context.Context, key string) (string, error) {
 	v, err := s.Store.GetSetting(ctx, key)
@@ -76,6 +82,13 @@ func (s Settings) SaveVPS(ctx context.Context, v VPS) error {
 	b, _ := json.Marshal(v)
 	if err := s.Store.SetSetting(ctx, keyVPS, string(b)); err != nil {
 		return err
+	}
+	if s.Edge != "" {
+		// The server host is this edge's own address: the other edges of
+		// a cluster keep theirs.
+		if err := s.Store.SetSetting(ctx, edgeKey(s.Edge, "server_host"), v.ServerHost); err != nil {
+			return err
+		}
 	}
 	if v.Domain != "" {
 		return s.Store.SetSetting(ctx, keyDomain, v.Domain)
@@ -188,5 +201,27 @@ func (s Settings) Reach(ctx context.Context) (reach.Settings, error) {
 		out.ServerHost = v.ServerHost
 		out.ProxyInstalled = v.Domain != "" && !v.SkipWebproxy && !v.InstalledAt.IsZero()
 	}
+	if s.Edge != "" {
+		own, err := s.Store.GetSetting(ctx, edgeKey(s.Edge, "server_host"))
+		switch {
+		case err == nil:
+			out.ServerHost = own
+		case !errors.Is(err, store.ErrNotFound):
+			return reach.Settings{}, err
+		default:
+			// Saved before edges: it is this edge's only when this edge is
+			// the cluster (an edge that joined has its own or none).
+			edges, err := s.Store.ListEdges(ctx)
+			if err != nil {
+				return reach.Settings{}, err
+			}
+			if len(edges) > 1 {
+				out.ServerHost = ""
+			}
+		}
+	}
 	return out, nil
 }
+
+// edgeKey is the settings key of one edge's own value of name.
+func edgeKey(edge, name string) string { return "edge." + edge + "." + name }

@@ -1,0 +1,59 @@
+package localsetup_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// The server host is each edge's own: what edge A saved is where machines
+// reach A, and edge B, which joined later, does not take A's address (it
+// has its own, or --server-host). A box saved before edges keeps its
+// server host while it is the only edge.
+func TestServerHostIsEachEdgesOwn(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	host := func(s localsetup.Settings) string {
+		t.Helper()
+		r, err := s.Reach(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ServerHost
+	}
+	legacy := localsetup.Settings{Store: st}
+	if err := legacy.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "a.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	a := localsetup.Settings{Store: st, Edge: "edge-a"}
+	b := localsetup.Settings{Store: st, Edge: "edge-b"}
+	now := time.Now()
+	if _, err := st.EdgeHeartbeat(ctx, "edge-a", "", "", now); err != nil {
+		t.Fatal(err)
+	}
+	if got := host(a); got != "a.example.com" {
+		t.Fatalf("the only edge's server host saved before edges: %q", got)
+	}
+	if _, err := st.EdgeHeartbeat(ctx, "edge-b", "", "", now); err != nil {
+		t.Fatal(err)
+	}
+	if got := host(b); got != "" {
+		t.Fatalf("edge B took another edge's server host: %q", got)
+	}
+	if err := b.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "b.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "a.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if ga, gb := host(a), host(b); ga != "a.example.com" || gb != "b.example.com" {
+		t.Fatalf("server hosts: A %q, B %q", ga, gb)
+	}
+}
