@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -290,6 +291,20 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		if topic == store.TopicSettings {
 			// The address this edge gives the others may have changed.
 			go a.beat(context.Background())
+		}
+	})
+	// An operation running here is followed from any edge's dashboard,
+	// and one running on another edge from this one's.
+	a.Hub.Relay = func(m logstream.Message) {
+		m.Edge = cfg.EdgeName
+		if b, err := json.Marshal(m); err == nil {
+			a.Store.PublishLog(string(b))
+		}
+	}
+	a.Store.OnRemoteLog(func(msg string) {
+		var m logstream.Message
+		if json.Unmarshal([]byte(msg), &m) == nil {
+			a.Hub.Deliver(m)
 		}
 	})
 	// What another edge changed: its dashboards hear it, and this edge

@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -258,4 +259,53 @@ func TestTunnelMadeOnOneEdgeGuardedByTheOther(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOperationLogReachesEveryEdge: an operation running on edge A is
+// followed live from edge B's log stream, lines and end, marked as A's.
+func TestOperationLogReachesEveryEdge(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName = url, "edge-b"
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	_, ch, cancel := b.a.Hub.Subscribe()
+	defer cancel()
+	time.Sleep(300 * time.Millisecond) // B's listener is up
+	op, err := a.a.Hub.Begin("firewall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Line("info", "applying the ruleset")
+	op.Done(true)
+	var got []logstream.Message
+	deadline := time.After(5 * time.Second)
+	for len(got) < 2 {
+		select {
+		case m := <-ch:
+			if m.Event == "" {
+				got = append(got, m)
+			}
+		case <-deadline:
+			t.Fatalf("edge B heard %+v of edge A's operation within 5 s", got)
+		}
+	}
+	if got[0].Line != "applying the ruleset" || got[0].Edge != "edge-a" || got[0].Op != "firewall" || !got[1].Done || got[1].OK == nil || !*got[1].OK {
+		t.Fatalf("edge B heard %+v", got)
+	}
+	// A dashboard opening B's log now gets the operation so far.
+	backlog, _, cancel2 := b.a.Hub.Subscribe()
+	defer cancel2()
+	if len(backlog) != 2 || backlog[0].Edge != "edge-a" {
+		t.Fatalf("backlog on B: %+v", backlog)
+	}
 }

@@ -23,6 +23,9 @@ type Message struct {
 	Done  bool       `json:"done,omitempty"`
 	OK    *bool      `json:"ok,omitempty"`
 	Op    string     `json:"op,omitempty"`
+	// Edge is the edge the operation runs on, for one that runs on
+	// another edge of the cluster ("" for this edge's own).
+	Edge string `json:"edge,omitempty"`
 }
 
 // subscriberBuffer is how far a watcher may fall behind before it is cut
@@ -43,6 +46,34 @@ type Hub struct {
 	OnDone func(op string, ok bool, message string)
 	// outcomes counts finished operations by name and result (metrics).
 	outcomes map[Outcome]int64
+	// Relay, when set before the first Begin, hears every line and done
+	// message of this edge's operations, to pass on to the other edges.
+	// It must not block.
+	Relay func(Message)
+	// remote is the latest operation another edge reported (Deliver), for
+	// watchers that connect while it runs.
+	remote []Message
+}
+
+// Deliver passes a message of an operation running on another edge to
+// every watcher here, and keeps that operation's lines for watchers that
+// connect later.
+func (h *Hub) Deliver(m Message) {
+	if m.Edge == "" || m.Event != "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n := len(h.remote); n > 0 {
+		last := h.remote[n-1]
+		if last.Done || last.Edge != m.Edge || last.Op != m.Op {
+			h.remote = nil
+		}
+	}
+	if len(h.remote) < maxBacklog || m.Done {
+		h.remote = append(h.remote, m)
+	}
+	h.broadcast(m)
 }
 
 // Outcome is a finished operation's name and whether it succeeded.
@@ -175,6 +206,9 @@ func (o *Op) publish(m Message) {
 	if o.done {
 		return
 	}
+	if h.Relay != nil {
+		h.Relay(m)
+	}
 	if len(o.backlog) < maxBacklog || m.Done {
 		o.backlog = append(o.backlog, m)
 	}
@@ -192,6 +226,9 @@ func (h *Hub) Subscribe() (backlog []Message, ch <-chan Message, cancel func()) 
 	defer h.mu.Unlock()
 	c := make(chan Message, subscriberBuffer)
 	h.subs[c] = struct{}{}
+	if len(h.remote) > 0 && (h.current == nil || h.current.done) {
+		backlog = append(backlog, h.remote...)
+	}
 	if h.current != nil {
 		backlog = append(backlog, h.current.backlog...)
 	}

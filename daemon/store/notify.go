@@ -46,6 +46,48 @@ func (s *Store) heard(payload string) {
 	}
 }
 
+// notice is one NOTIFY to send: its channel and payload (without origin).
+type notice struct{ channel, payload string }
+
+// logChannel carries the log messages of operations (logstream), as
+// "<origin>/<JSON message>", so that a dashboard on any edge follows an
+// operation running on another.
+const logChannel = "tunnelsvc_log"
+
+// maxLogPayload keeps a log message under NOTIFY's 8000-byte limit.
+const maxLogPayload = 7000
+
+// PublishLog sends one operation log message to the other processes (on
+// PostgreSQL; nothing on SQLite). It never waits: when the queue is full
+// the message is dropped, and the operation's outcome still reaches every
+// edge through the database.
+func (s *Store) PublishLog(msg string) {
+	if s.outbox == nil || len(msg) > maxLogPayload {
+		return
+	}
+	select {
+	case s.outbox <- notice{logChannel, msg}:
+	default:
+	}
+}
+
+// OnRemoteLog sets the function told each log message another process
+// published. It must not block.
+func (s *Store) OnRemoteLog(fn func(msg string)) {
+	s.remoteLog.Store(&notifier{fn: fn})
+	s.Changes() // starts the listener
+}
+
+func (s *Store) heardLog(payload string) {
+	origin, msg, ok := strings.Cut(payload, "/")
+	if !ok || origin == s.origin {
+		return
+	}
+	if n := s.remoteLog.Load(); n != nil && n.fn != nil {
+		n.fn(msg)
+	}
+}
+
 // announce sends this process's topics to the others, in order, one
 // statement each, from one goroutine: a write never waits for it, and a
 // full queue drops (the others still see that something changed, through
@@ -55,9 +97,9 @@ func (s *Store) announceLoop() {
 		select {
 		case <-s.quit:
 			return
-		case topic := <-s.outbox:
+		case n := <-s.outbox:
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", topicsChannel, s.origin+"/"+topic)
+			s.db.ExecContext(ctx, "SELECT pg_notify($1, $2)", n.channel, s.origin+"/"+n.payload)
 			cancel()
 		}
 	}
@@ -73,7 +115,7 @@ func (s *Store) changed(topics ...string) {
 	if s.outbox != nil {
 		for _, t := range topics {
 			select {
-			case s.outbox <- t:
+			case s.outbox <- notice{topicsChannel, t}:
 			default:
 			}
 		}

@@ -54,7 +54,7 @@ func openPostgres(ctx context.Context, dataDir, url string) (*Store, error) {
 	}
 	var origin [8]byte
 	rand.Read(origin[:])
-	s.origin, s.outbox, s.quit = hex.EncodeToString(origin[:]), make(chan string, 256), make(chan struct{})
+	s.origin, s.outbox, s.quit = hex.EncodeToString(origin[:]), make(chan notice, 1024), make(chan struct{})
 	go s.announceLoop()
 	return s, nil
 }
@@ -112,13 +112,14 @@ type pgListen struct {
 	// events holds a value after a notification or a (re)connection.
 	events chan struct{}
 	live   atomic.Bool // listening
-	// topic hears each announcement on topicsChannel (see Store.heard).
-	topic func(payload string)
+	// topic hears each announcement on topicsChannel (see Store.heard),
+	// log each message on logChannel (Store.heardLog).
+	topic, log func(payload string)
 }
 
-func listenPostgres(url string, topic func(payload string)) watcher {
+func listenPostgres(url string, topic, log func(payload string)) watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1), topic: topic}
+	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1), topic: topic, log: log}
 	go l.run(ctx, url)
 	return l
 }
@@ -129,7 +130,7 @@ func (l *pgListen) run(ctx context.Context, url string) {
 	for ctx.Err() == nil {
 		conn, err := pgx.Connect(ctx, url)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+changesChannel+"; LISTEN "+topicsChannel)
+			_, err = conn.Exec(ctx, "LISTEN "+changesChannel+"; LISTEN "+topicsChannel+"; LISTEN "+logChannel)
 		}
 		if err == nil {
 			backoff = 50 * time.Millisecond
@@ -140,8 +141,12 @@ func (l *pgListen) run(ctx context.Context, url string) {
 					err = werr
 					break
 				}
-				if n.Channel == topicsChannel && l.topic != nil {
+				switch {
+				case n.Channel == topicsChannel && l.topic != nil:
 					l.topic(n.Payload)
+				case n.Channel == logChannel && l.log != nil:
+					l.log(n.Payload)
+					continue // a log line changes no row
 				}
 				l.signal()
 			}

@@ -30,14 +30,16 @@ type Store struct {
 	notify atomic.Pointer[notifier]
 	// remote hears other processes' topics; origin tells ours apart;
 	// outbox queues ours for them (PostgreSQL only).
-	remote   atomic.Pointer[notifier]
-	origin   string
-	outbox   chan string
-	quit     chan struct{}
-	dir      string
-	changes  changes
-	settings Memo[string, cachedSetting]
-	machines Snapshot[[]Machine]
+	remote atomic.Pointer[notifier]
+	// remoteLog hears other processes' operation log messages.
+	remoteLog atomic.Pointer[notifier]
+	origin    string
+	outbox    chan notice
+	quit      chan struct{}
+	dir       string
+	changes   changes
+	settings  Memo[string, cachedSetting]
+	machines  Snapshot[[]Machine]
 	// writer admits one write transaction at a time (see Tx).
 	writer chan struct{}
 	// fullAt is when a write last failed for lack of space (Unix ns), 0
