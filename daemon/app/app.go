@@ -292,6 +292,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 			// The address this edge gives the others may have changed.
 			go a.beat(context.Background())
 		}
+		if topic == store.TopicEdges {
+			a.follow.Poke() // the Caddyfile relays challenges once there are other edges
+		}
 	})
 	// An operation running here is followed from any edge's dashboard,
 	// and one running on another edge from this one's.
@@ -313,7 +316,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Store.OnRemoteChange(func(topic string) {
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
-		if topic == store.TopicTunnels || topic == store.TopicSettings {
+		if topic == store.TopicTunnels || topic == store.TopicSettings || topic == store.TopicEdges {
 			go a.tunnelsChanged(0)
 		}
 	})

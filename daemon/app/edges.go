@@ -123,3 +123,35 @@ func (a *App) lease(name string, ttl time.Duration) func(ctx context.Context) bo
 		return err == nil && ok
 	}
 }
+
+// peerAddresses returns the addresses of the other edges that are up.
+func (a *App) peerAddresses(ctx context.Context) ([]string, error) {
+	list, err := a.Store.ListEdges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	self, _ := a.Edge()
+	now := time.Now()
+	var out []string
+	for _, e := range list {
+		if e.ID != self && e.Address != "" && e.Up(now) && e.RetiringAt == nil {
+			out = append(out, e.Address)
+		}
+	}
+	return out, nil
+}
+
+// otherEdges reports whether the cluster has edges besides this one.
+func (a *App) otherEdges(ctx context.Context) (bool, error) {
+	list, err := a.Store.ListEdges(ctx)
+	if err != nil {
+		return false, err
+	}
+	self, _ := a.Edge()
+	for _, e := range list {
+		if e.ID != self && e.RetiringAt == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -49,7 +49,10 @@ const gateReloadEvery = 5 * time.Second
 // serveGate answers the web proxy's forward_auth checks and the gate's
 // pages on the loopback gate listener l.
 func (a *App) serveGate(l net.Listener) *http.Server {
-	srv := &http.Server{Handler: a.Gate.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle(gate.ACMEChallengePath, &gate.ACMERelay{Peers: a.peerAddresses, Log: a.Log})
+	mux.Handle("/", a.Gate.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go srv.Serve(l)
 	a.Log.Info("serving the access gate", "addr", l.Addr().String())
 	return srv

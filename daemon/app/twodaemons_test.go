@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -259,6 +260,17 @@ func TestTunnelMadeOnOneEdgeGuardedByTheOther(t *testing.T) {
 		}
 		return nil
 	})
+	// With another edge, each edge's Caddyfile sends the ACME challenges
+	// its Caddy did not order to its gate, which asks the other edge.
+	for _, d := range []*wiredDaemon{a, b} {
+		file, err := d.a.Setup.ProxyFile(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "handle /.well-known/acme-challenge/* {\n\t\treverse_proxy " + d.a.Config.GateListen; !strings.Contains(string(file), want) {
+			t.Fatalf("%s's Caddyfile does not relay challenges:\n%s", d.a.Config.EdgeName, file)
+		}
+	}
 }
 
 // TestOperationLogReachesEveryEdge: an operation running on edge A is

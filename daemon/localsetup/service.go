@@ -128,6 +128,10 @@ type Service struct {
 	OperatorCaddyfile string
 	// Dashboard is the daemon's own loopback address for the proxy.
 	Dashboard func() string
+	// OtherEdges, when set, reports whether the cluster has other edges:
+	// the Caddyfile then sends the ACME challenges its Caddy did not
+	// order to the gate, which asks them (webproxy.Input.RelayACME).
+	OtherEdges func(ctx context.Context) (bool, error)
 	// Gate is the access gate's loopback address (host:port); when Tunnels
 	// implements GateSource, every http tunnel's site is checked there.
 	Gate string
@@ -306,6 +310,11 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 			if in.Gates, err = gs.HTTPGates(ctx); err != nil {
 				return in, false, err
 			}
+		}
+	}
+	if s.OtherEdges != nil && s.Gate != "" {
+		if in.RelayACME, err = s.OtherEdges(ctx); err != nil {
+			return in, false, err
 		}
 	}
 	return in, true, nil

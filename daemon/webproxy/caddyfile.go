@@ -69,7 +69,14 @@ type Input struct {
 	Gate string
 	// Gates gives the gate mode of tunnels by subdomain (see GateMode).
 	Gates map[string]GateMode
+	// RelayACME: this edge is one of several (DNS may send the ACME CA's
+	// validation request for a name another edge ordered to this one).
+	// Caddy answers the challenges it ordered itself before any route;
+	// the others go to the gate, which asks the other edges (one hop).
+	// Requires Gate.
+	RelayACME bool
 }
+
 
 var caddyTmpl = template.Must(template.Must(template.New("Caddyfile").Funcs(template.FuncMap{
 	"dict": func(v view, t HTTPTunnel) gateView { return gateView{v, t} },
@@ -87,6 +94,21 @@ var caddyTmpl = template.Must(template.Must(template.New("Caddyfile").Funcs(temp
 
 # The caddy package's own configuration: the operator's sites.
 import {{.Import}}
+{{- end}}
+
+{{- if .RelayACME}}
+
+# ACME HTTP-01 challenges this Caddy did not order itself are another
+# edge's: the access gate asks the other edges. Everything else on HTTP
+# goes to HTTPS, as without this block.
+http:// {
+	handle /.well-known/acme-challenge/* {
+		reverse_proxy {{.Gate}}
+	}
+	handle {
+		redir https://{host}{{if .HTTPSPort}}:{{.HTTPSPort}}{{end}}{uri} 308
+	}
+}
 {{- end}}
 
 # The dashboard.
@@ -219,6 +241,9 @@ func Render(in Input) ([]byte, error) {
 	v.Paused = slices.Sorted(slices.Values(in.Paused))
 	if len(in.Gates) > 0 && in.Gate == "" {
 		return nil, fmt.Errorf("tunnels are gated but no gate address is set")
+	}
+	if in.RelayACME && (in.Gate == "" || in.PlainHTTPPort != 0) {
+		return nil, fmt.Errorf("relaying ACME challenges needs the gate's address and automatic HTTPS")
 	}
 	if in.Admin != "" {
 		v.Global = append(v.Global, "admin "+in.Admin)

@@ -88,6 +88,8 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"import": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], BindIP: "203.0.113.5", Import: "/etc/caddy/Caddyfile"},
 		// Paused tunnels have no site, only their names in a comment.
 		"paused": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Paused: []string{"nas-ui", "grafana"}},
+		// One edge of several: the challenges it did not order go to the gate.
+		"edges": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Gate: "127.0.0.1:7382", RelayACME: true},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
