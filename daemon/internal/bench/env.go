@@ -291,6 +291,11 @@ func StartDaemonPorts(bins Bins, dir string, n int) (*Daemon, error) {
 // StartDaemonDB is StartDaemonPorts on the database at url (--database;
 // the SQLite in the data directory when empty).
 func StartDaemonDB(bins Bins, dir string, n int, url string) (*Daemon, error) {
+	return StartDaemonArgs(bins, dir, n, url)
+}
+
+// StartDaemonArgs is StartDaemonDB with more serve flags.
+func StartDaemonArgs(bins Bins, dir string, n int, url string, extra ...string) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -323,6 +328,7 @@ func StartDaemonDB(bins Bins, dir string, n int, url string) (*Daemon, error) {
 	if url != "" {
 		args = append(args, "--database", url)
 	}
+	args = append(args, extra...)
 	var err error
 	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, args...)
 	if err != nil {

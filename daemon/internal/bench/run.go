@@ -36,6 +36,7 @@ var Figures = []Figure{
 	{"loadedrss", false, func(_ context.Context, o Options, _ *World) Row { return LoadedRSS(o) }},
 	{"pgapi", false, func(_ context.Context, o Options, _ *World) Row { return PostgresAPI(o) }},
 	{"pgregistrations", false, func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
+	{"edgechange", false, func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
 }
 
 // Select returns the figures whose keys are in only (all when empty).
