@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ type Store struct {
 	origin    string
 	outbox    chan notice
 	quit      chan struct{}
+	closeOnce sync.Once
 	dir       string
 	changes   changes
 	settings  Memo[string, cachedSetting]
@@ -112,11 +114,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.queryRow(ctx, "SELECT 1").Scan(&one)
 }
 
-// Close closes the database.
+// Close closes the database. Closing twice is harmless.
 func (s *Store) Close() error {
 	s.changes.close()
 	if s.quit != nil {
-		close(s.quit)
+		s.closeOnce.Do(func() { close(s.quit) })
 	}
 	return s.db.Close()
 }
