@@ -42,6 +42,7 @@ func (a *App) agentServices() {
 	a.Delivery = delivery.New(delivery.Options{
 		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,
 		NeedsRestart: rollout.NeedsRestart,
+		Serves:       a.servedMachines,
 	})
 	rollout.Push = a.Delivery.Redeliver
 	// A rejoined machine gets its config from its new agent at once.

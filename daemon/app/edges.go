@@ -155,3 +155,28 @@ func (a *App) otherEdges(ctx context.Context) (bool, error) {
 	}
 	return false, nil
 }
+
+// servedMachines says which machines this edge delivers client configs
+// to: every one on a box that is its cluster's only edge; on one edge of
+// several, the machines connected through it (the others' configs name
+// another edge's address, and their agents are reached through it).
+func (a *App) servedMachines(ctx context.Context) (func(id int64) bool, error) {
+	others, err := a.otherEdges(ctx)
+	if err != nil || !others {
+		return nil, err
+	}
+	self, _ := a.Edge()
+	conns, err := a.Store.MachineEdges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mine := map[int64]bool{}
+	for id, cs := range conns {
+		for _, c := range cs {
+			if c.EdgeID == self && c.Status == "online" {
+				mine[id] = true
+			}
+		}
+	}
+	return func(id int64) bool { return mine[id] }, nil
+}

@@ -321,3 +321,65 @@ func TestOperationLogReachesEveryEdge(t *testing.T) {
 		t.Fatalf("backlog on B: %+v", backlog)
 	}
 }
+
+// TestConfigDeliveredByTheEdgeThatHasTheMachine: each edge has its own
+// server host, so each would render the machine's config with its own
+// address. Only the edge the machine is connected through delivers it:
+// the other edge's changes reach the machine through it, with its address.
+func TestConfigDeliveredByTheEdgeThatHasTheMachine(t *testing.T) {
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName, c.ServerHost = url, "edge-a", "a.example.test" }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName, c.ServerHost = url, "edge-b", "b.example.test"
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	b.cookie = a.cookie
+	id, agent := a.join("nas")
+	// The machine's tunnel client logs in to edge A's tunnel server.
+	if err := a.a.Store.SetMachineEdgeStatus(context.Background(), id, mustEdge(t, a), "online", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A tunnel made on edge B: the config the machine gets names edge A.
+	b.call("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"db","kind":"tcp","local_port":5432}`, id), http.StatusCreated, nil)
+	testutil.Eventually(t, 10*time.Second, "the machine gets the tunnel made on edge B", func() error {
+		cfg, n, _ := agent.last()
+		if n == 0 || !strings.Contains(cfg, "localPort = 5432") {
+			return fmt.Errorf("%d configs, last:\n%s", n, cfg)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // anything edge B would push, it has pushed by now
+	for i, cfg := range agent.all() {
+		if !strings.Contains(cfg, "serverAddr = 'a.example.test'") {
+			t.Fatalf("config %d the machine got does not name edge A:\n%s", i+1, cfg)
+		}
+	}
+}
+
+func mustEdge(t *testing.T, d *wiredDaemon) int64 {
+	t.Helper()
+	var id int64
+	testutil.Eventually(t, 5*time.Second, d.a.Config.EdgeName+"'s row", func() error {
+		if id, _ = d.a.Edge(); id == 0 {
+			return fmt.Errorf("not recorded yet")
+		}
+		return nil
+	})
+	return id
+}
+
+// all returns every config the fake machine was given.
+func (f *fakeMachine) all() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.configs...)
+}

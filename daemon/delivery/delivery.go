@@ -63,6 +63,7 @@ type Reconciler struct {
 	// needsRestart says whether a machine's running tunnel client must
 	// restart to take a config (it pins another tunnel CA).
 	needsRestart func(ctx context.Context, id int64) bool
+	serves       func(ctx context.Context) (func(id int64) bool, error)
 	log          *slog.Logger
 	now          func() time.Time
 
@@ -96,13 +97,18 @@ type Options struct {
 	// NeedsRestart (may be nil) says whether the machine's tunnel client
 	// must restart to take its config besides a new server address.
 	NeedsRestart func(ctx context.Context, id int64) bool
-	Log          *slog.Logger
-	Now          func() time.Time
+	// Serves (may be nil: every machine) returns, for one pass, which
+	// machines this reconciler delivers to: on one edge of several, those
+	// connected through it. Another edge renders another server address,
+	// and reaches the machine's agent only through its own tunnel server.
+	Serves func(ctx context.Context) (func(id int64) bool, error)
+	Log    *slog.Logger
+	Now    func() time.Time
 }
 
 // New builds a Reconciler.
 func New(o Options) *Reconciler {
-	r := &Reconciler{store: o.Store, configs: o.Configs, agents: o.Agents, needsRestart: o.NeedsRestart,
+	r := &Reconciler{store: o.Store, configs: o.Configs, agents: o.Agents, needsRestart: o.NeedsRestart, serves: o.Serves,
 		log: o.Log, now: o.Now, wake: make(chan struct{}, 1), ms: map[int64]*state{}, dirty: true}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -237,8 +243,17 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var serves func(int64) bool
+	if r.serves != nil {
+		if serves, err = r.serves(ctx); err != nil {
+			return err
+		}
+	}
 	behind := map[int64]bool{}
 	for _, m := range ms {
+		if serves != nil && !serves(m.ID) {
+			continue // another edge's to deliver
+		}
 		cs, err := r.desire(ctx, m)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
