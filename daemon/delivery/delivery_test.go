@@ -228,10 +228,13 @@ func TestUnreachableAgentIsRetriedUntilApplied(t *testing.T) {
 		return nil
 	})
 	// Time passes: the reconciler retries on its own, with backoff.
+	// Time is moved at each look, not once: the reconciler may set its
+	// next try only after the failure is on record, and a clock moved
+	// before that would leave the next try in the future for good.
 	for i := 0; i < 4; i++ {
 		_, _, before := r.ag.state(m.ID)
-		r.clk.Add(delivery.MaxBackoff)
 		r.wait("another try", func() error {
+			r.clk.Add(delivery.MaxBackoff)
 			if _, _, n := r.ag.state(m.ID); n <= before {
 				return fmt.Errorf("%d tries", n)
 			}
