@@ -100,20 +100,7 @@ func TestTwoDaemonsOnOneDatabase(t *testing.T) {
 // count as one client's: after five on each, the next one on either is
 // refused (429) before any password is checked, even the right one.
 func TestLoginLimitsCountAcrossEdges(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
-	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
-	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newWiredDaemonWith(t, func(c *config.Config) {
-		c.Database, c.EdgeName = url, "edge-b"
-		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, noSystemd)
+	a, b := twoEdges(t, "", "")
 	wrong := `{"password":"not the password at all"}`
 	for range auth.MaxFailures / 2 {
 		a.call("POST", "/api/auth/login", wrong, http.StatusUnauthorized, nil)
@@ -127,20 +114,7 @@ func TestLoginLimitsCountAcrossEdges(t *testing.T) {
 // it sees of a machine; the machine is online while one edge has it, and
 // each edge's view shows under "edges" on both daemons.
 func TestMachineOnlineThroughEitherEdge(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
-	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
-	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newWiredDaemonWith(t, func(c *config.Config) {
-		c.Database, c.EdgeName = url, "edge-b"
-		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, noSystemd)
+	a, b := twoEdges(t, "", "")
 	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	b.cookie = a.cookie
 
@@ -209,20 +183,7 @@ func TestMachineOnlineThroughEitherEdge(t *testing.T) {
 // edge A is guarded by edge B's access gate within 1 s (B hears the topic,
 // not only its 5 s pass), and deleting it on A closes it on B as fast.
 func TestTunnelMadeOnOneEdgeGuardedByTheOther(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
-	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
-	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newWiredDaemonWith(t, func(c *config.Config) {
-		c.Database, c.EdgeName = url, "edge-b"
-		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, noSystemd)
+	a, b := twoEdges(t, "", "")
 	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	a.call("POST", "/api/local/skip", `{"domain":"one.example.test"}`, http.StatusOK, nil)
 	id, _ := a.join("nas")
@@ -276,20 +237,7 @@ func TestTunnelMadeOnOneEdgeGuardedByTheOther(t *testing.T) {
 // TestOperationLogReachesEveryEdge: an operation running on edge A is
 // followed live from edge B's log stream, lines and end, marked as A's.
 func TestOperationLogReachesEveryEdge(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
-	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName = url, "edge-a" }, noSystemd)
-	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newWiredDaemonWith(t, func(c *config.Config) {
-		c.Database, c.EdgeName = url, "edge-b"
-		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, noSystemd)
+	a, b := twoEdges(t, "", "")
 	_, ch, cancel := b.a.Hub.Subscribe()
 	defer cancel()
 	time.Sleep(300 * time.Millisecond) // B's listener is up
@@ -327,20 +275,7 @@ func TestOperationLogReachesEveryEdge(t *testing.T) {
 // address. Only the edge the machine is connected through delivers it:
 // the other edge's changes reach the machine through it, with its address.
 func TestConfigDeliveredByTheEdgeThatHasTheMachine(t *testing.T) {
-	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
-	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName, c.ServerHost = url, "edge-a", "a.example.test" }, noSystemd)
-	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
-	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newWiredDaemonWith(t, func(c *config.Config) {
-		c.Database, c.EdgeName, c.ServerHost = url, "edge-b", "b.example.test"
-		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}, noSystemd)
+	a, b := twoEdges(t, "a.example.test", "b.example.test")
 	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	b.cookie = a.cookie
 	id, agent := a.join("nas")
@@ -382,4 +317,26 @@ func (f *fakeMachine) all() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.configs...)
+}
+
+// twoEdges starts edge-a and edge-b, two daemons on one new PostgreSQL
+// database, each with the given server host ("" for none): the operator
+// set up on edge-a, the sealing key copied to edge-b as edge join does.
+func twoEdges(t *testing.T, hostA, hostB string) (a, b *wiredDaemon) {
+	t.Helper()
+	url := testutil.PostgresURL(t)
+	noSystemd := Deps{Units: units.Unavailable{}}
+	a = newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName, c.ServerHost = url, "edge-a", hostA }, noSystemd)
+	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName, c.ServerHost = url, "edge-b", hostB
+		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, noSystemd)
+	return a, b
 }
