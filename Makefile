@@ -100,18 +100,20 @@ deps:
 test: deps build test-fuzz test-ui test-go
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
-## chromium driving the real daemon); node's test runner prints a summary.
-test-ui:
-	@if [ -f ui/package.json ]; then cd ui && npm test; else echo "test-ui: no ui/package.json"; fi
+## chromium driving the real daemon, bin/tunnelsvc with this UI embedded);
+## node's test runner runs three files at a time and prints a summary.
+test-ui: ui daemon
+	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm test; else echo "test-ui: no ui/package.json"; fi
 
 # The longest packages first: go test starts packages in the order they are
-# named, and two run at once, so the system tests (about 4 minutes in one
-# package) run beside all the others instead of after most of them.
+# named. Three run at once: the system tests (one package whose tests run
+# side by side, -parallel, and mostly wait for hosts to boot and timers to
+# fire) in one slot, all the others in two.
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/...
 test-go:
 	$(GO) vet ./...
 	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m $(GO_TEST_FIRST) ./...
+	$(GOBIN)/gotestsum --format testname -- -count=1 -p 3 -parallel 6 -timeout 20m $(GO_TEST_FIRST) ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:

@@ -25,6 +25,7 @@ import (
 // systemd connection must never be reopened: requests that end may not
 // close it under the jobs of others.
 func TestJobsWhileTheDashboardPolls(t *testing.T) {
+	t.Parallel()
 	bin := buildDaemon(t)
 	frps, _ := testutil.FRP()
 	h := testbed.Boot(t, "vps")

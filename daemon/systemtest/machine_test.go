@@ -26,6 +26,8 @@ const (
 // rules (cached after the first build).
 func buildStatic(t *testing.T) string {
 	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	root := testbed.Root(t)
 	cmd := exec.Command("make", "-s", "bin/static/agents/tunnel-agent-linux-amd64.sha256", "bin/static/revtunnel/revtunnel-client-linux-amd64.sha256")
 	cmd.Dir = root
@@ -63,6 +65,7 @@ func (v *vps) machines() []map[string]any {
 // the machine after the bootstrap: the new tunnel's config arrives through
 // the agent. Then the uninstall removes everything, on both sides.
 func TestMachineJoin(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	bin := buildDaemon(t)
 	static := buildStatic(t)

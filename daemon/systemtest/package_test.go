@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,63 +43,110 @@ func nfpmBin(t *testing.T) string {
 	return bin
 }
 
+// The system tests run side by side. buildMu keeps the Makefile's rules
+// (which write into bin/) to one test at a time, and the packages are built
+// once for every test that installs them, into builtDir (removed after the
+// tests, in TestMain).
+var (
+	buildMu  sync.Mutex
+	pkgOnce  sync.Once
+	builtDir string
+	built    struct {
+		first, upgrade, rpm string
+		err                 error
+	}
+)
+
+func cleanupBuilt() {
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
+}
+
 // buildPackages builds two .debs (and the first one's .rpm) from this
 // tree with the Makefile's rules and nfpm.yaml: the install, and an
-// upgrade whose frps is a different build.
+// upgrade whose frps is a different build. They are built once.
 func buildPackages(t *testing.T) (first, upgrade, rpm string) {
 	t.Helper()
-	root := testbed.Root(t)
 	nfpm := nfpmBin(t)
+	root := testbed.Root(t)
+	pkgOnce.Do(func() {
+		built.first, built.upgrade, built.rpm, built.err = makePackages(root, nfpm)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.first, built.upgrade, built.rpm
+}
+
+func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	mk := exec.Command("make", "-s", "daemon", "frp", "static", "bin/copyright")
 	mk.Dir = root
 	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("make: %v\n%s", err, out)
+		return "", "", "", fmt.Errorf("make: %v\n%s", err, out)
 	}
-	dist := t.TempDir()
-	stage := func(name, version, frps string, packagers ...string) {
-		t.Helper()
-		dir := filepath.Join(t.TempDir(), name)
+	if builtDir, err = os.MkdirTemp("", "tunnelsvc-packages-"); err != nil {
+		return "", "", "", err
+	}
+	dist := filepath.Join(builtDir, "dist")
+	os.MkdirAll(dist, 0o755)
+	stage := func(name, version, frps string, packagers ...string) error {
+		dir := filepath.Join(builtDir, name)
 		os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
 		// Copies, not symlinks: nfpm would package a symlink as one.
-		cp := func(src, dst string) {
-			t.Helper()
+		cp := func(src, dst string) error {
 			if out, err := exec.Command("cp", "-r", src, dst).CombinedOutput(); err != nil {
-				t.Fatalf("cp %s: %v\n%s", src, err, out)
+				return fmt.Errorf("cp %s: %v\n%s", src, err, out)
 			}
+			return nil
 		}
 		for _, f := range []string{"nfpm.yaml", "packaging", "systemd"} {
-			cp(filepath.Join(root, f), filepath.Join(dir, f))
+			if err := cp(filepath.Join(root, f), filepath.Join(dir, f)); err != nil {
+				return err
+			}
 		}
 		for _, f := range []string{"tunnelsvc", "static", "copyright"} {
-			cp(filepath.Join(root, "bin", f), filepath.Join(dir, "bin", f))
+			if err := cp(filepath.Join(root, "bin", f), filepath.Join(dir, "bin", f)); err != nil {
+				return err
+			}
 		}
-		cp(frps, filepath.Join(dir, "bin", "frps"))
+		if err := cp(frps, filepath.Join(dir, "bin", "frps")); err != nil {
+			return err
+		}
 		for _, p := range packagers {
 			cmd := exec.Command(nfpm, "package", "-f", "nfpm.yaml", "-p", p, "-t", filepath.Join(dist, name+"."+p))
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "VERSION="+version, "GOARCH=amd64")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("nfpm %s %s: %v\n%s", name, p, err, out)
+				return fmt.Errorf("nfpm %s %s: %v\n%s", name, p, err, out)
 			}
 		}
+		return nil
 	}
-	newFRPS := filepath.Join(t.TempDir(), "frps")
+	newFRPS := filepath.Join(builtDir, "frps")
 	b := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/fatedier/frp/pkg/util/version.version="+upgradedFRPS,
 		"-o", newFRPS, "github.com/fatedier/frp/cmd/frps")
 	b.Dir = filepath.Join(root, "tools", "frp")
 	b.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("build the upgrade's frps: %v\n%s", err, out)
+		return "", "", "", fmt.Errorf("build the upgrade's frps: %v\n%s", err, out)
 	}
-	stage("first", "0.1.0+git9.aaaaaaaaaaaa", filepath.Join(root, "bin", "frps"), "deb", "rpm")
-	stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "deb")
-	return filepath.Join(dist, "first.deb"), filepath.Join(dist, "upgrade.deb"), filepath.Join(dist, "first.rpm")
+	if err := stage("first", "0.1.0+git9.aaaaaaaaaaaa", filepath.Join(root, "bin", "frps"), "deb", "rpm"); err != nil {
+		return "", "", "", err
+	}
+	if err := stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "deb"); err != nil {
+		return "", "", "", err
+	}
+	return filepath.Join(dist, "first.deb"), filepath.Join(dist, "upgrade.deb"), filepath.Join(dist, "first.rpm"), nil
 }
 
 // TestPackage installs the built .deb on a testbed VPS beside a running
 // caddy that serves the operator's own site, joins a machine, reboots the
 // VPS without a request to the dashboard, upgrades, removes and purges.
 func TestPackage(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	debA, debB, rpmA := buildPackages(t)
 	t.Logf("packages built in %s", time.Since(start).Round(time.Millisecond))

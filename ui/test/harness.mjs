@@ -1,4 +1,4 @@
-// Shared by the focused browser tests (layout.test.mjs, trial.test.mjs):
+// Shared by the focused browser tests (layout.test.mjs, trial-*.test.mjs):
 // a real `tunnelsvc serve` on free loopback ports with a temporary data dir
 // and system root, the operator's session for node-side API calls, Debian's
 // chromium, and axe-core at 0 serious/critical. Not a test file itself
@@ -137,10 +137,12 @@ export async function loggedIn(browser, d, password, viewport, route = 'overview
  * violations, as lines (none is the goal). */
 export async function axe(page, name) {
   const dark = await page.evaluate(() => matchMedia('(prefers-color-scheme: dark)').matches);
-  const a = new AxeBuilder({ page }).setLegacyMode();
+  const a = new AxeBuilder({ page }).setLegacyMode().options({ resultTypes: ['violations'] });
   if (dark) a.withRules(['color-contrast', 'link-in-text-block']);
   else a.withTags(['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice']);
+  const t0 = Date.now();
   const r = await a.analyze();
+  if (process.env.UI_TIMING) console.log(`axe ${name} (${dark ? 'dark' : 'light'}): ${Date.now() - t0} ms`);
   return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${name} (${dark ? 'dark' : 'light'}): ${v.id} [${v.impact}] ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
 }

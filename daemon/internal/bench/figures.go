@@ -51,9 +51,22 @@ type Options struct {
 	Registrations int
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// Settle scales the waits that let a daemon settle before a reading
+	// (10 s after a login, 5 s after loading it): 1 when zero, as in `make
+	// bench`; the smoke test, which checks that every figure yields a row,
+	// not the figures themselves, sets a tenth.
+	Settle float64
 
 	// pg is the PostgreSQL of the PostgreSQL figures; Run sets it.
 	pg *pgServer
+}
+
+// settle sleeps d, scaled by o.Settle.
+func (o Options) settle(d time.Duration) {
+	if o.Settle > 0 {
+		d = time.Duration(float64(d) * o.Settle)
+	}
+	time.Sleep(d)
 }
 
 func (o Options) logf(format string, args ...any) {
@@ -683,7 +696,7 @@ func IdleRSS(o Options) Row {
 		return row
 	}
 	defer d.Stop()
-	time.Sleep(2 * time.Second)
+	o.settle(2 * time.Second)
 	before, _ := d.RSS()
 	if err := d.Setup(); err != nil {
 		row.Measured = "error: " + err.Error()
@@ -694,7 +707,7 @@ func IdleRSS(o Options) Row {
 		return row
 	}
 	peak, _ := d.RSS()
-	time.Sleep(10 * time.Second)
+	o.settle(10 * time.Second)
 	after, _ := d.RSS()
 	row.Measured = fmt.Sprintf("%.1f MB before setup, %.1f MB right after the login, %.1f MB 10 s later", mb(before), mb(peak), mb(after))
 	row.Value = mb(after)
@@ -795,14 +808,14 @@ func LoadedRSS(o Options) Row {
 		row.Measured = "error: " + err.Error()
 		return row
 	}
-	time.Sleep(time.Second)
+	o.settle(time.Second)
 	idle, _ := d.RSS()
 	if err := populate(d, o.Machines, o.Tunnels/o.Machines); err != nil {
 		row.Measured = fmt.Sprintf("error: %v (daemon: %s)", err, lastError(d.Out.String()))
 		return row
 	}
 	// Let the background pushes and the garbage collector settle.
-	time.Sleep(5 * time.Second)
+	o.settle(5 * time.Second)
 	loaded, _ := d.RSS()
 	row.Measured = fmt.Sprintf("%.1f MB (idle %.1f MB)", mb(loaded), mb(idle))
 	row.Value = mb(loaded)

@@ -1,0 +1,54 @@
+// The set-up shared by the trial-*.test.mjs files: one real daemon per
+// file with the same data, made through its API, and Debian's chromium.
+// node --test runs each file in its own process, side by side. Not a test
+// file itself.
+import { after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { axe, launch, startDaemon } from './harness.mjs';
+
+export const PASSWORD = 'Trial-Lantern-Orchid-83';
+export const DESKTOP = { width: 1280, height: 800 };
+export const PHONE = { width: 390, height: 844 };
+/** The daemon and the browser, set in before() (live bindings). */
+export let d;
+export let browser;
+export const m = {};
+
+before(async () => {
+  d = await startDaemon('trial', PASSWORD);
+  await d.call('POST', '/api/local/skip', { domain: 'example.test' });
+  m.nas = await d.machine('nas');
+  m.cam = await d.machine('camera-hub');
+  const tunnel = (machine, name, kind, extra = {}) => d.call('POST', '/api/tunnels', {
+    machine_id: machine.id, name, kind, local_port: 8000 + Object.keys(m).length, ...(kind === 'http' ? { subdomain: name } : {}), ...extra,
+  });
+  m.wiki = await tunnel(m.nas, 'wiki', 'http', { allow_ips: ['203.0.113.0/24'] });
+  m.grafana = await tunnel(m.nas, 'grafana', 'http');
+  m.db = await tunnel(m.nas, 'db', 'tcp');
+  m.rtsp = await tunnel(m.cam, 'rtsp', 'tcp');
+  m.photos = await tunnel(m.cam, 'photos', 'http', { access: 'operator' });
+  await d.call('POST', `/api/tunnels/${m.wiki.id}/probe`);
+  browser = await launch();
+});
+
+after(async () => {
+  try { await browser?.close(); } catch { /* already gone */ }
+  await d?.stop();
+});
+
+export async function noAxe(page, name) {
+  const found = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    found.push(...await axe(page, name));
+    if (process.env.UI_SHOTS) await page.screenshot({ path: `${process.env.UI_SHOTS}/trial-${name.replace(/\W+/g, '-')}-${scheme}.png`, fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(found, []);
+}
+
+export const rowsOf = (page, name) => page.getByRole('table', { name }).locator('tbody tr');
+
+// The text that describes an input (its hint and its error).
+export const describedBy = (input) => input.evaluate((el) => (el.getAttribute('aria-describedby') ?? '').split(' ')
+  .map((id) => document.getElementById(id)?.textContent ?? '').join(' '));
