@@ -101,25 +101,26 @@ test: deps build test-fuzz test-ui test-go
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
 ## chromium driving the real daemon, bin/tunnelsvc with this UI embedded);
-## node's test runner runs three files at a time and prints a summary.
+## node's test runner runs two files at a time and prints a summary.
 test-ui: ui daemon
 	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm test; else echo "test-ui: no ui/package.json"; fi
 
 # The longest packages first: go test starts packages in the order they are
-# named. Three run at once: the system tests (one package whose tests run
-# side by side, -parallel, and mostly wait for hosts to boot and timers to
-# fire) in one slot, all the others in two.
+# named, and two run at once, so the system tests (one package, whose tests
+# run two at a time and mostly wait for hosts to boot and timers to fire)
+# run beside all the others instead of after most of them.
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/...
 test-go:
 	$(GO) vet ./...
 	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	$(GOBIN)/gotestsum --format testname -- -count=1 -p 3 -parallel 6 -timeout 20m $(GO_TEST_FIRST) ./...
+	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m $(GO_TEST_FIRST) ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:
 	$(GO) test -count=1 -v -timeout 10m ./daemon/internal/testbed/... ./daemon/systemtest/...
 
-# Each fuzz target runs briefly; the committed seed corpus runs in test-go too.
+# Each fuzz target runs briefly (scripts/fuzz-brief.sh: one instrumented
+# binary per package); the committed seed corpus runs in test-go too.
 # Each runs for a number of executions, about 2 s of it on 2 processors, not
 # for a time: with a time, Go 1.26's fuzz coordinator can fail a target with
 # a bare "context deadline exceeded" when the time runs out while a worker
@@ -127,19 +128,15 @@ test-system:
 # test` with nothing found. FUZZ_TIME=1m (or 1000000x) sets one budget for
 # every target instead.
 FUZZ_TIME ?=
-FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:2000x ./daemon/api:FuzzTwoFABodies:10000x ./daemon/api:FuzzSSHKeyBodies:4000x
+FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:2000x ./daemon/api:FuzzTwoFABodies:10000x ./daemon/api:FuzzSSHKeyBodies:4000x \
+	./daemon/api:FuzzJoinCommand:1500x
 # Generated files: every accepted value renders a file the real tool accepts.
 FUZZ_TARGETS += ./daemon/validate:FuzzValidators:50000x ./daemon/webproxy:FuzzCaddyfile:15000x \
 	./daemon/firewall:FuzzFirewallRuleset:25000x ./daemon/banner:FuzzJailFile:30000x \
-	./daemon/revtunnel:FuzzFrpsConfig:8000x ./daemon/revtunnel:FuzzFrpcConfig:10000x ./daemon/api:FuzzJoinCommand:1500x \
+	./daemon/revtunnel:FuzzFrpsConfig:8000x ./daemon/revtunnel:FuzzFrpcConfig:10000x \
 	./daemon/gate:FuzzCheck:20000x ./daemon/gate:FuzzCallback:20000x ./daemon/gate:FuzzLogin:1000x
 test-fuzz:
-	@for t in $(FUZZ_TARGETS); do \
-	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; budget=$${rest#*:}; \
-	  budget=$(if $(FUZZ_TIME),$(FUZZ_TIME),$$budget); \
-	  echo "fuzz $$name ($$budget)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $$budget $$pkg || exit 1; \
-	done
+	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) bash scripts/fuzz-brief.sh $(FUZZ_TARGETS)
 
 ## package: .deb and .rpm in dist/ (nfpm, pinned; newer nfpm releases need
 ## modules the Go module proxy does not serve). bin/copyright gathers the

@@ -39,6 +39,13 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("%d rows for %d figures", len(rows), len(Figures))
 	}
 	for i, r := range rows {
+		// How fast the machine is is the figure's business, not the
+		// test's: on a busy machine Caddy alone may hold none of the
+		// open-loop rates, and the row says so.
+		if Figures[i].Key == "openloop" && r.Measured == openLoopNone {
+			t.Logf("openloop: %s (a busy machine)", r.Measured)
+			continue
+		}
 		if strings.Contains(r.Measured, "error:") || r.Value <= 0 {
 			t.Errorf("%s: %q (value %v)", Figures[i].Key, r.Measured, r.Value)
 		}

@@ -558,6 +558,8 @@ func (w *World) HTTPClosedLoop() Row {
 	}
 }
 
+const openLoopNone = "Caddy alone held none of the rates tried"
+
 // HTTPOpenLoop: the highest rate Caddy alone holds with no errors and p99
 // under 20 ms, then the tunnel at 0.8 of it and at 1.2 of it.
 func (w *World) HTTPOpenLoop() Row {
@@ -577,7 +579,7 @@ func (w *World) HTTPOpenLoop() Row {
 		Baseline: "highest rate Caddy → origin holds, same run; value: p99 in ms at 0.8 of it",
 	}
 	if best == 0 {
-		row.Measured = "Caddy alone held none of the rates tried"
+		row.Measured = openLoopNone
 		return row
 	}
 	at := attack(url, hostHeader(tunnelHost), best*8/10, 50, d)

@@ -137,7 +137,23 @@ func (h *Host) Exec(args ...string) (string, error) {
 
 // ExecInput is Exec with stdin.
 func (h *Host) ExecInput(stdin []byte, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return h.exec(60*time.Second, stdin, args...)
+}
+
+// MustWithin is Must bounded by d instead of 60 s, for a command whose time
+// grows with how busy the outer machine is (update-ca-certificates runs
+// openssl once per certificate).
+func (h *Host) MustWithin(d time.Duration, args ...string) string {
+	h.t.Helper()
+	out, err := h.exec(d, nil, args...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func (h *Host) exec(d time.Duration, stdin []byte, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{script(h.t), "exec", h.Dir}, args...)...)
 	if stdin != nil {

@@ -45,7 +45,19 @@ type matcherSet struct {
 var (
 	setMu  sync.Mutex
 	setRef weak.Pointer[matcherSet]
+	// kept, once Keep was called, holds the set strongly.
+	kept *matcherSet
 )
+
+// Keep builds the dictionaries now and keeps them for the life of the
+// program, as upstream did: for a program that checks many passwords (a
+// test binary), not for a daemon that checks a few.
+func Keep() {
+	s := loadMatchers()
+	setMu.Lock()
+	kept = s
+	setMu.Unlock()
+}
 
 func loadMatchers() *matcherSet {
 	setMu.Lock()

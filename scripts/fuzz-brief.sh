@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# fuzz-brief.sh PKG:TARGET:BUDGET... — each fuzz target for its budget
+# (FUZZ_TIME, when set, replaces every budget). One instrumented test binary
+# per package, built once and run for each of its targets from the package's
+# directory, as `go test -fuzz` would run it: the committed corpus in
+# testdata/fuzz, new crashers written there, the interesting inputs kept in
+# Go's fuzz cache. Stops at the first target that fails.
+set -euo pipefail
+GO=${GO:-go}
+cache=$($GO env GOCACHE)/fuzz
+bins=$(mktemp -d)
+trap 'rm -rf "$bins"' EXIT
+last=""
+for t in "$@"; do
+  pkg=${t%%:*} rest=${t#*:}
+  name=${rest%%:*} budget=${rest#*:}
+  budget=${FUZZ_TIME:-$budget}
+  bin=$bins/$(echo "$pkg" | tr '/.' '__').test
+  if [ "$pkg" != "$last" ]; then
+    echo "fuzz: building $pkg with coverage instrumentation"
+    $GO test -c -fuzz "^$name\$" -o "$bin" "$pkg"
+    last=$pkg
+  fi
+  importpath=$($GO list "$pkg")
+  echo "fuzz $name ($budget)"
+  start=$(date +%s%N)
+  (cd "$pkg" && "$bin" -test.run '^$' -test.fuzz "^$name\$" -test.fuzztime "$budget" \
+    -test.fuzzcachedir "$cache/$importpath") || { echo "fuzz $name: FAILED (see above; a crasher is in $pkg/testdata/fuzz/$name)"; exit 1; }
+  ms=$((($(date +%s%N) - start) / 1000000))
+  printf 'ok  \t%s %s\t%d.%03ds\n' "$importpath" "$name" $((ms / 1000)) $((ms % 1000))
+done
