@@ -71,8 +71,17 @@ for u in tunnel-agent "$UNIT"; do
 		info "stopped and removed $u.service"
 	fi
 done
+# The clients of the other edges of a cluster, and their template.
+for f in "$CONF_DIR"/client-*.toml; do
+	[ -f "$f" ] || continue
+	edge=${f#"$CONF_DIR"/client-}
+	edge=${edge%.toml}
+	systemctl disable --now "$UNIT@$edge.service" >/dev/null 2>&1 || true
+	info "stopped and removed $UNIT@$edge.service"
+done
+rm -f "/etc/systemd/system/$UNIT@.service"
 systemctl daemon-reload || true
-systemctl reset-failed tunnel-agent.service "$UNIT.service" tunnelsvc-rollback.service >/dev/null 2>&1 || true
+systemctl reset-failed tunnel-agent.service "$UNIT.service" "$UNIT@*.service" tunnelsvc-rollback.service >/dev/null 2>&1 || true
 
 # 3. The server's key line in every authorized_keys a registration wrote to.
 if [ -n "$auth_keys" ] && [ -s "$CONF_DIR/vps_key.pub" ]; then

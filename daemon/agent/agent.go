@@ -255,6 +255,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		})
 	case "PUT /config":
 		s.putConfig(ctx, w, body)
+	case "PUT /clients":
+		s.putClients(ctx, w, body)
 	case "POST /update":
 		// Answers at once; the download and the install go on in the
 		// background and GET /status tells how they went.
@@ -269,7 +271,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
 	default:
 		switch r.URL.Path {
-		case "/status", "/restart", "/config", "/uninstall", "/challenge", "/update", "/update/confirm":
+		case "/status", "/restart", "/config", "/clients", "/uninstall", "/challenge", "/update", "/update/confirm":
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
@@ -288,6 +290,9 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 		BundleVersion: readBundleVersion(s.lib(), s.Version)}
 	if _, ok := s.updates(); ok {
 		st.Capabilities = append(st.Capabilities, "update")
+	}
+	if _, ok := s.Sys.(ClientSetter); ok {
+		st.Capabilities = append(st.Capabilities, ClientsCapability)
 	}
 	file, haveFile := readUpdateState(s.lib())
 	st.Update = s.upd.current(file, haveFile)

@@ -97,6 +97,12 @@ systemctl stop ` + rollbackTimer + ` || true
 rm -f "$UNITS/` + rollbackTimer + `" "$UNITS/` + rollbackService + `"
 systemctl daemon-reload || failed="$failed daemon-reload"
 systemctl restart revtunnel-client.service || failed="$failed revtunnel-client.service"
+for f in ` + shQuote(u.path("/etc/revtunnel")) + `/client-*.toml; do
+	[ -f "$f" ] || continue
+	edge=${f##*/client-}
+	edge=${edge%.toml}
+	systemctl restart "revtunnel-client@$edge.service" || failed="$failed revtunnel-client@$edge.service"
+done
 systemctl restart tunnel-agent.service || failed="$failed tunnel-agent.service"
 
 if [ -n "$failed" ]; then

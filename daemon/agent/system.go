@@ -150,6 +150,9 @@ const ExitRefused = 3
 type Applier struct {
 	FRPC string
 	Path string
+	// Like (may be empty) is a file whose owner and mode a new Path takes
+	// (an edge's client config takes client.toml's).
+	Like string
 	// Reload reloads the running client (default: frpc reload -c Path).
 	Reload func(ctx context.Context) (string, error)
 }
@@ -162,6 +165,9 @@ func (a Applier) Apply(ctx context.Context, config []byte) error {
 	}
 	old, oldErr := os.ReadFile(a.Path)
 	like, statErr := os.Stat(a.Path)
+	if statErr != nil && a.Like != "" {
+		like, statErr = os.Stat(a.Like)
+	}
 	if statErr != nil {
 		like = nil
 	}

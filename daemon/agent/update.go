@@ -166,6 +166,12 @@ func (u *Updater) Apply(ctx context.Context, stdin io.Reader) error {
 		if err := u.run(ctx, "systemctl", "restart", "revtunnel-client.service"); err != nil {
 			return u.pending(h.Version, prev, err)
 		}
+		// The clients of the cluster's other edges run the same binary.
+		for _, edge := range installedEdges(u.path("/etc/revtunnel")) {
+			if err := u.run(ctx, "systemctl", "restart", EdgeUnit(edge)); err != nil {
+				return u.pending(h.Version, prev, err)
+			}
+		}
 	}
 	if err := u.run(ctx, "systemctl", "--no-block", "restart", "tunnel-agent.service"); err != nil {
 		return u.pending(h.Version, prev, err)

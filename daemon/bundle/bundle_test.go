@@ -37,6 +37,7 @@ func golden(t *testing.T, name, got string) {
 
 func TestGolden(t *testing.T) {
 	golden(t, "revtunnel-client.service", ClientUnit())
+	golden(t, "revtunnel-client@.service", EdgeClientUnit())
 	golden(t, "tunnel-agent.service", AgentUnit())
 	golden(t, "sudoers-tunnel-agent", AgentSudoers())
 	if strings.Contains(AgentUnit(), "127.0.0.1") {
@@ -59,7 +60,9 @@ func TestUnitsVerify(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for name, text := range map[string]string{"revtunnel-client.service": ClientUnit(), "tunnel-agent.service": AgentUnit()} {
+	// The template is checked as an instance of it (verify wants one).
+	for name, text := range map[string]string{"revtunnel-client.service": ClientUnit(), "tunnel-agent.service": AgentUnit(),
+		"revtunnel-client@edge-b.service": EdgeClientUnit()} {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte(strings.ReplaceAll(text, "/usr/local/bin/", bin+"/")), 0o644)
 		out, err := exec.Command(tool, "verify", p).CombinedOutput()

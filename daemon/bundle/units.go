@@ -8,6 +8,8 @@
 // run the very same text.
 package bundle
 
+import "strings"
+
 // SystemctlPlaceholder stands where the sudo rules name systemctl: its path
 // differs between distributions (/usr/bin, /bin), so the machine puts in
 // `command -v systemctl` before installing the rules.
@@ -96,6 +98,7 @@ WantedBy=multi-user.target
 const agentSudoers = `Defaults:tunnel !requiretty
 tunnel ALL=(root) NOPASSWD: @SYSTEMCTL@ restart revtunnel-client.service
 tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-agent apply-config
+tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-agent apply-clients
 tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-agent apply-update
 tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-agent confirm-update
 tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-uninstall --detach
@@ -103,6 +106,16 @@ tunnel ALL=(root) NOPASSWD: /usr/local/bin/tunnel-uninstall --detach
 
 // ClientUnit is /etc/systemd/system/revtunnel-client.service.
 func ClientUnit() string { return clientUnit }
+
+// EdgeClientUnit is /etc/systemd/system/revtunnel-client@.service: the
+// tunnel client of one more edge (the instance is the edge's name), the
+// same unit but for its description and config file. The agent's root
+// helper installs it when a machine gets a second edge (`tunnel-agent
+// apply-clients`), so a bundle keeps the same files.
+func EdgeClientUnit() string {
+	u := strings.Replace(clientUnit, "Description=tunnelsvc reverse tunnel client\n", "Description=tunnelsvc reverse tunnel client for edge %i\n", 1)
+	return strings.Replace(u, "-c /etc/revtunnel/client.toml\n", "-c /etc/revtunnel/client-%i.toml\n", 1)
+}
 
 // AgentUnit is /etc/systemd/system/tunnel-agent.service.
 func AgentUnit() string { return agentUnit }

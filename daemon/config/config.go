@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/edgename"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
@@ -352,15 +353,4 @@ func DefaultEdgeName() string {
 // hyphens: an edge's name goes into unit names on every machine
 // (revtunnel-client@<edge>.service) and file names
 // (/etc/revtunnel/client-<edge>.toml).
-func CheckEdgeName(n string) error {
-	if n == "" || len(n) > 32 {
-		return fmt.Errorf("%q: an edge name has 1 to 32 characters", n)
-	}
-	for i, r := range n {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' && i > 0 && i < len(n)-1
-		if !ok {
-			return fmt.Errorf("%q: an edge name has only lower-case letters, digits and inner hyphens", n)
-		}
-	}
-	return nil
-}
+func CheckEdgeName(n string) error { return edgename.Check(n) }

@@ -3,6 +3,10 @@
 //	tunnel-agent [serve]      serve on 127.0.0.1:$TUNNEL_AGENT_PORT
 //	tunnel-agent apply-config read a client config on stdin, check it against the allow-list
 //	                          (agent.CheckClientConfig), verify, install, reload (root)
+//	tunnel-agent apply-clients
+//	                          read a client set (JSON: the home edge's config and each other
+//	                          edge's) on stdin, install each as apply-config does, start the
+//	                          clients of new edges, remove those of edges that left (root)
 //	tunnel-agent apply-update read a header line and a machine bundle on stdin, check it, save
 //	                          the installed bundle, arm the rollback timer, install, restart (root)
 //	tunnel-agent confirm-update
@@ -25,6 +29,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -52,6 +57,8 @@ func main() {
 		err = serve()
 	case "apply-config":
 		err = applyConfig()
+	case "apply-clients":
+		err = applyClients()
 	case "apply-update":
 		err = applyUpdate()
 	case "confirm-update":
@@ -59,7 +66,7 @@ func main() {
 	case "version", "--version", "-v":
 		fmt.Println("tunnel-agent", version)
 	default:
-		fmt.Fprintf(os.Stderr, "usage: tunnel-agent [serve|apply-config|apply-update|confirm-update|version]\n")
+		fmt.Fprintf(os.Stderr, "usage: tunnel-agent [serve|apply-config|apply-clients|apply-update|confirm-update|version]\n")
 		os.Exit(2)
 	}
 	if err != nil {
@@ -87,6 +94,27 @@ func applyConfig() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return agent.Applier{FRPC: frpc(), Path: env("TUNNEL_AGENT_CLIENT_CONFIG", "/etc/revtunnel/client.toml")}.Apply(ctx, data)
+}
+
+func applyClients() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("apply-clients must run as root (the agent calls it through sudo)")
+	}
+	data, err := io.ReadAll(io.LimitReader(os.Stdin, agent.MaxConfigBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(data) > agent.MaxConfigBytes {
+		return fmt.Errorf("%w: client set larger than %d bytes", agent.ErrRefused, agent.MaxConfigBytes)
+	}
+	set, err := agent.ParseClientSet(data)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := filepath.Dir(env("TUNNEL_AGENT_CLIENT_CONFIG", "/etc/revtunnel/client.toml"))
+	return agent.ClientsApplier{FRPC: frpc(), Dir: dir}.Apply(ctx, set)
 }
 
 func applyUpdate() error {
