@@ -434,6 +434,31 @@ func (c *Client) PutConfig(ctx context.Context, id int64, config string, gen int
 	return ans.Generation, nil
 }
 
+// ErrOneClient: the machine's agent predates edges and runs one tunnel
+// client only.
+var ErrOneClient = errors.New("the machine's agent runs one tunnel client only (it predates edges); update the machine")
+
+// PutClients sends a machine its whole set of tunnel clients, one per edge
+// (see agent.ClientSet), and returns the generation it applied.
+func (c *Client) PutClients(ctx context.Context, id int64, set agent.ClientSet) (int64, error) {
+	body, err := json.Marshal(set)
+	if err != nil {
+		return 0, err
+	}
+	var ans agent.ConfigAnswer
+	if err := c.do(ctx, id, "PUT", "/clients", body, &ans); err != nil {
+		var refused *AgentError
+		if errors.As(err, &refused) && refused.Status == http.StatusNotFound {
+			return 0, ErrOneClient
+		}
+		return 0, err
+	}
+	if ans.Generation == 0 {
+		return set.Generation, nil
+	}
+	return ans.Generation, nil
+}
+
 // Words says in words why a delivery to a machine's agent failed.
 func Words(err error) string {
 	var unreachable *UnreachableError

@@ -104,7 +104,8 @@ type App struct {
 	// Reach says where machines reach this server; every caller asks it.
 	Reach *reach.Resolver
 
-	edge edgeSelf // see Edge
+	edge     edgeSelf      // see Edge
+	edgeList edgeListCache // see clusterEdges
 	// Edges answers for the cluster's edges.
 	Edges *edges.Service
 

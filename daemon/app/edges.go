@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -32,7 +34,7 @@ func (a *App) beat(ctx context.Context) error {
 	if err != nil && !errors.Is(err, reach.ErrNoAddress) {
 		return err
 	}
-	e, err := a.Store.EdgeHeartbeat(ctx, a.Config.EdgeName, addr, a.Config.Version, now)
+	e, err := a.Store.EdgeHeartbeat(ctx, a.Config.EdgeName, addr, a.Config.Version, a.Config.FRPSPort, now)
 	if err != nil {
 		return err
 	}
@@ -179,4 +181,61 @@ func (a *App) servedMachines(ctx context.Context) (func(id int64) bool, error) {
 		}
 	}
 	return func(id int64) bool { return mine[id] }, nil
+}
+
+// clusterEdges lists the edges every machine keeps a tunnel client for:
+// each edge of the cluster but those being retired (an edge that is down
+// stays: its clients reconnect when it is back), this one with the address
+// machines reach it at asked now. The list is read at most every
+// edgeListTTL (a delivery pass asks once per machine) and, while the
+// database is away, the last one read serves.
+func (a *App) clusterEdges(ctx context.Context) ([]machines.EdgeTarget, error) {
+	list, err := a.edgeList.get(ctx, a.Store.ListEdges)
+	if err != nil {
+		return nil, err
+	}
+	self, name := a.Edge()
+	var out []machines.EdgeTarget
+	for _, e := range list {
+		if e.RetiringAt != nil {
+			continue
+		}
+		t := machines.EdgeTarget{ID: e.ID, Name: e.Name, Host: e.Address, Port: e.TunnelPort}
+		if e.ID == self || e.Name == name {
+			host, err := a.Reach.TunnelHost(ctx)
+			if err != nil && !errors.Is(err, reach.ErrNoAddress) {
+				return nil, err
+			}
+			t.Host, t.Port = host, a.Config.FRPSPort
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// edgeListTTL is how long clusterEdges keeps a list of edges.
+const edgeListTTL = 2 * time.Second
+
+// edgeListCache keeps the last list of edges read.
+type edgeListCache struct {
+	mu   sync.Mutex
+	at   time.Time
+	list []store.Edge
+}
+
+func (c *edgeListCache) get(ctx context.Context, load func(context.Context) ([]store.Edge, error)) ([]store.Edge, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.list != nil && time.Since(c.at) < edgeListTTL {
+		return c.list, nil
+	}
+	list, err := load(ctx)
+	if err != nil {
+		if c.list != nil && store.Unavailable(err) {
+			return c.list, nil
+		}
+		return nil, err
+	}
+	c.list, c.at = list, time.Now()
+	return list, nil
 }

@@ -40,6 +40,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: time.Now,
 		Limiter: auth.NewLimiter(time.Now), Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
+		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
 	}
 	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge}
 	a.Revtunnel = &revtunnel.Deployer{

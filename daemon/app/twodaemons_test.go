@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -298,6 +299,61 @@ func TestConfigDeliveredByTheEdgeThatHasTheMachine(t *testing.T) {
 			t.Fatalf("config %d the machine got does not name edge A:\n%s", i+1, cfg)
 		}
 	}
+}
+
+// TestEveryMachineReachesEveryEdge: a machine joined through edge A keeps
+// its main client there and gets a client for edge B, rendered with B's
+// address and tunnel port and the same ports as on A, whichever edge the
+// change was made on; a retired edge leaves every machine's set.
+func TestEveryMachineReachesEveryEdge(t *testing.T) {
+	a, b := twoEdges(t, "a.example.test", "b.example.test")
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	b.cookie = a.cookie
+	id, machine := a.join("nas")
+	edgeA, edgeB := mustEdge(t, a), mustEdge(t, b)
+	if err := a.a.Store.SetMachineEdgeStatus(context.Background(), id, edgeA, "online", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.call("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"db","kind":"tcp","local_port":5432}`, id), http.StatusCreated, nil)
+	remote := regexp.MustCompile(`remotePort = (\d+)`)
+	ports := func(cfg string) string {
+		var out []string
+		for _, m := range remote.FindAllStringSubmatch(cfg, -1) {
+			out = append(out, m[1])
+		}
+		return strings.Join(out, ",")
+	}
+	var set agent.ClientSet
+	testutil.Eventually(t, 15*time.Second, "the machine gets a client for each edge", func() error {
+		set, _ = machine.lastSet()
+		if len(set.Edges) != 1 || !strings.Contains(set.Primary, "localPort = 5432") {
+			return fmt.Errorf("last set: %+v", set)
+		}
+		return nil
+	})
+	b1 := set.Edges[0]
+	if b1.Edge != "edge-b" || !strings.Contains(set.Primary, "serverAddr = 'a.example.test'") ||
+		!strings.Contains(b1.Config, "serverAddr = 'b.example.test'") || !strings.Contains(b1.Config, fmt.Sprintf("serverPort = %d", b.a.Config.FRPSPort)) {
+		t.Fatalf("main config:\n%s\nedge %s's:\n%s", set.Primary, b1.Edge, b1.Config)
+	}
+	if p := ports(set.Primary); p == "" || p != ports(b1.Config) {
+		t.Fatalf("ports on edge A %q, on edge B %q", p, ports(b1.Config))
+	}
+	if !strings.Contains(b1.Config, "/etc/revtunnel/client-edge-b.toml") {
+		t.Fatalf("edge B's client names another file:\n%s", b1.Config)
+	}
+	admin := regexp.MustCompile(`(?s)\[webServer\].*?port = (\d+)`)
+	if pa, pb := admin.FindStringSubmatch(set.Primary), admin.FindStringSubmatch(b1.Config); pa == nil || pb == nil || pa[1] == pb[1] {
+		t.Fatalf("the two clients' admin ports: %v and %v", pa, pb)
+	}
+
+	a.call("DELETE", fmt.Sprintf("/api/edges/%d", edgeB), "", http.StatusAccepted, nil)
+	testutil.Eventually(t, 15*time.Second, "the retired edge leaves the machine's set", func() error {
+		if set, _ = machine.lastSet(); len(set.Edges) != 0 {
+			return fmt.Errorf("last set names %d other edges", len(set.Edges))
+		}
+		return nil
+	})
 }
 
 func mustEdge(t *testing.T, d *wiredDaemon) int64 {

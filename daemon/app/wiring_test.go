@@ -30,6 +30,33 @@ type fakeMachine struct {
 	mu       sync.Mutex
 	configs  []string
 	restarts int
+	// sets are the client sets it took (PUT /clients); each one's main
+	// config is in configs too.
+	sets []agent.ClientSet
+}
+
+// ApplyClients takes a set of clients, one per edge, as an agent that
+// reports the "edges" capability does.
+func (f *fakeMachine) ApplyClients(_ context.Context, body []byte) error {
+	set, err := agent.ParseClientSet(body)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.sets = append(f.sets, set)
+	f.configs = append(f.configs, set.Primary)
+	f.mu.Unlock()
+	return nil
+}
+
+// lastSet returns the last client set it took and how many it took.
+func (f *fakeMachine) lastSet() (agent.ClientSet, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.sets) == 0 {
+		return agent.ClientSet{}, 0
+	}
+	return f.sets[len(f.sets)-1], len(f.sets)
 }
 
 func (f *fakeMachine) UnitState(context.Context) (map[string]string, error) {

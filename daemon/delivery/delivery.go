@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,20 @@ type Agents interface {
 // Configs renders what a machine should run.
 type Configs interface {
 	DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error)
+}
+
+// EdgeConfigs is what Configs also is on a cluster of several edges: the
+// machine's clients for the edges besides its home edge (none with one
+// edge). They are part of the desired generation.
+type EdgeConfigs interface {
+	DesiredEdges(ctx context.Context, m store.Machine) ([]agent.EdgeClient, error)
+}
+
+// EdgeAgents is what Agents also is when they can send a machine its
+// whole set of clients. PutClients fails with agentclient.ErrOneClient
+// when the machine's agent runs one client only.
+type EdgeAgents interface {
+	PutClients(ctx context.Context, id int64, set agent.ClientSet) (int64, error)
 }
 
 // Defaults.
@@ -139,7 +154,7 @@ func (r *Reconciler) poke() {
 // change what machines should run. It never blocks.
 func (r *Reconciler) Changed(topic string) {
 	switch topic {
-	case store.TopicTunnels, store.TopicSettings:
+	case store.TopicTunnels, store.TopicSettings, store.TopicEdges:
 		r.mu.Lock()
 		r.dirty = true
 		r.mu.Unlock()
@@ -179,6 +194,13 @@ func (r *Reconciler) Redeliver(id int64) {
 	}
 	r.mu.Unlock()
 	r.poke()
+}
+
+// InFlight is how many deliveries are running now.
+func (r *Reconciler) InFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.busy
 }
 
 // Run reconciles until ctx ends.
@@ -290,11 +312,39 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 // desire renders machine m's config and records its digest; the desired
 // generation rises when it changed.
 func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigState, error) {
-	cfg, server, err := r.configs.DesiredConfig(ctx, m)
+	cfg, server, edges, err := r.render(ctx, m)
 	if err != nil {
 		return m.Config, err
 	}
-	return r.recordDesired(ctx, m, cfg, server)
+	return r.recordDesired(ctx, m, withEdges(cfg, edges), server)
+}
+
+// render is machine m's desired main config, the server it names, and its
+// clients for the other edges.
+func (r *Reconciler) render(ctx context.Context, m store.Machine) (cfg, server string, edges []agent.EdgeClient, err error) {
+	cfg, server, err = r.configs.DesiredConfig(ctx, m)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if ec, ok := r.configs.(EdgeConfigs); ok {
+		if edges, err = ec.DesiredEdges(ctx, m); err != nil {
+			return "", "", nil, err
+		}
+	}
+	return cfg, server, edges, nil
+}
+
+// withEdges is what the digest of a desired generation covers: the main
+// config, then each other edge's (the main config alone with one edge, so
+// that a one-edge install's digests are what they were).
+func withEdges(cfg string, edges []agent.EdgeClient) string {
+	var b strings.Builder
+	b.WriteString(cfg)
+	for _, e := range edges {
+		b.WriteString("\n# edge " + e.Edge + "\n")
+		b.WriteString(e.Config)
+	}
+	return b.String()
 }
 
 // recordDesired records cfg as what machine m should run. Most passes find
@@ -352,12 +402,12 @@ func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool) (online
 
 func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool) error {
 	id := m.ID
-	cfg, server, err := r.configs.DesiredConfig(ctx, m)
+	cfg, server, edges, err := r.render(ctx, m)
 	if err != nil {
 		r.record(ctx, m, err)
 		return err
 	}
-	cs, err := r.recordDesired(ctx, m, cfg, server)
+	cs, err := r.recordDesired(ctx, m, withEdges(cfg, edges), server)
 	if err != nil {
 		return err
 	}
@@ -366,7 +416,7 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 	}
 	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
-	applied, err := r.agents.PutConfig(actx, id, agent.WithGeneration(cfg, cs.DesiredGen), cs.DesiredGen)
+	applied, oneClient, err := r.put(actx, m, cfg, edges, cs.DesiredGen)
 	if err == nil {
 		// frpc's reload applies proxies only: a new server address or
 		// tunnel CA needs a restart.
@@ -389,11 +439,42 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 	if err := r.store.SetConfigApplied(ctx, id, applied, server, r.now()); err != nil {
 		return err
 	}
+	if oneClient {
+		note := store.ConfigPush{OK: true, At: r.now().UTC(), Message: fmt.Sprintf("config generation %d applied to the client of the machine's "+
+			"home edge only: its agent runs one tunnel client, so it is not reachable through the other %d edge(s); update the machine", applied, len(edges))}
+		if err := r.store.SetConfigPush(ctx, id, note); err != nil {
+			return err
+		}
+	}
 	r.log.Info("client config applied", "machine_id", id, "generation", applied)
 	if applied < cs.DesiredGen {
 		return fmt.Errorf("the agent applied generation %d, not %d", applied, cs.DesiredGen)
 	}
 	return nil
+}
+
+// put sends generation gen: the whole set of clients when the cluster has
+// several edges or the agent can take a set (a set with no other edge
+// removes the clients of edges that were retired), else the main config
+// alone; to an agent that runs one client only, the main config (oneClient
+// says so when there were other edges).
+func (r *Reconciler) put(ctx context.Context, m store.Machine, cfg string, edges []agent.EdgeClient, gen int64) (applied int64, oneClient bool, err error) {
+	main := agent.WithGeneration(cfg, gen)
+	ea, ok := r.agents.(EdgeAgents)
+	if !ok || len(edges) == 0 && !m.Report.Can(agent.ClientsCapability) {
+		applied, err = r.agents.PutConfig(ctx, m.ID, main, gen)
+		return applied, len(edges) > 0, err
+	}
+	set := agent.ClientSet{Generation: gen, Primary: main}
+	for _, e := range edges {
+		set.Edges = append(set.Edges, agent.EdgeClient{Edge: e.Edge, Config: agent.WithGeneration(e.Config, gen)})
+	}
+	applied, err = ea.PutClients(ctx, m.ID, set)
+	if errors.Is(err, agentclient.ErrOneClient) {
+		applied, err = r.agents.PutConfig(ctx, m.ID, main, gen)
+		return applied, len(edges) > 0, err
+	}
+	return applied, false, err
 }
 
 // record shows why machine m is behind, in words, until a delivery works.

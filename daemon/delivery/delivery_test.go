@@ -302,6 +302,14 @@ func TestOnlineMachineIsRetriedWithinSeconds(t *testing.T) {
 	r.ag.set(m.ID, true)
 	r.tunnel(m, "db")
 	for i := 0; i < 8; i++ { // past the 32 s backoff of an offline machine
+		// The last try has ended (its backoff counts from its end), so
+		// the clock moves past the whole backoff.
+		r.wait("the last try ends", func() error {
+			if n := r.rec.InFlight(); n > 0 {
+				return fmt.Errorf("%d deliveries running", n)
+			}
+			return nil
+		})
 		_, _, before := r.ag.state(m.ID)
 		r.clk.Add(delivery.OnlineMaxBackoff)
 		r.wait(fmt.Sprintf("try %d within %v of the last", i+2, delivery.OnlineMaxBackoff), func() error {

@@ -35,13 +35,13 @@ func TestServerHostIsEachEdgesOwn(t *testing.T) {
 	a := localsetup.Settings{Store: st, Edge: "edge-a"}
 	b := localsetup.Settings{Store: st, Edge: "edge-b"}
 	now := time.Now()
-	if _, err := st.EdgeHeartbeat(ctx, "edge-a", "", "", now); err != nil {
+	if _, err := st.EdgeHeartbeat(ctx, "edge-a", "", "", 7000, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := host(a); got != "a.example.com" {
 		t.Fatalf("the only edge's server host saved before edges: %q", got)
 	}
-	if _, err := st.EdgeHeartbeat(ctx, "edge-b", "", "", now); err != nil {
+	if _, err := st.EdgeHeartbeat(ctx, "edge-b", "", "", 7000, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := host(b); got != "" {

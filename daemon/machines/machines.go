@@ -13,11 +13,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
@@ -110,6 +112,12 @@ type Service struct {
 	// BundleVersion is the server's machine bundle version; nil or an
 	// error leaves it unknown (every machine then shows outdated).
 	BundleVersion func() (string, error)
+	// EdgeName is this daemon's edge: the home edge of the machines that
+	// join through it.
+	EdgeName string
+	// ClusterEdges (nil: this daemon is its cluster's only edge) lists the
+	// edges every machine keeps a tunnel client for, asked at every use.
+	ClusterEdges func(ctx context.Context) ([]EdgeTarget, error)
 }
 
 // Exposure is what decides the addresses the dashboard shows.
@@ -291,7 +299,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		SecretHash: auth.HashToken(secret), AgentTokenHash: auth.HashToken(agentToken),
 		AgentLocalPort: s.agentLocalPort(), SSHLocalPort: s.sshLocalPort(), SSHKeyID: keyID,
 		Seal: func(id int64) (string, error) { return s.Sealer.Seal([]byte(secret), secretAAD(id)), nil },
-		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true,
+		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true, HomeEdge: s.EdgeName,
 	})
 	if errors.Is(err, store.ErrTokenInvalid) {
 		s.stale(ctx, req.Client, s.Store.TokenFailureReason(ctx, hash, now))
@@ -404,17 +412,102 @@ func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAtt
 }
 
 func (s *Service) clientConfig(ctx context.Context, m store.Machine, secret, host string, tunnels []store.Tunnel) (string, error) {
+	return s.clientConfigFor(ctx, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", tunnels)
+}
+
+// clientConfigFor renders machine m's config for edge e: the home edge's
+// ("" for edge) is client.toml with the admin port configured; another
+// edge's is client-<edge>.toml, whose frpc takes an admin port of its own.
+func (s *Service) clientConfigFor(ctx context.Context, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel) (string, error) {
 	ca, err := s.TunnelCA(ctx)
 	if err != nil {
 		return "", err
 	}
+	admin, path := s.ClientAdminPort, s.ClientConfigPath
+	if admin == 0 {
+		admin = frpconf.DefaultAdminPort
+	}
+	if path == "" {
+		path = frpconf.DefaultClientConfigPath
+	}
+	if edge != "" {
+		admin += 1 + int((e.ID-1)%500)
+		path = filepath.Join(filepath.Dir(path), agent.EdgeConfigFile(edge))
+	}
 	return frpconf.ClientConfig(frpconf.ClientParams{
-		ServerAddr: host, ServerPort: s.FRPSPort, MachineID: m.ID, Secret: secret,
+		ServerAddr: e.Host, ServerPort: e.Port, MachineID: m.ID, Secret: secret,
 		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels,
-		AdminPort: s.ClientAdminPort,
-		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: s.ClientConfigPath,
+		AdminPort: admin,
+		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: path,
 	})
+}
+
+// EdgeTarget is an edge as a machine's tunnel client dials it.
+type EdgeTarget struct {
+	ID   int64
+	Name string
+	Host string
+	Port int
+}
+
+// edgeTargets lists the edges machines keep a client for: nil when this
+// daemon is its cluster's only one (or ClusterEdges is nil).
+func (s *Service) edgeTargets(ctx context.Context) ([]EdgeTarget, error) {
+	if s.ClusterEdges == nil {
+		return nil, nil
+	}
+	es, err := s.ClusterEdges(ctx)
+	if err != nil || len(es) <= 1 {
+		return nil, err
+	}
+	return es, nil
+}
+
+// homeOf is machine m's home edge among es: the edge it joined through,
+// else (that edge is gone, or it joined before edges) the oldest.
+func homeOf(m store.Machine, es []EdgeTarget) EdgeTarget {
+	home := es[0]
+	for _, e := range es {
+		if e.Name == m.HomeEdge {
+			return e
+		}
+		if e.ID < home.ID {
+			home = e
+		}
+	}
+	return home
+}
+
+// DesiredEdges renders machine m's clients for the edges besides its home
+// edge: none when the cluster has one edge. An edge with no address yet
+// (it never said where machines reach it) is left out until it has one.
+func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.EdgeClient, error) {
+	es, err := s.edgeTargets(ctx)
+	if err != nil || es == nil {
+		return nil, err
+	}
+	home := homeOf(m, es)
+	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
+	if err != nil {
+		return nil, fmt.Errorf("machine %d credential: %w", m.ID, err)
+	}
+	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []agent.EdgeClient
+	for _, e := range es {
+		if e.ID == home.ID || e.Host == "" || e.Port == 0 {
+			continue
+		}
+		cfg, err := s.clientConfigFor(ctx, m, string(secret), e, e.Name, tunnels)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, agent.EdgeClient{Edge: e.Name, Config: cfg})
+	}
+	return out, nil
 }
 
 // TunnelCA is the CA machines pin.
@@ -442,6 +535,28 @@ func ConfigDigest(cfg string) string {
 // address the machine already uses (when nothing configured names one, a
 // machine that joined through the request's own address keeps it).
 func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
+	es, err := s.edgeTargets(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if es != nil {
+		// One edge of several: the main client dials the machine's home
+		// edge, whichever edge renders it.
+		home := homeOf(m, es)
+		if home.Host == "" || home.Port == 0 {
+			return "", "", fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
+		}
+		secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
+		if err != nil {
+			return "", "", fmt.Errorf("machine %d credential: %w", m.ID, err)
+		}
+		tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+		if err != nil {
+			return "", "", err
+		}
+		cfg, err := s.clientConfigFor(ctx, m, string(secret), EdgeTarget{Host: home.Host, Port: home.Port}, "", tunnels)
+		return cfg, home.Host, err
+	}
 	host, err := s.tunnelHost(ctx, "")
 	if err != nil {
 		return "", "", err

@@ -61,7 +61,7 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	must(s.InsertEvent(ctx, Event{CreatedAt: now, Source: "machine", Kind: "machine_registered", MachineID: m.ID, Message: "nas joined"}))
 	must(s.ApplyTraffic(ctx, now.Unix()/60, "2027-01-15", []TrafficObservation{{Proxy: "m1.ssh", MachineID: m.ID, DayIn: 10, DayOut: 20, Conns: 1}},
 		func(prev TrafficSeen, in, out int64, day string) (int64, int64) { return in, out }))
-	e, err := s.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", now)
+	e, err := s.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", 7000, now)
 	must(err)
 	_, err = s.InsertEdgeToken(ctx, "edge-tok", now, now.Add(time.Hour))
 	must(err)

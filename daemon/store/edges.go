@@ -21,6 +21,7 @@ type Edge struct {
 	ID         int64
 	Name       string
 	Address    string // the public address machines and clients dial
+	TunnelPort int    // the port of its tunnel server (0: not recorded yet)
 	Version    string
 	CreatedAt  time.Time
 	LastSeen   time.Time  // the last heartbeat (zero: never)
@@ -32,13 +33,13 @@ func (e Edge) Up(now time.Time) bool {
 	return !e.LastSeen.IsZero() && now.Sub(e.LastSeen) < EdgeDeadAfter
 }
 
-const edgeCols = "id, name, address, version, created_at, last_seen, retiring_at"
+const edgeCols = "id, name, address, tunnel_port, version, created_at, last_seen, retiring_at"
 
 func scanEdge(sc interface{ Scan(...any) error }) (Edge, error) {
 	var e Edge
 	var created int64
 	var seen, retiring sql.NullInt64
-	if err := sc.Scan(&e.ID, &e.Name, &e.Address, &e.Version, &created, &seen, &retiring); err != nil {
+	if err := sc.Scan(&e.ID, &e.Name, &e.Address, &e.TunnelPort, &e.Version, &created, &seen, &retiring); err != nil {
 		return e, err
 	}
 	e.CreatedAt = time.UnixMilli(created).UTC()
@@ -55,7 +56,7 @@ func scanEdge(sc interface{ Scan(...any) error }) (Edge, error) {
 // EdgeHeartbeat records that the edge named name is up at now with this
 // address and version, adding its row the first time. It returns the row.
 // An edge being retired stays retiring.
-func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string, now time.Time) (Edge, error) {
+func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string, tunnelPort int, now time.Time) (Edge, error) {
 	var e Edge
 	var before Edge
 	known := false
@@ -66,9 +67,10 @@ func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if _, err := tx.exec(ctx, `INSERT INTO edges(name, address, version, created_at, last_seen) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT(name) DO UPDATE SET address = excluded.address, version = excluded.version, last_seen = excluded.last_seen`,
-			name, address, version, now.UnixMilli(), now.UnixMilli()); err != nil {
+		if _, err := tx.exec(ctx, `INSERT INTO edges(name, address, tunnel_port, version, created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT(name) DO UPDATE SET address = excluded.address, tunnel_port = excluded.tunnel_port, version = excluded.version,
+			last_seen = excluded.last_seen`,
+			name, address, tunnelPort, version, now.UnixMilli(), now.UnixMilli()); err != nil {
 			return err
 		}
 		e, err = scanEdge(tx.queryRow(ctx, "SELECT "+edgeCols+" FROM edges WHERE name = ?", name))
@@ -79,7 +81,7 @@ func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string
 	}
 	// Announce what the others show: a new edge, a new address or version,
 	// an edge back up. A plain heartbeat changes nothing anyone shows.
-	if !known || before.Address != e.Address || before.Version != e.Version || !before.Up(now) {
+	if !known || before.Address != e.Address || before.TunnelPort != e.TunnelPort || before.Version != e.Version || !before.Up(now) {
 		s.changed(TopicEdges)
 	}
 	return e, nil

@@ -15,15 +15,15 @@ func TestEdgesAndMachineStatus(t *testing.T) {
 		ctx := context.Background()
 		a, b := db.open(), db.open() // two edges' daemons
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		ea, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", now)
+		ea, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", 7000, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eb, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", now)
+		eb, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", 7000, now)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", now.Add(time.Second)); err != nil || again.ID != ea.ID || again.Address != "203.0.113.9" {
+		if again, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", 7000, now.Add(time.Second)); err != nil || again.ID != ea.ID || again.Address != "203.0.113.9" {
 			t.Fatalf("heartbeat again: %+v, %v", again, err)
 		}
 		list, err := b.ListEdges(ctx)
@@ -61,13 +61,13 @@ func TestEdgesAndMachineStatus(t *testing.T) {
 		status("offline")
 		// B's SSH proxy closed too; A beats and the machine is back through A.
 		must(b.SetMachineEdgeStatus(ctx, m.ID, eb.ID, "offline", later))
-		if _, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", later); err != nil {
+		if _, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", 7000, later); err != nil {
 			t.Fatal(err)
 		}
 		must(a.SetMachineEdgeStatus(ctx, m.ID, ea.ID, "online", later))
 		status("online")
 		// A goes down: the settle pass on B says so.
-		if _, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", later.Add(EdgeDeadAfter)); err != nil {
+		if _, err := b.EdgeHeartbeat(ctx, "edge-b", "203.0.113.2", "1.0", 7000, later.Add(EdgeDeadAfter)); err != nil {
 			t.Fatal(err)
 		}
 		n, err := b.SettleMachines(ctx, later.Add(EdgeDeadAfter+time.Second))

@@ -146,6 +146,9 @@ type Machine struct {
 	Report AgentReport
 	// Update is the machine's last update.
 	Update UpdateState
+	// HomeEdge is the edge the machine joined through ("" when unknown):
+	// its main tunnel client dials that edge.
+	HomeEdge string
 }
 
 // AgentReport is what a machine's agent reported about the software it
@@ -203,6 +206,8 @@ type NewMachine struct {
 	SecretHash, AgentTokenHash   string
 	AgentLocalPort, SSHLocalPort int
 	SSHKeyID                     string
+	// HomeEdge is the edge the machine joins through ("" with one edge).
+	HomeEdge string
 	Seal                         func(id int64) (string, error) // seals the secret bound to the new id
 	Now                          time.Time
 	TokenHash                    string
@@ -230,8 +235,10 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 			}
 		}
 		id, err := tx.insertID(ctx, `INSERT INTO machines(name, username, created_at, client_addr, secret_hash, secret_sealed,
-			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port, ssh_key_id) VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?, NULLIF(?, ''))`,
-			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort, n.SSHKeyID)
+			agent_token_hash, tunnel_port, agent_port, agent_local_port, ssh_local_port, ssh_key_id, home_edge)
+			VALUES (?, ?, ?, ?, ?, '', ?, 0, 0, ?, ?, NULLIF(?, ''), ?)`,
+			n.Name, n.Username, n.Now.UnixMilli(), n.ClientAddr, n.SecretHash, n.AgentTokenHash, n.AgentLocalPort, n.SSHLocalPort, n.SSHKeyID,
+			n.HomeEdge)
 		if err != nil {
 			return machineConflict(err)
 		}
@@ -332,7 +339,7 @@ const machineSelect = `SELECT id, name, username, status, created_at, last_seen,
 	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated,
 	config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server,
 	agent_version, client_version, bundle_version, arch, agent_capabilities, versions_at,
-	update_state, update_target, update_error, update_at FROM machines`
+	update_state, update_target, update_error, update_at, home_edge FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
@@ -346,7 +353,7 @@ func scanMachine(r rowScanner) (Machine, error) {
 		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated,
 		&m.Config.DesiredGen, &m.Config.DesiredHash, &m.Config.AppliedGen, &pendingSince, &m.Config.AppliedServer,
 		&m.Report.AgentVersion, &m.Report.ClientVersion, &m.Report.BundleVersion, &m.Report.Arch, &caps, &reportAt,
-		&m.Update.State, &m.Update.Target, &m.Update.Error, &updateAt)
+		&m.Update.State, &m.Update.Target, &m.Update.Error, &updateAt, &m.HomeEdge)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
 	}

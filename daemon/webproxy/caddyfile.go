@@ -77,7 +77,6 @@ type Input struct {
 	RelayACME bool
 }
 
-
 var caddyTmpl = template.Must(template.Must(template.New("Caddyfile").Funcs(template.FuncMap{
 	"dict": func(v view, t HTTPTunnel) gateView { return gateView{v, t} },
 }).Parse(gateTmpl)).Parse(`# Managed by tunnelsvc: this file is regenerated from the dashboard's
