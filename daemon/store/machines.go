@@ -207,12 +207,12 @@ type NewMachine struct {
 	AgentLocalPort, SSHLocalPort int
 	SSHKeyID                     string
 	// HomeEdge is the edge the machine joins through ("" with one edge).
-	HomeEdge string
-	Seal                         func(id int64) (string, error) // seals the secret bound to the new id
-	Now                          time.Time
-	TokenHash                    string
-	Ports                        PortRange
-	ConsumeToken                 bool
+	HomeEdge     string
+	Seal         func(id int64) (string, error) // seals the secret bound to the new id
+	Now          time.Time
+	TokenHash    string
+	Ports        PortRange
+	ConsumeToken bool
 }
 
 // RegisterMachine claims the bootstrap token (when ConsumeToken), creates
