@@ -10,10 +10,11 @@
 #                                  running or degraded (TESTBED_BOOT_TIMEOUT s)
 #   testbed.sh exec DIR CMD...     run CMD inside (cwd /, the host's root)
 #   testbed.sh cp DIR SRC DST [MODE]  copy a file in (parents created)
-#   testbed.sh veth DIR1 ADDR1 DIR2 ADDR2 [IF1]   join two hosts: ADDRs are
-#                                  CIDRs on a private test subnet, e.g.
+#   testbed.sh veth DIR1 ADDR1 DIR2 ADDR2 [IF1 [IF2]]   join two hosts: ADDRs
+#                                  are CIDRs on a private test subnet, e.g.
 #                                  10.213.0.1/24; the link is eth0 on each, or
-#                                  IF1 on the first (a VPS with several machines)
+#                                  IF1 on the first (a VPS with several
+#                                  machines) and IF2 on the second
 #   testbed.sh reboot DIR [NAME]   power off, then boot again over the same
 #                                  upper dir (what the host wrote survives;
 #                                  /run, /tmp and its network do not)
@@ -142,7 +143,7 @@ copy_in() {
 }
 
 veth() {
-  local d1=$1 a1=$2 d2=$3 a2=$4 if1=${5:-eth0}
+  local d1=$1 a1=$2 d2=$3 a2=$4 if1=${5:-eth0} if2=${6:-eth0}
   local p1 p2 n1 n2
   p1=$(pid_of "$d1"); p2=$(pid_of "$d2")
   # Names unique on the outer machine for the instant they live there.
@@ -151,7 +152,7 @@ veth() {
   ip link set "$n1" netns "$p1"
   ip link set "$n2" netns "$p2"
   enter "$d1" sh -c "ip link set $n1 name $if1 && ip addr add $a1 dev $if1 && ip link set $if1 up"
-  enter "$d2" sh -c "ip link set $n2 name eth0 && ip addr add $a2 dev eth0 && ip link set eth0 up"
+  enter "$d2" sh -c "ip link set $n2 name $if2 && ip addr add $a2 dev $if2 && ip link set $if2 up"
 }
 
 # halt powers a host off and removes its processes, mounts and cgroups, but

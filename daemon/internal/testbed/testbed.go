@@ -206,7 +206,15 @@ func Join(t testing.TB, a *Host, addrA string, b *Host, addrB string) {
 // machines has one link to each (eth0, eth1...), each on its own subnet.
 func JoinOn(t testing.TB, a *Host, ifA, addrA string, b *Host, addrB string) {
 	t.Helper()
-	out, err := exec.Command("bash", script(t), "veth", a.Dir, addrA, b.Dir, addrB, ifA).CombinedOutput()
+	JoinNamed(t, a, ifA, addrA, b, "eth0", addrB)
+}
+
+// JoinNamed is Join with the link named ifA on a and ifB on b: hosts
+// linked to several others (two edges, each linked to a machine and to
+// the database's host) have one link to each.
+func JoinNamed(t testing.TB, a *Host, ifA, addrA string, b *Host, ifB, addrB string) {
+	t.Helper()
+	out, err := exec.Command("bash", script(t), "veth", a.Dir, addrA, b.Dir, addrB, ifA, ifB).CombinedOutput()
 	if err != nil {
 		t.Fatalf("testbed: veth %s-%s: %v\n%s", a.Name, b.Name, err, out)
 	}
