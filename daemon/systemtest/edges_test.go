@@ -29,7 +29,9 @@ const (
 // TestTwoEdges: two edges on one PostgreSQL on its own host, and a machine
 // joined through edge A with the one-line bootstrap. Without anyone
 // touching the machine it gets a tunnel client for edge B too, and a TCP
-// tunnel made on edge B answers through both edges. Edge A is powered
+// tunnel made on edge B answers through both edges. PostgreSQL stops for
+// 60 s: the tunnel keeps answering through both, writes answer 503, and
+// both edges write again within 10 s of its return. Edge A is powered
 // off: the tunnel still answers through B, the operator logs in on B, and
 // a tunnel made on B then reaches the machine.
 func TestTwoEdges(t *testing.T) {
@@ -55,8 +57,12 @@ func TestTwoEdges(t *testing.T) {
 		mkdir -p /var/lib/pgtb && chown postgres:postgres /var/lib/pgtb
 		runuser -u postgres -- `+pgtest.BinDir+`/initdb -D /var/lib/pgtb -U postgres --pwfile=/tmp/pgpw -A scram-sha-256 >/dev/null
 		echo "host all all 10.213.0.0/16 scram-sha-256" >>/var/lib/pgtb/pg_hba.conf`)
-	pg.Must("systemd-run", "--unit=pgtb", "-p", "User=postgres", pgtest.BinDir+"/postgres", "-D", "/var/lib/pgtb",
-		"-c", "listen_addresses=*", "-c", "unix_socket_directories=/tmp")
+	startPG := func() {
+		t.Helper()
+		pg.Must("systemd-run", "--unit=pgtb", "-p", "User=postgres", pgtest.BinDir+"/postgres", "-D", "/var/lib/pgtb",
+			"-c", "listen_addresses=*", "-c", "unix_socket_directories=/tmp")
+	}
+	startPG()
 	testutil.Eventually(t, 30*time.Second, "PostgreSQL takes the database", func() error {
 		_, err := pg.Exec("sh", "-c", "PGPASSWORD="+pgPassword+" psql -h 127.0.0.1 -U postgres -qc 'CREATE DATABASE tunnelsvc'")
 		return err
@@ -186,6 +192,39 @@ func TestTwoEdges(t *testing.T) {
 			}
 			return through(ea, port)
 		})
+	})
+
+	t.Run("PostgreSQL stopped for 60 s", func(t *testing.T) {
+		pg.Must("systemctl", "stop", "pgtb")
+		down := time.Now()
+		rounds, writes := 0, 0
+		for time.Since(down) < 60*time.Second {
+			for _, h := range []*testbed.Host{ea, eb} {
+				if err := through(h, port); err != nil {
+					t.Fatalf("%s into the outage: %v\n%s", time.Since(down).Round(time.Second), err, journal())
+				}
+			}
+			rounds++
+			if writes < 2 {
+				ans := b.do("POST", "/api/bootstrap/tokens", `{}`)
+				if ans.status != http.StatusServiceUnavailable || !strings.Contains(ans.raw, "database unavailable") {
+					t.Fatalf("a write on B while the database is gone: %d %s", ans.status, ans.raw)
+				}
+				writes++
+			}
+			time.Sleep(3 * time.Second)
+		}
+		t.Logf("60 s without the database: %d rounds through both edges passed; writes answered 503", rounds)
+		startPG()
+		d := testutil.Eventually(t, 10*time.Second, "a write on each edge", func() error {
+			for _, v := range []*vps{a, b} {
+				if ans := v.do("POST", "/api/bootstrap/tokens", `{}`); ans.status != http.StatusOK {
+					return fmt.Errorf("%s: %d %s", v.Name, ans.status, ans.raw)
+				}
+			}
+			return nil
+		})
+		t.Logf("writes worked on both edges %s after the database came back", d.Round(time.Millisecond))
 	})
 
 	t.Run("edge A powered off", func(t *testing.T) {

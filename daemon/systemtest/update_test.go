@@ -486,14 +486,19 @@ func watchSSH(t *testing.T, h *testbed.Host, port int, name string) (stop func()
 				return
 			default:
 			}
+			// A gap runs from the start of the first probe that failed to
+			// the start of the first that worked again: both ends at the
+			// same point of a probe, so that how long one probe takes (an
+			// SSH handshake, longer on a busy machine) does not count.
+			t0 := time.Now()
 			out, err := sshOnce(t, h, port)
 			ok := err == nil && out == name
 			switch {
 			case !ok && down.IsZero():
-				down = time.Now()
+				down = t0
 			case ok && !down.IsZero():
 				mu.Lock()
-				gaps = append(gaps, time.Since(down))
+				gaps = append(gaps, t0.Sub(down))
 				mu.Unlock()
 				down = time.Time{}
 			}
