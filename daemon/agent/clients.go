@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -77,7 +76,7 @@ func installedEdges(dir string) []string {
 // wraps ErrRefused.
 func ParseClientSet(body []byte) (ClientSet, error) {
 	var set ClientSet
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&set); err != nil {
 		return set, refused("the client set is not JSON of the expected shape (%v)", err)
@@ -223,21 +222,20 @@ func (a ClientsApplier) Apply(ctx context.Context, set ClientSet) error {
 	}
 	keep := map[string]bool{}
 	for _, e := range set.Edges {
-		keep[EdgeConfigFile(e.Edge)] = true
+		keep[e.Edge] = true
 		if err := a.applyEdge(ctx, e, primary); err != nil {
 			errs = append(errs, fmt.Errorf("edge %s's client (%s): %w", e.Edge, EdgeUnit(e.Edge), err))
 		}
 	}
 	for _, edge := range installedEdges(a.Dir) {
-		path := filepath.Join(a.Dir, EdgeConfigFile(edge))
-		if keep[EdgeConfigFile(edge)] {
+		if keep[edge] {
 			continue
 		}
 		if out, err := a.systemctl(ctx, "disable", "--now", EdgeUnit(edge)); err != nil {
 			errs = append(errs, &ToolError{Op: "systemctl disable --now " + EdgeUnit(edge), Output: out, Err: err})
 			continue
 		}
-		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(filepath.Join(a.Dir, EdgeConfigFile(edge))); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -280,13 +278,5 @@ func serverOf(config []byte) string {
 
 // ApplyClients runs root's helper with the set on stdin.
 func (c Commands) ApplyClients(ctx context.Context, set []byte) error {
-	out, err := c.priv(ctx, set, c.Self, "apply-clients")
-	if err != nil {
-		var ee *exec.ExitError
-		if asExit(err, &ee) && ee.ExitCode() == ExitRefused {
-			return fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(out))
-		}
-		return &ToolError{Op: "apply-clients", Output: out, Err: err}
-	}
-	return nil
+	return c.apply(ctx, "apply-clients", set)
 }

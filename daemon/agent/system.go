@@ -95,13 +95,19 @@ func (c Commands) Restart(ctx context.Context) error {
 }
 
 func (c Commands) ApplyConfig(ctx context.Context, config []byte) error {
-	out, err := c.priv(ctx, config, c.Self, "apply-config")
+	return c.apply(ctx, "apply-config", config)
+}
+
+// apply runs root's helper `Self op` with stdin; its ExitRefused is a
+// refusal (ErrRefused, in the helper's words).
+func (c Commands) apply(ctx context.Context, op string, stdin []byte) error {
+	out, err := c.priv(ctx, stdin, c.Self, op)
 	if err != nil {
 		var ee *exec.ExitError
 		if asExit(err, &ee) && ee.ExitCode() == ExitRefused {
 			return fmt.Errorf("%w: %s", ErrRefused, strings.TrimSpace(out))
 		}
-		return &ToolError{Op: "apply-config", Output: out, Err: err}
+		return &ToolError{Op: op, Output: out, Err: err}
 	}
 	return nil
 }

@@ -488,11 +488,7 @@ func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.Ed
 		return nil, err
 	}
 	home := homeOf(m, es)
-	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
-	if err != nil {
-		return nil, fmt.Errorf("machine %d credential: %w", m.ID, err)
-	}
-	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	secret, tunnels, err := s.renderInputs(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +497,7 @@ func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.Ed
 		if e.ID == home.ID || e.Host == "" || e.Port == 0 {
 			continue
 		}
-		cfg, err := s.clientConfigFor(ctx, m, string(secret), e, e.Name, tunnels)
+		cfg, err := s.clientConfigFor(ctx, m, secret, e, e.Name, tunnels)
 		if err != nil {
 			return nil, err
 		}
@@ -535,48 +531,58 @@ func ConfigDigest(cfg string) string {
 // address the machine already uses (when nothing configured names one, a
 // machine that joined through the request's own address keeps it).
 func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
-	es, err := s.edgeTargets(ctx)
+	target, err := s.mainTarget(ctx, m)
 	if err != nil {
 		return "", "", err
 	}
+	secret, tunnels, err := s.renderInputs(ctx, m)
+	if err != nil {
+		return "", "", err
+	}
+	cfg, err = s.clientConfigFor(ctx, m, secret, target, "", tunnels)
+	return cfg, target.Host, err
+}
+
+// mainTarget is where machine m's main client dials. On one edge of
+// several: the machine's home edge, whichever edge renders it. Alone:
+// the resolver's answer, else the address the machine already uses.
+func (s *Service) mainTarget(ctx context.Context, m store.Machine) (EdgeTarget, error) {
+	es, err := s.edgeTargets(ctx)
+	if err != nil {
+		return EdgeTarget{}, err
+	}
 	if es != nil {
-		// One edge of several: the main client dials the machine's home
-		// edge, whichever edge renders it.
 		home := homeOf(m, es)
 		if home.Host == "" || home.Port == 0 {
-			return "", "", fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
+			return EdgeTarget{}, fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
 		}
-		secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
-		if err != nil {
-			return "", "", fmt.Errorf("machine %d credential: %w", m.ID, err)
-		}
-		tunnels, err := s.Store.ListTunnels(ctx, m.ID)
-		if err != nil {
-			return "", "", err
-		}
-		cfg, err := s.clientConfigFor(ctx, m, string(secret), EdgeTarget{Host: home.Host, Port: home.Port}, "", tunnels)
-		return cfg, home.Host, err
+		return EdgeTarget{Host: home.Host, Port: home.Port}, nil
 	}
 	host, err := s.tunnelHost(ctx, "")
 	if err != nil {
-		return "", "", err
+		return EdgeTarget{}, err
 	}
 	if host == "" {
 		host = m.Config.AppliedServer
 	}
 	if host == "" {
-		return "", "", reach.ErrNoAddress
+		return EdgeTarget{}, reach.ErrNoAddress
 	}
+	return EdgeTarget{Host: host, Port: s.FRPSPort}, nil
+}
+
+// renderInputs is what every client config of machine m is rendered
+// from besides its server: its opened secret and its tunnels.
+func (s *Service) renderInputs(ctx context.Context, m store.Machine) (string, []store.Tunnel, error) {
 	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
 	if err != nil {
-		return "", "", fmt.Errorf("machine %d credential: %w", m.ID, err)
+		return "", nil, fmt.Errorf("machine %d credential: %w", m.ID, err)
 	}
 	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
-	cfg, err = s.clientConfig(ctx, m, string(secret), host, tunnels)
-	return cfg, host, err
+	return string(secret), tunnels, nil
 }
 
 // tunnelHost is where machines dial the tunnel server: the resolver's
@@ -601,11 +607,7 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if err != nil {
 		return "", err
 	}
-	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
-	if err != nil {
-		return "", fmt.Errorf("machine %d credential: %w", m.ID, err)
-	}
-	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	secret, tunnels, err := s.renderInputs(ctx, m)
 	if err != nil {
 		return "", err
 	}
@@ -616,7 +618,7 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if host == "" {
 		return "", reach.ErrNoAddress
 	}
-	return s.clientConfig(ctx, m, string(secret), host, tunnels)
+	return s.clientConfig(ctx, m, secret, host, tunnels)
 }
 
 // checkName accepts 1–64 printable characters.
