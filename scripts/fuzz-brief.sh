@@ -19,9 +19,9 @@ for t in "$@"; do
   if [ "$pkg" != "$last" ]; then
     echo "fuzz: building $pkg with coverage instrumentation"
     $GO test -c -fuzz "^$name\$" -o "$bin" "$pkg"
+    importpath=$($GO list "$pkg")
     last=$pkg
   fi
-  importpath=$($GO list "$pkg")
   echo "fuzz $name ($budget)"
   start=$(date +%s%N)
   (cd "$pkg" && "$bin" -test.run '^$' -test.fuzz "^$name\$" -test.fuzztime "$budget" \

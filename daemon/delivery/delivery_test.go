@@ -110,14 +110,21 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
+	return newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) { return c, a })
+}
+
+// newRigWith is newRig with the reconciler given what wrap makes of the
+// rig's configs and agents (which may add edges).
+func newRigWith(t *testing.T, server string, wrap func(*configs, *agents) (delivery.Configs, delivery.Agents)) *rig {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, st: st, clk: &clock{now: time.Unix(1_800_000_000, 0)}, cfg: &configs{st: st, server: "vps.example.com"}, ag: newAgents()}
-	r.rec = delivery.New(delivery.Options{Store: st, Configs: r.cfg, Agents: r.ag, Now: r.clk.Now,
+	r := &rig{t: t, st: st, clk: &clock{now: time.Unix(1_800_000_000, 0)}, cfg: &configs{st: st, server: server}, ag: newAgents()}
+	cfgs, ags := wrap(r.cfg, r.ag)
+	r.rec = delivery.New(delivery.Options{Store: st, Configs: cfgs, Agents: ags, Now: r.clk.Now,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	st.OnChange(r.rec.Changed)
 	ctx, cancel := context.WithCancel(context.Background())

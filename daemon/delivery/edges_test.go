@@ -3,8 +3,6 @@ package delivery_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -92,22 +90,14 @@ func names(set agent.ClientSet) string {
 // removes the client); an agent that runs one client gets the main config
 // and the machine says, in words, that the other edges do not reach it.
 func TestEdgesDelivered(t *testing.T) {
-	st, err := store.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	clk := &clock{now: time.Unix(1_800_000_000, 0)}
-	cfg := &edgeConfigs{configs: &configs{st: st, server: "a.example.com"}}
-	ag := &edgeAgents{agents: newAgents(), one: map[int64]bool{}, sets: map[int64][]agent.ClientSet{}}
-	rec := delivery.New(delivery.Options{Store: st, Configs: cfg, Agents: ag, Now: clk.Now,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	st.OnChange(rec.Changed)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { rec.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	r := &rig{t: t, st: st, clk: clk, cfg: cfg.configs, ag: ag.agents, rec: rec}
+	var cfg *edgeConfigs
+	var ag *edgeAgents
+	r := newRigWith(t, "a.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
+		cfg = &edgeConfigs{configs: c}
+		ag = &edgeAgents{agents: a, one: map[int64]bool{}, sets: map[int64][]agent.ClientSet{}}
+		return cfg, ag
+	})
+	st, rec, clk := r.st, r.rec, r.clk
 	nas, old := r.machine("nas"), r.machine("old")
 	ag.mu.Lock()
 	ag.one[old.ID] = true

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +38,6 @@ func TestTwoEdges(t *testing.T) {
 	bin := buildDaemon(t)
 	static := buildStatic(t)
 	frps, _ := testutil.FRP()
-	root := testbed.Root(t)
 
 	pg := testbed.Boot(t, "pg")
 	ea := testbed.Boot(t, "edge-a")
@@ -79,14 +77,7 @@ func TestTwoEdges(t *testing.T) {
 	}
 	startEdge := func(h *testbed.Host, name, addr, dbAddr string) *vps {
 		t.Helper()
-		h.CopyIn(bin, "/usr/bin/tunnelsvc", 0o755)
-		h.CopyIn(frps, "/usr/lib/tunnelsvc/frps", 0o755)
-		h.CopyIn(filepath.Join(root, "systemd", "revtunnel-server.service"), "/etc/systemd/system/revtunnel-server.service", 0o644)
-		for _, f := range []string{"agents/tunnel-agent-linux-amd64", "revtunnel/revtunnel-client-linux-amd64"} {
-			h.CopyIn(filepath.Join(static, f), "/usr/lib/tunnelsvc/static/"+f, 0o644)
-			h.CopyIn(filepath.Join(static, f+".sha256"), "/usr/lib/tunnelsvc/static/"+f+".sha256", 0o644)
-		}
-		h.Must("systemctl", "daemon-reload")
+		installServer(t, h, bin, frps, static)
 		h.Must("systemd-run", "--unit=tunnelsvc-test", "--collect", "/usr/bin/tunnelsvc", "serve",
 			"--listen", "0.0.0.0:7380", "--data-dir", "/var/lib/tunnelsvc", "--base-url", "http://"+addr+":7380",
 			"--server-host", addr, "--static-dir", "/usr/lib/tunnelsvc/static", "--bin-dir", "/usr/lib/tunnelsvc",

@@ -37,6 +37,22 @@ func buildStatic(t *testing.T) string {
 	return filepath.Join(root, "bin", "static")
 }
 
+// installServer puts on h what a VPS runs the daemon from, as the package
+// lays it out: the daemon, frps with its unit, and the files machines
+// download.
+func installServer(t *testing.T, h *testbed.Host, bin, frps, static string) {
+	t.Helper()
+	root := testbed.Root(t)
+	h.CopyIn(bin, "/usr/bin/tunnelsvc", 0o755)
+	h.CopyIn(frps, "/usr/lib/tunnelsvc/frps", 0o755)
+	h.CopyIn(filepath.Join(root, "systemd", "revtunnel-server.service"), "/etc/systemd/system/revtunnel-server.service", 0o644)
+	for _, f := range []string{"agents/tunnel-agent-linux-amd64", "revtunnel/revtunnel-client-linux-amd64"} {
+		h.CopyIn(filepath.Join(static, f), "/usr/lib/tunnelsvc/static/"+f, 0o644)
+		h.CopyIn(filepath.Join(static, f+".sha256"), "/usr/lib/tunnelsvc/static/"+f+".sha256", 0o644)
+	}
+	h.Must("systemctl", "daemon-reload")
+}
+
 func (v *vps) data(method, path, body string, want int) map[string]any {
 	v.t.Helper()
 	a := v.do(method, path, body)
@@ -75,17 +91,9 @@ func TestMachineJoin(t *testing.T) {
 	h := testbed.Boot(t, "vps")
 	m := testbed.Boot(t, "machine")
 	testbed.Join(t, h, vpsIP+"/24", m, machineIP+"/24")
-	root := testbed.Root(t)
 
 	// The VPS: the daemon, frps as the packaged unit, the served files.
-	h.CopyIn(bin, "/usr/bin/tunnelsvc", 0o755)
-	h.CopyIn(frps, "/usr/lib/tunnelsvc/frps", 0o755)
-	h.CopyIn(filepath.Join(root, "systemd", "revtunnel-server.service"), "/etc/systemd/system/revtunnel-server.service", 0o644)
-	for _, f := range []string{"agents/tunnel-agent-linux-amd64", "revtunnel/revtunnel-client-linux-amd64"} {
-		h.CopyIn(filepath.Join(static, f), "/usr/lib/tunnelsvc/static/"+f, 0o644)
-		h.CopyIn(filepath.Join(static, f+".sha256"), "/usr/lib/tunnelsvc/static/"+f+".sha256", 0o644)
-	}
-	h.Must("systemctl", "daemon-reload")
+	installServer(t, h, bin, frps, static)
 	// As tunnelsvc.service: other users' processes are invisible and only
 	// CAP_NET_ADMIN is kept, so frps's uid can come only from systemd.
 	h.Must("systemd-run", "--unit=tunnelsvc-test", "--collect", "-p", "ProtectProc=invisible", "-p", "CapabilityBoundingSet=CAP_NET_ADMIN",
