@@ -19,8 +19,8 @@ import { createServer } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
 import { createSocket } from 'node:dgram';
 import { promisify } from 'node:util';
-import { createHmac } from 'node:crypto';
 import { chromium } from 'playwright-core';
+import { totp } from './harness.mjs';
 import { AxeBuilder } from '@axe-core/playwright';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -146,18 +146,6 @@ after(async () => {
   if (!process.env.UI_SHOTS && !process.env.UI_KEEP) rmSync(tmp, { recursive: true, force: true });
 });
 
-// RFC 6238 code for a base32 secret, as an authenticator app computes it.
-function totp(secret, when = Date.now()) {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = '';
-  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
-  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(when / 1000 / 30)));
-  const mac = createHmac('sha1', key).update(msg).digest();
-  const o = mac[mac.length - 1] & 0xf;
-  return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
-}
 
 // The text that describes an input (its hint and its error), once the
 // input is marked invalid.

@@ -1,9 +1,11 @@
-// Shared by the focused browser tests (layout.test.mjs, trial-*.test.mjs):
+// Shared by the focused browser tests (layout.test.mjs, trial-*.test.mjs;
+// browser.test.mjs takes totp only):
 // a real `tunnelsvc serve` on free loopback ports with a temporary data dir
 // and system root, the operator's session for node-side API calls, Debian's
 // chromium, and axe-core at 0 serious/critical. Not a test file itself
 // (npm test runs test/*.test.mjs).
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { spawn, execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -145,4 +147,17 @@ export async function axe(page, name) {
   if (process.env.UI_TIMING) console.log(`axe ${name} (${dark ? 'dark' : 'light'}): ${Date.now() - t0} ms`);
   return r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${name} (${dark ? 'dark' : 'light'}): ${v.id} [${v.impact}] ${v.help}: ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+}
+
+// RFC 6238 code for a base32 secret, as an authenticator app computes it.
+export function totp(secret, when = Date.now()) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const msg = Buffer.alloc(8);
+  msg.writeBigUInt64BE(BigInt(Math.floor(when / 1000 / 30)));
+  const mac = createHmac('sha1', key).update(msg).digest();
+  const o = mac[mac.length - 1] & 0xf;
+  return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
 }

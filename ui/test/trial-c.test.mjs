@@ -8,11 +8,10 @@
 // the 2FA dialogs. axe-core runs on each page at 0 serious/critical.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHmac } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
-import { loggedIn, startDaemon, axe } from './harness.mjs';
+import { loggedIn, startDaemon, axe, totp } from './harness.mjs';
 import { PASSWORD, DESKTOP, PHONE, d, browser, m, noAxe, rowsOf, describedBy } from './trial-setup.mjs';
 
 for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
@@ -198,18 +197,6 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await d.call('PUT', '/api/monitoring/notifications', { url: '', preset: 'ntfy', offline_minutes: 10 });
     await page.context().close();
   });
-}
-// RFC 6238 code for a base32 secret, as an authenticator app computes it.
-function totp(secret, when = Date.now()) {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = '';
-  for (const c of secret.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
-  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
-  const msg = Buffer.alloc(8);
-  msg.writeBigUInt64BE(BigInt(Math.floor(when / 1000 / 30)));
-  const mac = createHmac('sha1', key).update(msg).digest();
-  const o = mac[mac.length - 1] & 0xf;
-  return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
 }
 
 // Last: it turns 2FA on.
