@@ -61,6 +61,10 @@ let ws: WebSocket | undefined;
 let wanted = false;
 let timer: number | undefined;
 let wasDown = false;
+// A stream was open and then stopped or closed (a session that expired
+// and was logged in again): what changed before the next one opened was
+// not heard, so every topic is fetched again when it opens.
+let gap = false;
 
 function setConn(c: Conn): void {
   if (conn === c) return;
@@ -156,6 +160,8 @@ function open(): void {
   ws = sock;
   sock.addEventListener('open', () => {
     setConn('live');
+    if (gap && !wasDown) for (const t of TOPICS) emit(t);
+    gap = false;
     cameBack();
   });
   sock.addEventListener('message', (ev) => {
@@ -171,6 +177,7 @@ function open(): void {
   sock.addEventListener('close', async () => {
     if (ws !== sock || !wanted) return;
     ws = undefined;
+    gap = true;
     // A restart or a lost network shows as offline; a refused handshake
     // (the session ended) only waits and tries again.
     if (!(await healthy())) return offline();
@@ -187,6 +194,7 @@ export function start(): void {
 }
 
 export function stop(): void {
+  if (ws) gap = true;
   wanted = false;
   clearTimeout(timer);
   timer = undefined;

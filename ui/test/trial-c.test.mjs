@@ -199,6 +199,26 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
   });
 }
 
+// The live stream stops while the session is logged in again: what
+// changed in between (here, from another session) shows once it is back,
+// without reloading the page.
+test('12c. a change made while the session had expired shows after logging in again', { timeout: 60_000 }, async () => {
+  const page = await loggedIn(browser, d, PASSWORD, DESKTOP, `machines/${m.nas.id}`);
+  await page.getByRole('heading', { name: 'nas', level: 1 }).waitFor();
+  await page.context().clearCookies();
+  // A check of a tunnel meets the 401 (it changes nothing of the machine).
+  await page.getByRole('button', { name: 'Check now wiki' }).click();
+  const dlg = page.getByRole('dialog', { name: 'Your session expired' });
+  await dlg.waitFor();
+  await d.call('PATCH', `/api/machines/${m.nas.id}`, { name: 'nas-renamed' });
+  await dlg.getByLabel('Password').fill(PASSWORD);
+  await dlg.getByRole('button', { name: 'Log in' }).click();
+  await dlg.waitFor({ state: 'hidden' });
+  await page.getByRole('heading', { name: 'nas-renamed', level: 1 }).waitFor();
+  await d.call('PATCH', `/api/machines/${m.nas.id}`, { name: 'nas' });
+  await page.context().close();
+});
+
 // Last: it turns 2FA on.
 test('13. 2FA: codes in plain one-time-code fields, no "another device" for one device, errors at the code; no ring round the title', { timeout: 120_000 }, async () => {
   const context = await browser.newContext({ viewport: DESKTOP });
