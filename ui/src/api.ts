@@ -290,7 +290,19 @@ export interface Machine {
   // server's bundle (issue 26; an older daemon leaves them out).
   agent_version?: string; client_version?: string; bundle_version?: string;
   update?: MachineUpdate;
+  // What each edge of the cluster saw of it (empty before any did).
+  edges?: MachineEdge[];
 }
+/** One edge's view of a machine: online, offline, or edge_down (the edge
+ * itself is not answering). */
+export interface MachineEdge { edge_id: number; edge: string; status: 'online' | 'offline' | 'edge_down'; last_seen?: string | null }
+/** An edge (a VPS of the cluster) as GET /api/edges lists it. */
+export interface Edge {
+  id: number; name: string; address: string; status: 'up' | 'down' | 'joining' | 'retiring';
+  last_seen?: string | null; version: string; this: boolean;
+}
+/** POST /api/edges/tokens: the one-time token and the command that uses it. */
+export interface EdgeToken { token: string; expires_at: string; command: string; warning?: string }
 export type UpdateState = 'current' | 'outdated' | 'updating' | 'failed' | 'rolled_back' | 'unsupported';
 export interface MachineUpdate {
   state: UpdateState; target_version?: string; error?: string; at?: string | null;

@@ -1,6 +1,6 @@
 // The app shell: asks the daemon for the auth state, then shows setup,
 // login or the dashboard with hash routes (#/overview, #/machines/3,
-// #/tunnels, #/security/keys ...). Focus goes to the page's heading on
+// #/tunnels, #/edges, #/security/keys ...). Focus goes to the page's heading on
 // every navigation; a lost session opens a login dialog over the page, so
 // what was typed stays and the request that met the 401 is sent again.
 import './style.css';
@@ -11,6 +11,7 @@ import { allSecrets, dismiss, forgetSecrets } from './secrets';
 import { clear, h } from './dom';
 import * as live from './live';
 import { loginFlow, loginView, setupView } from './views/auth';
+import { edgesView } from './views/edges';
 import { machineView } from './views/machine';
 import { machinesView } from './views/machines';
 import { overviewView } from './views/overview';
@@ -21,6 +22,7 @@ const routes: Record<string, { title: string; view: View }> = {
   overview: { title: 'Overview', view: overviewView },
   machines: { title: 'Machines', view: (root, ctx, p) => (p[0] ? machineView : machinesView)(root, ctx, p) },
   tunnels: { title: 'Tunnels', view: tunnelsView },
+  edges: { title: 'Edges', view: edgesView },
   security: { title: 'Security', view: securityView },
 };
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, copyFileSync, mkdirSync, readFileSync, chownSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,10 +42,17 @@ async function daemonBin(tmp) {
 }
 
 /** A daemon with the operator password set and a session for call();
- * extra: more `serve` flags (e.g. --static-dir). */
-export async function startDaemon(name, password, extra = []) {
+ * extra: more `serve` flags (e.g. --static-dir). opts.joinOf: another
+ * daemon of the same cluster (same --database) whose sealing key this one
+ * gets, as `tunnelsvc edge join` hands it; the password is then already
+ * set, and this one only logs in. */
+export async function startDaemon(name, password, extra = [], opts = {}) {
   const tmp = mkdtempSync(join(tmpdir(), `tunnelsvc-${name}-`));
   const bin = await daemonBin(tmp);
+  if (opts.joinOf) {
+    mkdirSync(join(tmp, 'data'), { mode: 0o700 });
+    copyFileSync(join(opts.joinOf.tmp, 'data', 'secret.key'), join(tmp, 'data', 'secret.key'));
+  }
   const [port, plugin, frps, dash, gate, dnsPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
   const base = `http://127.0.0.1:${port}`;
   const lo = 21000 + Math.floor(Math.random() * 80) * 100;
@@ -85,7 +92,7 @@ export async function startDaemon(name, password, extra = []) {
     assert.ok(r.status < 300, `${method} ${path}: ${r.status} ${r.text}`);
     return r.data;
   };
-  await call('POST', '/api/auth/setup', { password });
+  if (!opts.joinOf) await call('POST', '/api/auth/setup', { password });
   await call('POST', '/api/auth/login', { password });
   return {
     base, call, raw, proc, tmp,
@@ -97,8 +104,23 @@ export async function startDaemon(name, password, extra = []) {
         method: 'POST', headers: { 'Content-Type': 'application/json' },
         body: JSON.stringify({ token: t.token, name: mname, username }),
       });
-      assert.equal(r.status, 200, await r.text());
-      return (await call('GET', '/api/machines')).find((m) => m.name === mname);
+      const text = await r.text();
+      assert.equal(r.status, 200, text);
+      const registration = JSON.parse(text).data;
+      return { ...(await call('GET', '/api/machines')).find((m) => m.name === mname), registration };
+    },
+    /** What frps tells this daemon's plugin when machine m's tunnel client
+     * logs in (frp's server-plugin protocol, op Login). */
+    async frpLogin(m) {
+      const cfg = m.registration.revtunnel_client_config;
+      const user = cfg.match(/^user = '([^']+)'/m)[1];
+      const token = cfg.match(/^\[metadatas\]\ntoken = '([^']+)'/m)[1];
+      const r = await fetch(`http://127.0.0.1:${plugin}/frp/plugin?version=0.1.0&op=Login`, {
+        method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ version: '0.1.0', op: 'Login', content: { user, metas: { token }, run_id: 'ui-test', client_address: '127.0.0.1:40000' } }),
+      });
+      const body = await r.json();
+      assert.equal(body.reject, false, JSON.stringify(body));
     },
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null) {
@@ -109,6 +131,52 @@ export async function startDaemon(name, password, extra = []) {
       if (!process.env.UI_KEEP) rmSync(tmp, { recursive: true, force: true });
     },
   };
+}
+
+const PG = '/usr/lib/postgresql/15/bin';
+
+/** A throwaway PostgreSQL (Debian's postgresql package, as `make test`
+ * installs it): initdb in a temporary directory, the server on a Unix
+ * socket there (no TCP), durability off. Under root it runs as the
+ * postgres user. Returns the URL of its database and stop(). */
+export async function startPostgres() {
+  assert.ok(existsSync(`${PG}/initdb`), `no PostgreSQL server (${PG}/initdb): install Debian's postgresql package (make test does)`);
+  // The socket's path must stay short: /tmp, not a deep temporary dir.
+  const dir = mkdtempSync('/tmp/ui-pg-');
+  // The server refuses to run as root: then it runs as the postgres user.
+  let as = {};
+  if (process.getuid() === 0) {
+    const id = async (flag) => Number((await promisify(execFile)('id', [flag, 'postgres'])).stdout);
+    as = { uid: await id('-u'), gid: await id('-g') };
+    chownSync(dir, as.uid, as.gid);
+  }
+  await promisify(execFile)(`${PG}/initdb`, ['-D', join(dir, 'data'), '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--locale=C', '--no-sync'],
+    { timeout: 60_000, cwd: dir, ...as });
+  const proc = spawn(`${PG}/postgres`, ['-D', join(dir, 'data'), '-k', dir, '-c', 'listen_addresses=',
+    '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'log_min_messages=fatal'],
+  { stdio: ['ignore', 'pipe', 'pipe'], cwd: dir, ...as });
+  let log = '';
+  proc.stdout.on('data', (b) => { log += b; });
+  proc.stderr.on('data', (b) => { log += b; });
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const gone = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGINT'); // a fast shutdown
+      await gone;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const end = Date.now() + 30_000;
+  // postmaster.pid's last line says "ready" once it accepts connections.
+  const ready = () => { try { return /^ready\s*$/m.test(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8')); } catch { return false; } };
+  while (!ready()) {
+    if (proc.exitCode !== null || Date.now() > end) {
+      await stop();
+      throw new Error(`PostgreSQL did not start:\n${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { url: `postgres://postgres@/postgres?host=${dir}&sslmode=disable`, stop };
 }
 
 export function launch() {
@@ -161,3 +229,20 @@ export function totp(secret, when = Date.now()) {
   const o = mac[mac.length - 1] & 0xf;
   return String((mac.readUInt32BE(o) & 0x7fffffff) % 1_000_000).padStart(6, '0');
 }
+
+/** axe in light (and, at desktop width, dark) colours: no serious or
+ * critical violation; screenshots in $UI_SHOTS. */
+export async function noAxe(page, name) {
+  const found = [];
+  // The colour rules of the dark pass at the desktop width only: colours
+  // do not change with the width.
+  for (const scheme of page.viewportSize().width >= 1000 ? ['light', 'dark'] : ['light']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    found.push(...await axe(page, name));
+    if (process.env.UI_SHOTS) await page.screenshot({ path: `${process.env.UI_SHOTS}/trial-${name.replace(/\W+/g, '-')}-${scheme}.png`, fullPage: true });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  assert.deepEqual(found, []);
+}
+
+export const rowsOf = (page, name) => page.getByRole('table', { name }).locator('tbody tr');

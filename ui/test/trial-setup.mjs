@@ -3,8 +3,9 @@
 // node --test runs each file in its own process, side by side. Not a test
 // file itself.
 import { after, before } from 'node:test';
-import assert from 'node:assert/strict';
-import { axe, launch, startDaemon } from './harness.mjs';
+import { launch, startDaemon } from './harness.mjs';
+
+export { noAxe, rowsOf } from './harness.mjs';
 
 export const PASSWORD = 'Trial-Lantern-Orchid-83';
 export const DESKTOP = { width: 1280, height: 800 };
@@ -35,21 +36,6 @@ after(async () => {
   try { await browser?.close(); } catch { /* already gone */ }
   await d?.stop();
 });
-
-export async function noAxe(page, name) {
-  const found = [];
-  // The colour rules of the dark pass at the desktop width only: colours
-  // do not change with the width.
-  for (const scheme of page.viewportSize().width >= 1000 ? ['light', 'dark'] : ['light']) {
-    await page.emulateMedia({ colorScheme: scheme });
-    found.push(...await axe(page, name));
-    if (process.env.UI_SHOTS) await page.screenshot({ path: `${process.env.UI_SHOTS}/trial-${name.replace(/\W+/g, '-')}-${scheme}.png`, fullPage: true });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
-  assert.deepEqual(found, []);
-}
-
-export const rowsOf = (page, name) => page.getByRole('table', { name }).locator('tbody tr');
 
 // The text that describes an input (its hint and its error).
 export const describedBy = (input) => input.evaluate((el) => (el.getAttribute('aria-describedby') ?? '').split(' ')

@@ -8,6 +8,7 @@ import { ask } from '../dialog';
 import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
 import { emit } from '../live';
 import { statusBadge } from './machines';
+import { machineEdgeBadge } from './edges';
 import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
 import { canUpdate, known } from '../fleet';
@@ -74,6 +75,9 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'User'), h('dd', null, m.username),
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
         h('dt', null, 'Config'), h('dd', { 'data-config-state': m.config?.state ?? '' }, configLine(m)),
+        // Several edges: what each one sees of the machine.
+        (m.edges?.length ?? 0) > 1 ? [h('dt', null, 'Edges'), h('dd', null, h('ul', { class: 'edge-list' }, (m.edges ?? []).map((e) =>
+          h('li', null, e.edge, ' ', machineEdgeBadge(e), e.last_seen ? [' ', h('span', { class: 'muted small' }, 'seen ', time(e.last_seen))] : null))))] : null,
         m.agent_outdated ? [h('dt', null, 'Agent'), h('dd', { class: 'bad-text' },
           'outdated (it predates signed requests): run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user')] : null));
     renderSoftware(m);
