@@ -292,7 +292,7 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 		st.Capabilities = append(st.Capabilities, "update")
 	}
 	if _, ok := s.Sys.(ClientSetter); ok {
-		st.Capabilities = append(st.Capabilities, ClientsCapability)
+		st.Capabilities = append(st.Capabilities, ClientsCapability, ReconnectCapability)
 	}
 	file, haveFile := readUpdateState(s.lib())
 	st.Update = s.upd.current(file, haveFile)

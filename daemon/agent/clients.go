@@ -35,6 +35,11 @@ type ClientSet struct {
 	Primary string `json:"primary"`
 	// Edges are the other edges' clients.
 	Edges []EdgeClient `json:"edges"`
+	// Reconnect names edges of Edges whose client restarts even when its
+	// config is unchanged: the daemon saw it not connected to its edge,
+	// which is up again, and frpc would wait out its backoff (up to
+	// 20 s) before trying. Only agents listing ReconnectCapability take it.
+	Reconnect []string `json:"reconnect,omitempty"`
 }
 
 // EdgeClient is the tunnel client of one edge besides the home edge.
@@ -50,6 +55,9 @@ const MaxEdges = 16
 // ClientsCapability is the capability GET /status lists when the agent
 // takes a ClientSet.
 const ClientsCapability = "edges"
+
+// ReconnectCapability is listed when the agent takes ClientSet.Reconnect.
+const ReconnectCapability = "reconnect"
 
 // EdgeUnit is the unit of edge's tunnel client.
 func EdgeUnit(edge string) string { return "revtunnel-client@" + edge + ".service" }
@@ -105,6 +113,11 @@ func ParseClientSet(body []byte) (ClientSet, error) {
 	}
 	if len(set.Primary) > MaxConfigBytes {
 		return set, refused("the primary config is larger than %d bytes", MaxConfigBytes)
+	}
+	for _, e := range set.Reconnect {
+		if !seen[e] {
+			return set, refused("the client set asks to reconnect edge %q, which it does not name", e)
+		}
 	}
 	return set, nil
 }
@@ -221,9 +234,13 @@ func (a ClientsApplier) Apply(ctx context.Context, set ClientSet) error {
 		}
 	}
 	keep := map[string]bool{}
+	reconnect := map[string]bool{}
+	for _, e := range set.Reconnect {
+		reconnect[e] = true
+	}
 	for _, e := range set.Edges {
 		keep[e.Edge] = true
-		if err := a.applyEdge(ctx, e, primary); err != nil {
+		if err := a.applyEdge(ctx, e, primary, reconnect[e.Edge]); err != nil {
 			errs = append(errs, fmt.Errorf("edge %s's client (%s): %w", e.Edge, EdgeUnit(e.Edge), err))
 		}
 	}
@@ -242,11 +259,13 @@ func (a ClientsApplier) Apply(ctx context.Context, set ClientSet) error {
 	return errors.Join(errs...)
 }
 
-func (a ClientsApplier) applyEdge(ctx context.Context, e EdgeClient, primary string) error {
+// applyEdge installs one edge's client; reconnect restarts it even when
+// its config is the one installed.
+func (a ClientsApplier) applyEdge(ctx context.Context, e EdgeClient, primary string, reconnect bool) error {
 	path := filepath.Join(a.Dir, EdgeConfigFile(e.Edge))
 	unit := EdgeUnit(e.Edge)
 	old, oldErr := os.ReadFile(path)
-	restart := oldErr != nil || serverOf(old) != serverOf([]byte(e.Config))
+	restart := reconnect || oldErr != nil || serverOf(old) != serverOf([]byte(e.Config))
 	ap := Applier{FRPC: a.FRPC, Path: path, Like: primary, Reload: func(ctx context.Context) (string, error) {
 		if out, err := a.systemctl(ctx, "enable", unit); err != nil {
 			return out, err

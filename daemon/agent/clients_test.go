@@ -41,7 +41,7 @@ func setJSON(t *testing.T, set agent.ClientSet) string {
 func TestPutClients(t *testing.T) {
 	sys := &clientSys{fakeSys: fakeSys{state: map[string]string{"ActiveState": "active"}}}
 	srv := &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: "v1", Sys: sys, Later: func(f func()) { f() }}
-	if code, body := do(t, srv, "GET", "/status", ""); code != 200 || !strings.Contains(body, `"capabilities":["edges"]`) {
+	if code, body := do(t, srv, "GET", "/status", ""); code != 200 || !strings.Contains(body, `"capabilities":["edges","reconnect"]`) {
 		t.Fatalf("status: %d %s", code, body)
 	}
 	good := agent.ClientSet{Generation: 7, Primary: agent.WithGeneration(goodConfig, 7),
@@ -57,6 +57,8 @@ func TestPutClients(t *testing.T) {
 		{name: "no primary", set: agent.ClientSet{Edges: []agent.EdgeClient{{Edge: "b", Config: goodConfig}}}, want: "no primary config"},
 		{name: "empty edge", set: agent.ClientSet{Primary: goodConfig, Edges: []agent.EdgeClient{{Edge: "b"}}}, want: `edge \"b\" has an empty config`},
 		{name: "unknown field", raw: `{"primary":"x","extra":1}`, want: "not JSON of the expected shape"},
+		{name: "reconnect an edge not in the set", set: agent.ClientSet{Primary: goodConfig, Edges: []agent.EdgeClient{{Edge: "b", Config: goodConfig}},
+			Reconnect: []string{"c"}}, want: `asks to reconnect edge \"c\", which it does not name`},
 	} {
 		body := c.raw
 		if body == "" {
@@ -154,6 +156,18 @@ func TestClientsApplierRealFRPC(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "client-c.toml")); !os.IsNotExist(err) {
 		t.Fatalf("client-c.toml is still there: %v", err)
+	}
+
+	// b unchanged, but the daemon saw it not connected: a restart, not a
+	// reload.
+	calls = nil
+	if err := a.Apply(ctx, agent.ClientSet{Generation: 4, Primary: goodConfig, Edges: []agent.EdgeClient{{Edge: "b", Config: b2}},
+		Reconnect: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	want = "reload client.toml|enable revtunnel-client@b.service|restart revtunnel-client@b.service"
+	if got := strings.Join(calls, "|"); got != want {
+		t.Fatalf("reconnect: calls\n%s\nwant\n%s", got, want)
 	}
 
 	// A refused config for d: b is still applied, the error names d.

@@ -31,6 +31,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
@@ -106,6 +107,7 @@ type App struct {
 
 	edge     edgeSelf      // see Edge
 	edgeList edgeListCache // see clusterEdges
+	frps     *monitor.FRPS // this edge's tunnel server, asked who is connected
 	// Edges answers for the cluster's edges.
 	Edges *edges.Service
 
@@ -287,6 +289,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Edges = &edges.Service{Store: a.Store, Self: a.Edge, DatabaseURL: cfg.Database, DataDir: cfg.DataDir}
 	a.Machines.OnChange = a.tunnelsChanged
 	a.Store.OnChange(func(topic string) {
+		if topic == store.TopicEdges {
+			a.edgeList.forget()
+		}
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
 		if topic == store.TopicSettings {
@@ -315,6 +320,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// applies it to its own files (the access gate, the Caddyfile, the
 	// publish table, the firewall) within a moment, as if made here.
 	a.Store.OnRemoteChange(func(topic string) {
+		if topic == store.TopicEdges {
+			a.edgeList.forget()
+		}
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
 		if topic == store.TopicTunnels || topic == store.TopicSettings || topic == store.TopicEdges {

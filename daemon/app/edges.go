@@ -34,7 +34,8 @@ func (a *App) beat(ctx context.Context) error {
 	if err != nil && !errors.Is(err, reach.ErrNoAddress) {
 		return err
 	}
-	e, err := a.Store.EdgeHeartbeat(ctx, a.Config.EdgeName, addr, a.Config.Version, a.Config.FRPSPort, now)
+	self, _ := a.Edge()
+	e, err := a.Store.EdgeHeartbeatAs(ctx, self, a.Config.EdgeName, addr, a.Config.Version, a.Config.FRPSPort, now)
 	if err != nil {
 		return err
 	}
@@ -221,6 +222,14 @@ type edgeListCache struct {
 	mu   sync.Mutex
 	at   time.Time
 	list []store.Edge
+}
+
+// forget has the next caller read the list again: an edge joined,
+// changed or left. The list kept still serves while the database is away.
+func (c *edgeListCache) forget() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
 }
 
 func (c *edgeListCache) get(ctx context.Context, load func(context.Context) ([]store.Edge, error)) ([]store.Edge, error) {

@@ -52,7 +52,9 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 		Jails:             notify.BannerJails(a.Banner),
 		Space:             a.Store.Space,
 		Lease:             a.lease("notifications", 3*notify.DefaultCheckInterval)}
+	a.frps = traffic.FRPS
 	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
+	a.Loops.Loop("edge connections", a.watchConnections)
 	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
 }

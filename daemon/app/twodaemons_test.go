@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -379,10 +381,21 @@ func (f *fakeMachine) all() []string {
 // database, each with the given server host ("" for none): the operator
 // set up on edge-a, the sealing key copied to edge-b as edge join does.
 func twoEdges(t *testing.T, hostA, hostB string) (a, b *wiredDaemon) {
+	return twoEdgesWith(t, hostA, hostB, "", "")
+}
+
+// twoEdgesWith is twoEdges with each edge's frps dashboard API at the
+// given address (the default when "").
+func twoEdgesWith(t *testing.T, hostA, hostB, frpsA, frpsB string) (a, b *wiredDaemon) {
 	t.Helper()
 	url := testutil.PostgresURL(t)
 	noSystemd := Deps{Units: units.Unavailable{}}
-	a = newWiredDaemonWith(t, func(c *config.Config) { c.Database, c.EdgeName, c.ServerHost = url, "edge-a", hostA }, noSystemd)
+	a = newWiredDaemonWith(t, func(c *config.Config) {
+		c.Database, c.EdgeName, c.ServerHost = url, "edge-a", hostA
+		if frpsA != "" {
+			c.FRPSDashboardListen = frpsA
+		}
+	}, noSystemd)
 	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
 	if err != nil {
@@ -390,9 +403,113 @@ func twoEdges(t *testing.T, hostA, hostB string) (a, b *wiredDaemon) {
 	}
 	b = newWiredDaemonWith(t, func(c *config.Config) {
 		c.Database, c.EdgeName, c.ServerHost = url, "edge-b", hostB
+		if frpsB != "" {
+			c.FRPSDashboardListen = frpsB
+		}
 		if err := os.WriteFile(filepath.Join(c.DataDir, "secret.key"), key, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}, noSystemd)
 	return a, b
+}
+
+// fakeFRPS answers frps's dashboard API (GET /api/proxy/tcp) with the
+// ssh and agent proxies of the machines it is told are connected.
+type fakeFRPS struct {
+	mu        sync.Mutex
+	connected []int64
+	addr      string
+}
+
+func newFakeFRPS(t *testing.T) *fakeFRPS {
+	f := &fakeFRPS{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/proxy/tcp" {
+			http.NotFound(w, r)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		ps := []map[string]any{{"name": "m999.tunnel-1", "status": "offline"}}
+		for _, id := range f.connected {
+			ps = append(ps, map[string]any{"name": fmt.Sprintf("m%d.ssh", id), "status": "online"},
+				map[string]any{"name": fmt.Sprintf("m%d.agent", id), "status": "online"})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"proxies": ps})
+	}))
+	t.Cleanup(srv.Close)
+	f.addr = strings.TrimPrefix(srv.URL, "http://")
+	return f
+}
+
+func (f *fakeFRPS) set(ids ...int64) {
+	f.mu.Lock()
+	f.connected = ids
+	f.mu.Unlock()
+}
+
+// TestReconnectToAnEdgeBackUp: each edge records what its frps says of
+// its connections, whatever the plugin heard; a machine missing from an
+// edge that is up is asked to reconnect to it by the first edge that has
+// it: edge B's client by edge A (PUT /clients naming edge-b in reconnect),
+// then, once the machine is gone from its home edge A, the home client by
+// edge B (POST /restart).
+func TestReconnectToAnEdgeBackUp(t *testing.T) {
+	fa, fb := newFakeFRPS(t), newFakeFRPS(t)
+	a, b := twoEdgesWith(t, "a.example.test", "b.example.test", fa.addr, fb.addr)
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	id, machine := a.join("nas")
+	edgeA, edgeB := mustEdge(t, a), mustEdge(t, b)
+	ctx := context.Background()
+	status := func(edge int64) string {
+		conns, err := a.a.Store.MachineEdges(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range conns[id] {
+			if c.EdgeID == edge {
+				return c.Status
+			}
+		}
+		return "none"
+	}
+	want := func(what string, edge int64, st string) {
+		t.Helper()
+		testutil.Eventually(t, 15*time.Second, what, func() error {
+			if got := status(edge); got != st {
+				return fmt.Errorf("status %s", got)
+			}
+			return nil
+		})
+	}
+
+	// Connected to A's frps, which no plugin call said: A records it.
+	fa.set(id)
+	want("edge A records what its frps says", edgeA, "online")
+	// B is up and does not have it: A has its agent restart edge B's client.
+	testutil.Eventually(t, 30*time.Second, "a set asking to reconnect edge-b", func() error {
+		machine.mu.Lock()
+		defer machine.mu.Unlock()
+		for _, s := range machine.sets {
+			if slices.Contains(s.Reconnect, "edge-b") {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d sets, none names edge-b in reconnect", len(machine.sets))
+	})
+	fb.set(id)
+	want("edge B records the machine", edgeB, "online")
+
+	// A's frps lost it (A was powered off and came back): A records it
+	// offline, and B, now the first edge that has it, restarts the home
+	// edge's client.
+	_, _, before := machine.last()
+	fa.set()
+	want("edge A records the lost connection", edgeA, "offline")
+	testutil.Eventually(t, 30*time.Second, "the home client restarted", func() error {
+		if _, _, n := machine.last(); n <= before {
+			return fmt.Errorf("%d restarts", n)
+		}
+		return nil
+	})
 }

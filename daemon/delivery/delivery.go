@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,14 @@ type state struct {
 	// nudged: the machine was heard from while a delivery ran; should
 	// that one fail, the next goes at once instead of after the backoff.
 	nudged bool
+	// reconnect: the edges (besides its home edge) whose tunnel client
+	// the machine restarts with the next delivery; home: the home edge's
+	// client (revtunnel-client.service) restarts too.
+	reconnect []string
+	home      bool
+	// again: a pass found the machine behind while a delivery ran, which
+	// may carry what was desired before: deliver again once it ends.
+	again bool
 }
 
 // Options are New's.
@@ -196,6 +205,37 @@ func (r *Reconciler) Redeliver(id int64) {
 	r.poke()
 }
 
+// Reconnect delivers machine id's set of clients once more, even if it is
+// in step, and has its agent restart the client of edge (its home edge's
+// when home): the machine is not connected to that edge, which is up, and
+// frpc would try again only after its backoff. It never blocks.
+func (r *Reconciler) Reconnect(id int64, edge string, home bool) {
+	r.mu.Lock()
+	st, ok := r.ms[id]
+	if !ok {
+		st = &state{}
+		r.ms[id] = st
+	}
+	st.forced = true
+	if home {
+		st.home = true
+	} else if !slices.Contains(st.reconnect, edge) {
+		st.reconnect = append(st.reconnect, edge)
+	}
+	if !st.inFlight {
+		st.next = time.Time{}
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+// restarts is what a delivery restarts besides installing the set: the
+// clients of these edges, and the home edge's when home.
+type restarts struct {
+	edges []string
+	home  bool
+}
+
 // InFlight is how many deliveries are running now.
 func (r *Reconciler) InFlight() int {
 	r.mu.Lock()
@@ -250,11 +290,13 @@ func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 		st.inFlight = true
 		forced := st.forced
 		st.forced = false
+		rs := restarts{edges: st.reconnect, home: st.home}
+		st.reconnect, st.home = nil, false
 		r.busy++
 		wg.Add(1)
 		go func(id int64) {
 			defer wg.Done()
-			r.deliver(ctx, id, forced)
+			r.deliver(ctx, id, forced, rs)
 		}(id)
 	}
 }
@@ -302,8 +344,10 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 			delete(r.ms, id)
 			continue
 		}
-		if _, ok := r.ms[id]; !ok {
+		if st, ok := r.ms[id]; !ok {
 			r.ms[id] = &state{}
+		} else if st.inFlight {
+			st.again = true
 		}
 	}
 	return nil
@@ -362,8 +406,8 @@ func (r *Reconciler) recordDesired(ctx context.Context, m store.Machine, cfg, se
 }
 
 // deliver makes one delivery to machine id.
-func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
-	online, err := r.attempt(ctx, id, forced)
+func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool, rs restarts) {
+	online, err := r.attempt(ctx, id, forced, rs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.busy--
@@ -374,7 +418,11 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
 	st.inFlight = false
 	nudged := st.nudged
 	st.nudged = false
+	again := st.again
+	st.again = false
 	switch {
+	case err == nil && again:
+		st.failures, st.next = 0, time.Time{}
 	case err == nil, errors.Is(err, store.ErrNotFound), ctx.Err() != nil:
 		delete(r.ms, id)
 	default:
@@ -388,19 +436,26 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool) {
 			st.next = time.Time{}
 		}
 		st.forced = st.forced || forced
+		// The restarts asked for are asked again with the retry.
+		st.home = st.home || rs.home
+		for _, e := range rs.edges {
+			if !slices.Contains(st.reconnect, e) {
+				st.reconnect = append(st.reconnect, e)
+			}
+		}
 	}
 }
 
-func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool) (online bool, err error) {
+func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool, rs restarts) (online bool, err error) {
 	m, err := r.store.GetMachine(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	online = m.Status == "online"
-	return online, r.attemptOn(ctx, m, forced)
+	return online, r.attemptOn(ctx, m, forced, rs)
 }
 
-func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool) error {
+func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool, rs restarts) error {
 	id := m.ID
 	cfg, server, edges, err := r.render(ctx, m)
 	if err != nil {
@@ -416,13 +471,13 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 	}
 	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
-	applied, oneClient, err := r.put(actx, m, cfg, edges, cs.DesiredGen)
+	applied, oneClient, err := r.put(actx, m, cfg, edges, cs.DesiredGen, rs.edges)
 	if err == nil {
 		// frpc's reload applies proxies only: a new server address or
 		// tunnel CA needs a restart.
 		restart := (cs.AppliedServer != "" && cs.AppliedServer != server) ||
 			(r.needsRestart != nil && r.needsRestart(actx, id))
-		if restart {
+		if restart || rs.home {
 			if _, rerr := r.agents.RestartTunnel(actx, id); rerr != nil {
 				err = fmt.Errorf("config generation %d installed, but restarting the tunnel client to take it failed: %w", cs.DesiredGen, rerr)
 			}
@@ -454,20 +509,30 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 }
 
 // put sends generation gen: the whole set of clients when the cluster has
-// several edges or the agent can take a set (a set with no other edge
-// removes the clients of edges that were retired), else the main config
-// alone; to an agent that runs one client only, the main config (oneClient
+// several edges or the agent can take a set or has not said whether it
+// can (a set with no other edge removes the clients of edges that were
+// retired), else the main config alone; to an agent that runs one client only, the main config (oneClient
 // says so when there were other edges).
-func (r *Reconciler) put(ctx context.Context, m store.Machine, cfg string, edges []agent.EdgeClient, gen int64) (applied int64, oneClient bool, err error) {
+//
+// reconnect names edges whose client restarts even when its config is
+// unchanged; an agent that cannot do that (no agent.ReconnectCapability)
+// gets the set without it, and its client tries again by itself.
+func (r *Reconciler) put(ctx context.Context, m store.Machine, cfg string, edges []agent.EdgeClient, gen int64, reconnect []string) (applied int64, oneClient bool, err error) {
 	main := agent.WithGeneration(cfg, gen)
 	ea, ok := r.agents.(EdgeAgents)
-	if !ok || len(edges) == 0 && !m.Report.Can(agent.ClientsCapability) {
+	// With no other edge, the set is sent when the agent takes one, or
+	// when it has not said yet (it may run clients of edges since
+	// retired): an agent that runs one client answers ErrOneClient.
+	if !ok || len(edges) == 0 && !m.Report.Can(agent.ClientsCapability) && !m.Report.At.IsZero() {
 		applied, err = r.agents.PutConfig(ctx, m.ID, main, gen)
 		return applied, len(edges) > 0, err
 	}
 	set := agent.ClientSet{Generation: gen, Primary: main}
 	for _, e := range edges {
 		set.Edges = append(set.Edges, agent.EdgeClient{Edge: e.Edge, Config: agent.WithGeneration(e.Config, gen)})
+		if slices.Contains(reconnect, e.Edge) && m.Report.Can(agent.ReconnectCapability) {
+			set.Reconnect = append(set.Reconnect, e.Edge)
+		}
 	}
 	applied, err = ea.PutClients(ctx, m.ID, set)
 	if errors.Is(err, agentclient.ErrOneClient) {

@@ -464,9 +464,9 @@ func (s *Service) edgeTargets(ctx context.Context) ([]EdgeTarget, error) {
 	return es, nil
 }
 
-// homeOf is machine m's home edge among es: the edge it joined through,
+// HomeOf is machine m's home edge among es: the edge it joined through,
 // else (that edge is gone, or it joined before edges) the oldest.
-func homeOf(m store.Machine, es []EdgeTarget) EdgeTarget {
+func HomeOf(m store.Machine, es []EdgeTarget) EdgeTarget {
 	home := es[0]
 	for _, e := range es {
 		if e.Name == m.HomeEdge {
@@ -487,7 +487,7 @@ func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.Ed
 	if err != nil || es == nil {
 		return nil, err
 	}
-	home := homeOf(m, es)
+	home := HomeOf(m, es)
 	secret, tunnels, err := s.renderInputs(ctx, m)
 	if err != nil {
 		return nil, err
@@ -552,7 +552,7 @@ func (s *Service) mainTarget(ctx context.Context, m store.Machine) (EdgeTarget, 
 		return EdgeTarget{}, err
 	}
 	if es != nil {
-		home := homeOf(m, es)
+		home := HomeOf(m, es)
 		if home.Host == "" || home.Port == 0 {
 			return EdgeTarget{}, fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
 		}

@@ -443,6 +443,10 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 		}
 		return fmt.Errorf("not yet: %+v", ps)
 	})
+	// frps says which machines are connected to it: this one.
+	if got, err := traffic.FRPS.Connected(ctx); err != nil || len(got) != 1 || !got[machineID] {
+		t.Fatalf("connected machines: %v %v, want machine %d only", got, err, machineID)
+	}
 	_, fams = scrape(t, srv.URL, bearer)
 	in2, _ := value(fams, "tunnelsvc_tunnel_received_bytes_total", tunnelLabels)
 	out2, _ := value(fams, "tunnelsvc_tunnel_sent_bytes_total", tunnelLabels)
@@ -491,6 +495,13 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	rc.mu.Unlock()
 	killed := time.Now()
 	client.Stop()
+	testutil.Eventually(t, 10*time.Second, "frps no longer lists the machine as connected", func() error {
+		got, err := traffic.FRPS.Connected(ctx)
+		if err != nil || len(got) != 0 {
+			return fmt.Errorf("connected: %v %v", got, err)
+		}
+		return nil
+	})
 	delay := delayMinutes * time.Second // watcher.Minute is a second
 	testutil.Eventually(t, delay+10*time.Second, "the offline notification", func() error {
 		if _, ok := rc.find(notify.KindMachineOffline, machineID); !ok {

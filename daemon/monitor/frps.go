@@ -70,6 +70,23 @@ func (f *FRPS) Proxies(ctx context.Context) ([]ProxyStats, error) {
 	return out.Proxies, nil
 }
 
+// Connected returns the machines whose tunnel client is connected to this
+// frps now: those with an online ssh or agent proxy (every machine's
+// client opens both).
+func (f *FRPS) Connected(ctx context.Context) (map[int64]bool, error) {
+	ps, err := f.Proxies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]bool{}
+	for _, p := range ps {
+		if m, t, ok := parseProxy(p.Name); ok && t == 0 && p.Status == "online" {
+			out[m] = true
+		}
+	}
+	return out, nil
+}
+
 // parseProxy splits frps's proxy name ("m7.ssh", "m7.tunnel-3") into the
 // machine and tunnel ids (0 for a machine's ssh and agent proxies); ok is
 // false for names the daemon did not give.

@@ -57,6 +57,17 @@ func scanEdge(sc interface{ Scan(...any) error }) (Edge, error) {
 // address and version, adding its row the first time. It returns the row.
 // An edge being retired stays retiring.
 func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string, tunnelPort int, now time.Time) (Edge, error) {
+	return s.EdgeHeartbeatAs(ctx, 0, name, address, version, tunnelPort, now)
+}
+
+// ErrEdgeForgotten: the edge had a row, and it is gone: it was retired
+// and forgotten. Its heartbeat does not add it back.
+var ErrEdgeForgotten = errors.New("this edge was retired from its cluster and forgotten: it no longer serves the cluster's machines; remove the package from this VPS, or join it again with a new edge token")
+
+// EdgeHeartbeatAs is EdgeHeartbeat from an edge that knows its row's id
+// (0 before its first heartbeat): when that row is gone, it fails with
+// ErrEdgeForgotten instead of adding the edge again.
+func (s *Store) EdgeHeartbeatAs(ctx context.Context, id int64, name, address, version string, tunnelPort int, now time.Time) (Edge, error) {
 	var e Edge
 	var before Edge
 	known := false
@@ -66,6 +77,9 @@ func (s *Store) EdgeHeartbeat(ctx context.Context, name, address, version string
 		known = err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
+		}
+		if !known && id != 0 {
+			return ErrEdgeForgotten
 		}
 		if _, err := tx.exec(ctx, `INSERT INTO edges(name, address, tunnel_port, version, created_at, last_seen) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT(name) DO UPDATE SET address = excluded.address, tunnel_port = excluded.tunnel_port, version = excluded.version,

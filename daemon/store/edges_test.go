@@ -91,6 +91,13 @@ func TestEdgesAndMachineStatus(t *testing.T) {
 		if conns, _ := b.MachineEdges(ctx); len(conns[m.ID]) != 1 {
 			t.Fatalf("connections after forgetting A: %+v", conns)
 		}
+		// A's daemon still runs: its heartbeat does not add it back.
+		if _, err := a.EdgeHeartbeatAs(ctx, ea.ID, "edge-a", "203.0.113.9", "1.1", 7000, later); !errors.Is(err, ErrEdgeForgotten) {
+			t.Fatalf("a forgotten edge's heartbeat: %v", err)
+		}
+		if list, _ := b.ListEdges(ctx); len(list) != 1 || list[0].Name != "edge-b" {
+			t.Fatalf("edges after the forgotten edge's heartbeat: %+v", list)
+		}
 	})
 }
 
