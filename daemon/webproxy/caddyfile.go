@@ -247,6 +247,12 @@ func Render(in Input) ([]byte, error) {
 	if in.Admin != "" {
 		v.Global = append(v.Global, "admin "+in.Admin)
 	}
+	if in.RelayACME {
+		// Caddy's own HTTP-to-HTTPS redirects would take a challenge for
+		// router.<domain> or a tunnel's name before the http:// block sees
+		// it, and send the CA to HTTPS; the block redirects the rest.
+		v.Global = append(v.Global, "auto_https disable_redirects")
+	}
 	if in.PlainHTTPPort != 0 {
 		v.Global = append(v.Global, "auto_https off", fmt.Sprintf("http_port %d", in.PlainHTTPPort))
 	}

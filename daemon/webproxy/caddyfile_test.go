@@ -266,6 +266,49 @@ func TestRealCaddyRoutesByHost(t *testing.T) {
 	}
 }
 
+// TestRealCaddyRelaysChallengesItDidNotOrder: on one edge of several, a
+// real caddy with automatic HTTPS sends a challenge request it did not
+// order to the gate, even for names it serves over HTTPS (its own
+// redirects would send the CA to HTTPS instead), and redirects the rest to
+// HTTPS. Its CA is a loopback port nothing answers on.
+func TestRealCaddyRelaysChallengesItDidNotOrder(t *testing.T) {
+	needCaddy(t)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "gate %s %s", r.Host, r.URL.Path)
+	}))
+	defer gate.Close()
+	httpPort, httpsPort, nothing := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	file, err := Render(Input{
+		Domain: "example.test", Dashboard: "127.0.0.1:1", Tunnels: []HTTPTunnel{{"app", 1}}, Admin: "off",
+		Gate: gate.Listener.Addr().String(), RelayACME: true, HTTPPort: httpPort, HTTPSPort: httpsPort,
+		ACMECA: fmt.Sprintf("https://127.0.0.1:%d/dir", nothing),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, file, httpPort)
+	noRedirect := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(host, path string) (int, string, string) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, path), nil)
+		req.Host = host
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header.Get("Location")
+	}
+	for _, host := range []string{"router.example.test", "app.example.test", "other.example.test"} {
+		if code, body, _ := get(host, "/.well-known/acme-challenge/tok-1"); code != 200 || body != "gate "+host+" /.well-known/acme-challenge/tok-1" {
+			t.Errorf("challenge for %s: %d %q, want the gate's answer", host, code, body)
+		}
+	}
+	if code, _, loc := get("router.example.test", "/x?y=1"); code != http.StatusPermanentRedirect || loc != fmt.Sprintf("https://router.example.test:%d/x?y=1", httpsPort) {
+		t.Errorf("plain HTTP: %d to %q, want a 308 to HTTPS", code, loc)
+	}
+}
+
 // TestRealCaddyBoundsConnectionsToATunnel: however many requests come in at
 // once, a real caddy running the rendered file opens at most
 // TunnelMaxConns connections to a tunnel's port; the others wait for one
