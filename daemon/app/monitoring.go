@@ -42,6 +42,9 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	}
 	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
+	if a.Store.Engine() == "postgres" {
+		traffic.Edge = a.Config.EdgeName
+	}
 	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
 	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
 		Jails: monitor.BannerJails(a.Banner)})

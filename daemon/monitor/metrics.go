@@ -226,6 +226,14 @@ func (c *collector) inventory(ctx context.Context, ch chan<- prometheus.Metric) 
 	if err != nil {
 		return err
 	}
+	// One series per proxy: on a cluster each edge's frps counts its own
+	// share of a proxy's traffic, and the series is their sum.
+	type series struct {
+		labels         [4]string
+		in, out, conns int64
+	}
+	var order []string
+	sum := map[string]*series{}
 	for _, t := range totals {
 		name, ok := names[t.MachineID]
 		if !ok {
@@ -238,10 +246,21 @@ func (c *collector) inventory(ctx context.Context, ch chan<- prometheus.Metric) 
 				continue // deleted tunnel
 			}
 		}
-		lv := []string{strconv.FormatInt(t.MachineID, 10), name, short, tunnel}
-		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(t.In), lv...)
-		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(t.Out), lv...)
-		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(t.Conns), lv...)
+		key := strconv.FormatInt(t.MachineID, 10) + "." + short
+		s := sum[key]
+		if s == nil {
+			s = &series{labels: [4]string{strconv.FormatInt(t.MachineID, 10), name, short, tunnel}}
+			sum[key] = s
+			order = append(order, key)
+		}
+		s.in, s.out, s.conns = s.in+t.In, s.out+t.Out, s.conns+t.Conns
+	}
+	for _, key := range order {
+		s := sum[key]
+		lv := s.labels[:]
+		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(s.in), lv...)
+		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(s.out), lv...)
+		ch <- prometheus.MustNewConstMetric(descConns, prometheus.GaugeValue, float64(s.conns), lv...)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package monitor_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -70,5 +71,54 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 	}
 	if f := fams["tunnelsvc_logins_total"]; f == nil || f.GetType().String() != "COUNTER" {
 		t.Errorf("tunnelsvc_logins_total is not a counter: %v", f)
+	}
+}
+
+// TestTrafficSeriesSumEdges: two edges' frps each count their share of a
+// tunnel's traffic; /metrics has one series for it, their sum (two series
+// with the same labels would fail the scrape).
+func TestTrafficSeriesSumEdges(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := st.RegisterMachine(ctx, store.NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "t",
+		AgentLocalPort: 7390, SSHLocalPort: 22, Seal: func(int64) (string, error) { return "x", nil }, Now: time.Now(),
+		Ports: store.PortRange{Lo: 20000, Hi: 20100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun, err := st.InsertTunnel(ctx, store.Tunnel{MachineID: m.ID, Name: "db", Kind: "tcp", LocalPort: 5432}, store.PortRange{Lo: 20000, Hi: 20100}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := func(prev store.TrafficSeen, in, out int64, day string) (int64, int64) { return in, out }
+	for edge, in := range map[string]int64{"edge-a": 300, "edge-b": 200} {
+		obs := []store.TrafficObservation{{Proxy: fmt.Sprintf("m%d.tunnel-%d", m.ID, tun.ID), MachineID: m.ID, TunnelID: tun.ID, DayIn: in, DayOut: in / 2, Conns: 1}}
+		if err := st.ApplyTrafficOf(ctx, edge, time.Now().Unix()/60, time.Now().Format("2006-01-02"), obs, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := &monitor.Tokens{Store: st}
+	tok, _, err := tokens.Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(monitor.New(monitor.Options{Store: st, Tokens: tokens, Hub: logstream.NewHub(nil), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	defer srv.Close()
+	code, fams := scrape(t, srv.URL, "Bearer "+tok)
+	if code != 200 {
+		t.Fatalf("scrape: %d", code)
+	}
+	labels := map[string]string{"machine": "nas", "tunnel": "db"}
+	for name, want := range map[string]float64{"tunnelsvc_tunnel_received_bytes_total": 500, "tunnelsvc_tunnel_sent_bytes_total": 250, "tunnelsvc_tunnel_connections": 2} {
+		if got, ok := value(fams, name, labels); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+		if n := len(fams[name].GetMetric()); n != 1 {
+			t.Errorf("%s has %d series, want 1", name, n)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type Traffic struct {
 	FRPS  *FRPS
 	Log   *slog.Logger
 	Now   func() time.Time
+	// Edge names this edge's frps on a store edges share (PostgreSQL):
+	// each edge's totals of a proxy are kept apart ("" on SQLite).
+	Edge string
 
 	// mu serializes polls: the minute loop and scrapes both poll.
 	mu      sync.Mutex
@@ -107,7 +110,7 @@ func (t *Traffic) poll(ctx context.Context) error {
 		obs = append(obs, store.TrafficObservation{Proxy: p.Name, MachineID: m, TunnelID: tun,
 			DayIn: p.TodayTrafficIn, DayOut: p.TodayTrafficOut, Conns: p.CurConns})
 	}
-	return t.Store.ApplyTraffic(ctx, now.Unix()/60, now.Format("2006-01-02"), obs, delta)
+	return t.Store.ApplyTrafficOf(ctx, t.Edge, now.Unix()/60, now.Format("2006-01-02"), obs, delta)
 }
 
 // Run polls every PollInterval and prunes history older than HistoryKeep,

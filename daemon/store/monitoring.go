@@ -39,11 +39,26 @@ type TrafficTotal struct {
 // their totals, with no open connection.
 func (s *Store) ApplyTraffic(ctx context.Context, minute int64, day string, obs []TrafficObservation,
 	delta func(prev TrafficSeen, in, out int64, day string) (int64, int64)) error {
+	return s.ApplyTrafficOf(ctx, "", minute, day, obs, delta)
+}
+
+// ApplyTrafficOf is ApplyTraffic for the frps of the edge named edge: on
+// a cluster, every edge's frps counts the same proxy names, each its own
+// traffic, so each edge's totals are kept apart ("<edge>/<proxy>") and
+// summed where they are shown. Rows from before edges, with no edge in
+// their name, keep their totals.
+func (s *Store) ApplyTrafficOf(ctx context.Context, edge string, minute int64, day string, obs []TrafficObservation,
+	delta func(prev TrafficSeen, in, out int64, day string) (int64, int64)) error {
+	prefix := ""
+	if edge != "" {
+		prefix = edge + "/"
+	}
 	return s.Tx(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(ctx, "UPDATE traffic_totals SET conns = 0"); err != nil {
+		if _, err := tx.exec(ctx, "UPDATE traffic_totals SET conns = 0 WHERE proxy LIKE ? OR proxy NOT LIKE '%/%'", prefix+"%"); err != nil {
 			return err
 		}
 		for _, o := range obs {
+			o.Proxy = prefix + o.Proxy
 			var prev TrafficSeen
 			err := tx.queryRow(ctx, "SELECT seen_in, seen_out, seen_day FROM traffic_totals WHERE proxy = ?", o.Proxy).
 				Scan(&prev.In, &prev.Out, &prev.Day)
