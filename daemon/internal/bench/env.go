@@ -481,7 +481,14 @@ func (d *Daemon) Stop() { d.Kill(syscall.SIGTERM) }
 // StartFRPS runs frps on the config the daemon wrote at start. The config
 // names the certificate and key where revtunnel-server.service copies them
 // (its runtime directory); here they are read where the daemon wrote them.
-func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
+func StartFRPS(bins Bins, d *Daemon) (*Proc, error) { return StartFRPSOn(bins, d, "") }
+
+var proxyBind = regexp.MustCompile(`(?m)^proxyBindAddr = .*$`)
+
+// StartFRPSOn is StartFRPS with the tunnels' listeners on proxyAddr (a
+// loopback address) instead of the daemon's: two edges sharing this
+// host's loopback cannot both listen on a machine's ports at 127.0.0.1.
+func StartFRPSOn(bins Bins, d *Daemon, proxyAddr string) (*Proc, error) {
 	var conf []byte
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -497,6 +504,9 @@ func StartFRPS(bins Bins, d *Daemon) (*Proc, error) {
 	}
 	etc := filepath.Dir(d.ServerConfigPath())
 	conf = []byte(strings.ReplaceAll(string(conf), "/run/revtunnel-server/", etc+"/"))
+	if proxyAddr != "" {
+		conf = proxyBind.ReplaceAll(conf, []byte("proxyBindAddr = '"+proxyAddr+"'"))
+	}
 	path := filepath.Join(d.Dir, "frps.toml")
 	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ var Figures = []Figure{
 	{"pgapi", false, func(_ context.Context, o Options, _ *World) Row { return PostgresAPI(o) }},
 	{"pgregistrations", false, func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
 	{"edgechange", false, func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
+	{"edgedeath", false, func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
 }
 
 // Select returns the figures whose keys are in only (all when empty).
