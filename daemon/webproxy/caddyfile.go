@@ -73,7 +73,7 @@ type Input struct {
 	// validation request for a name another edge ordered to this one).
 	// Caddy answers the challenges it ordered itself before any route;
 	// the others go to the gate, which asks the other edges (one hop).
-	// Requires Gate.
+	// Only HTTP-01 is used then. Requires Gate.
 	RelayACME bool
 }
 
@@ -99,8 +99,9 @@ import {{.Import}}
 
 # ACME HTTP-01 challenges this Caddy did not order itself are another
 # edge's: the access gate asks the other edges. Everything else on HTTP
-# goes to HTTPS, as without this block.
-http:// {
+# goes to HTTPS. Only this domain's names: the operator's own plain-HTTP
+# sites (the caddy package's :80) stay as they are.
+http://router.{{.Domain}}, http://*.{{.Domain}} {
 	handle /.well-known/acme-challenge/* {
 		reverse_proxy {{.Gate}}
 	}
@@ -265,11 +266,27 @@ func Render(in Input) ([]byte, error) {
 		}
 		v.Global = append(v.Global, fmt.Sprintf("http_port %d", in.HTTPPort), fmt.Sprintf("https_port %d", in.HTTPSPort))
 	}
-	if in.ACMECA != "" {
-		v.Global = append(v.Global, "acme_ca "+in.ACMECA)
-	}
-	if in.ACMECARoot != "" {
-		v.Global = append(v.Global, "acme_ca_root "+in.ACMECARoot)
+	switch {
+	case in.RelayACME:
+		// The relay passes HTTP-01 challenges only: a TLS-ALPN-01
+		// validation that reaches another edge could not be answered, so
+		// the edges of a cluster do not use it.
+		issuer := "cert_issuer acme"
+		if in.ACMECA != "" {
+			issuer += " " + in.ACMECA
+		}
+		issuer += " {\n"
+		if in.ACMECARoot != "" {
+			issuer += "\t\ttrusted_roots " + in.ACMECARoot + "\n"
+		}
+		v.Global = append(v.Global, issuer+"\t\tdisable_tlsalpn_challenge\n\t}")
+	default:
+		if in.ACMECA != "" {
+			v.Global = append(v.Global, "acme_ca "+in.ACMECA)
+		}
+		if in.ACMECARoot != "" {
+			v.Global = append(v.Global, "acme_ca_root "+in.ACMECARoot)
+		}
 	}
 	if c := strings.Trim(in.Custom, "\n"); c != "" {
 		v.Custom = c + "\n"

@@ -90,6 +90,8 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"paused": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Paused: []string{"nas-ui", "grafana"}},
 		// One edge of several: the challenges it did not order go to the gate.
 		"edges": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Gate: "127.0.0.1:7382", RelayACME: true},
+		"edges-acme-ca": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Gate: "127.0.0.1:7382", RelayACME: true,
+			ACMECA: "https://acme-staging-v02.api.letsencrypt.org/directory", ACMECARoot: "testdata/acme-root.pem"},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -269,8 +271,10 @@ func TestRealCaddyRoutesByHost(t *testing.T) {
 // TestRealCaddyRelaysChallengesItDidNotOrder: on one edge of several, a
 // real caddy with automatic HTTPS sends a challenge request it did not
 // order to the gate, even for names it serves over HTTPS (its own
-// redirects would send the CA to HTTPS instead), and redirects the rest to
-// HTTPS. Its CA is a loopback port nothing answers on.
+// redirects would send the CA to HTTPS instead, and the caddy package's
+// catch-all :80 site would answer them), and redirects the rest of this
+// domain to HTTPS; the operator's other names stay the operator's. Its CA
+// is a loopback port nothing answers on.
 func TestRealCaddyRelaysChallengesItDidNotOrder(t *testing.T) {
 	needCaddy(t)
 	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -278,10 +282,16 @@ func TestRealCaddyRelaysChallengesItDidNotOrder(t *testing.T) {
 	}))
 	defer gate.Close()
 	httpPort, httpsPort, nothing := testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)
+	// The operator's own Caddyfile, as the caddy package ships it: a site
+	// for any name on plain HTTP.
+	operator := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(operator, []byte("http:// {\n\trespond \"operator site\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	file, err := Render(Input{
 		Domain: "example.test", Dashboard: "127.0.0.1:1", Tunnels: []HTTPTunnel{{"app", 1}}, Admin: "off",
 		Gate: gate.Listener.Addr().String(), RelayACME: true, HTTPPort: httpPort, HTTPSPort: httpsPort,
-		ACMECA: fmt.Sprintf("https://127.0.0.1:%d/dir", nothing),
+		ACMECA: fmt.Sprintf("https://127.0.0.1:%d/dir", nothing), Import: operator,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -306,6 +316,10 @@ func TestRealCaddyRelaysChallengesItDidNotOrder(t *testing.T) {
 	}
 	if code, _, loc := get("router.example.test", "/x?y=1"); code != http.StatusPermanentRedirect || loc != fmt.Sprintf("https://router.example.test:%d/x?y=1", httpsPort) {
 		t.Errorf("plain HTTP: %d to %q, want a 308 to HTTPS", code, loc)
+	}
+	// The operator's other names are the operator's site's.
+	if code, body, _ := get("blog.operator.test", "/.well-known/acme-challenge/tok-1"); code != 200 || body != "operator site" {
+		t.Errorf("the operator's own name: %d %q", code, body)
 	}
 }
 
