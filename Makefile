@@ -39,9 +39,11 @@ bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
 ## the HTTPS path (never packaged), from the version pinned in
 ## tools/pebble/go.mod. The tests build it when it is missing.
 PEBBLE_DIR := tools/pebble
-pebble: bin/pebble
-bin/pebble: $(PEBBLE_DIR)/go.mod $(PEBBLE_DIR)/go.sum
-	cd $(PEBBLE_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/letsencrypt/pebble/v2/cmd/pebble
+## pebble-challtestsrv (its DNS) comes from the same module: the two-edge
+## test has it answer each name with the other edge's address.
+pebble: bin/pebble bin/pebble-challtestsrv
+bin/pebble bin/pebble-challtestsrv: bin/%: $(PEBBLE_DIR)/go.mod $(PEBBLE_DIR)/go.sum
+	cd $(PEBBLE_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/letsencrypt/pebble/v2/cmd/$*
 
 ## static: what the daemon serves machines under /static (--static-dir):
 ## tunnel-agent for linux amd64/arm64 and frpc (as revtunnel-client) for

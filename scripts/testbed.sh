@@ -15,6 +15,8 @@
 #                                  10.213.0.1/24; the link is eth0 on each, or
 #                                  IF1 on the first (a VPS with several
 #                                  machines) and IF2 on the second
+#   testbed.sh halt DIR            power off, keeping the upper dir: `up DIR`
+#                                  boots it again later
 #   testbed.sh reboot DIR [NAME]   power off, then boot again over the same
 #                                  upper dir (what the host wrote survives;
 #                                  /run, /tmp and its network do not)
@@ -23,7 +25,8 @@
 # Needs root, util-linux (unshare, nsenter), iproute2 and systemd installed on
 # the outer machine. Units that reach the network, wait for terminals or are
 # merely slow are masked inside; caddy and fail2ban are kept from starting at
-# boot (not masked: tests start them when they need them).
+# boot unless the host enabled them itself (not masked: tests start them
+# when they need them).
 set -euo pipefail
 
 # Units masked inside every host: the network (apt, time sync, avahi), ttys,
@@ -73,7 +76,16 @@ boot_inner() {
   echo "$name" >"$m/etc/hostname"
   hostname "$name"
   for u in "${MASK[@]}"; do ln -sfn /dev/null "$m/etc/systemd/system/$u"; done
-  for u in "${NO_AUTOSTART[@]}"; do rm -f "$m"/etc/systemd/system/*.wants/"$u"; done
+  # The outer machine's enablement of these is dropped; a host that enabled
+  # one itself (its own link in the upper dir) keeps it across reboots.
+  local u f
+  for u in "${NO_AUTOSTART[@]}"; do
+    for f in "$m"/etc/systemd/system/*.wants/"$u"; do
+      [ -L "$f" ] || continue
+      [ -L "$dir/upper${f#"$m"}" ] && continue
+      rm -f "$f"
+    done
+  done
   # Boot into multi-user without a graphical or rescue detour.
   ln -sfn /lib/systemd/system/multi-user.target "$m/etc/systemd/system/default.target"
   exec env -i container=tunnelsvc-testbed TERM=dumb PATH=/usr/sbin:/usr/bin:/sbin:/bin /usr/sbin/chroot "$m" /lib/systemd/systemd --system --log-target=console
@@ -221,6 +233,7 @@ case $cmd in
   veth) veth "$@" ;;
   down) down "$@" ;;
   reboot) reboot "$@" ;;
+  halt) [ -d "${1:?usage: testbed.sh halt DIR}/upper" ] || die "$1 is not a testbed"; halt "$(cd "$1" && pwd)" ;;
   boot-inner) boot_inner "$@" ;;
   cgroup-dirs) cgroup_dirs "$@" ;;
   *) sed -n '2,25p' "$0" >&2; exit 2 ;;

@@ -34,7 +34,7 @@ const (
 	connGrace = 3 * time.Second
 	// reconnectAfter is how long a machine must be missing from an edge
 	// that is up before its agent is asked to reconnect it.
-	reconnectAfter = 2 * time.Second
+	reconnectAfter = time.Second
 	// reconnectMin and reconnectMax bound the wait between two requests to
 	// reconnect the same machine to the same edge (doubling in between).
 	reconnectMin = 15 * time.Second

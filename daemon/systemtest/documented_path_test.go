@@ -83,7 +83,7 @@ func TestDocumentedPath(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	deb, _, _ := buildPackages(t)
-	pebbleBin := testutil.PebbleBin()
+	pebbleBin, _ := buildPebble(t)
 	certs := pebbleTestCerts(t)
 	t.Logf("packages built in %s", time.Since(start).Round(time.Millisecond))
 

@@ -37,6 +37,15 @@ func buildStatic(t *testing.T) string {
 	return filepath.Join(root, "bin", "static")
 }
 
+// buildPebble is bin/pebble and bin/pebble-challtestsrv, built by the
+// Makefile's rule when missing (one test at a time).
+func buildPebble(t *testing.T) (pebble, challtestsrv string) {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	return testutil.PebbleBin(), testutil.ChallTestSrvBin()
+}
+
 // installServer puts on h what a VPS runs the daemon from, as the package
 // lays it out: the daemon, frps with its unit, and the files machines
 // download.
@@ -63,14 +72,17 @@ func (v *vps) data(method, path, body string, want int) map[string]any {
 	return d
 }
 
-func (v *vps) machines() []map[string]any {
+func (v *vps) machines() []map[string]any { return v.list("/api/machines") }
+
+// list is GET path's data, a list of objects.
+func (v *vps) list(path string) []map[string]any {
 	v.t.Helper()
-	a := v.do("GET", "/api/machines", "")
+	a := v.do("GET", path, "")
 	var body struct {
 		Data []map[string]any `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(a.raw), &body); err != nil || a.status != 200 {
-		v.t.Fatalf("GET /api/machines: %d %s", a.status, a.raw)
+		v.t.Fatalf("GET %s: %d %s", path, a.status, a.raw)
 	}
 	return body.Data
 }

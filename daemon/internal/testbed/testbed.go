@@ -90,15 +90,33 @@ func Boot(t testing.TB, name string) *Host {
 // Reboot powers the host off and boots a new one over the same upper dir:
 // what the host wrote to disk survives, /run, /tmp, processes and its
 // network (the veth to another host) do not. Join the hosts again after it.
-func (h *Host) Reboot() {
+func (h *Host) Reboot() { h.boot("reboot") }
+
+// PowerOff powers the host off as a power cut would (its network goes
+// with it), keeping what it wrote to disk for PowerOn.
+func (h *Host) PowerOff() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "bash", script(h.t), "halt", h.Dir).CombinedOutput(); err != nil {
+		h.t.Fatalf("testbed: %s did not power off: %v\n%s", h.Name, err, out)
+	}
+}
+
+// PowerOn boots a host PowerOff stopped, as Reboot's second half. Join the
+// hosts again after it.
+func (h *Host) PowerOn() { h.boot("up") }
+
+// boot runs testbed.sh's op (up or reboot) and reads the new PID 1.
+func (h *Host) boot(op string) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script(h.t), "reboot", h.Dir, h.Name)
+	cmd := exec.CommandContext(ctx, "bash", script(h.t), op, h.Dir, h.Name)
 	cmd.Env = append(os.Environ(), "TESTBED_BOOT_TIMEOUT=60")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		h.t.Fatalf("testbed: %s did not reboot: %v\n%s", h.Name, err, out)
+		h.t.Fatalf("testbed: %s did not boot (%s): %v\n%s", h.Name, op, err, out)
 	}
 	pid, err := os.ReadFile(filepath.Join(h.Dir, "pid"))
 	if err != nil {

@@ -22,7 +22,8 @@ import (
 )
 
 // PebbleBin returns the pinned bin/pebble (Let's Encrypt's ACME test
-// server), running `make pebble` first when it is missing. Call it from
+// server), running `make pebble` first when it or ChallTestSrvBin is
+// missing. Call it from
 // TestMain; it exits the test binary when the build fails.
 func PebbleBin() string {
 	root, err := RepoRoot()
@@ -31,7 +32,7 @@ func PebbleBin() string {
 		os.Exit(1)
 	}
 	bin := filepath.Join(root, "bin", "pebble")
-	if !exists(bin) {
+	if !exists(bin) || !exists(ChallTestSrvBin()) {
 		fmt.Fprintln(os.Stderr, "bin/pebble missing; running `make pebble`")
 		cmd := exec.Command("make", "-C", root, "pebble")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -41,6 +42,17 @@ func PebbleBin() string {
 		}
 	}
 	return bin
+}
+
+// ChallTestSrvBin is bin/pebble-challtestsrv, Pebble's test DNS (and
+// challenge) server, which `make pebble` builds with Pebble.
+func ChallTestSrvBin() string {
+	root, err := RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return filepath.Join(root, "bin", "pebble-challtestsrv")
 }
 
 // QuietPort is FreePort: a reserved port below Linux's ephemeral range.
