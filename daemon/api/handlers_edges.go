@@ -9,6 +9,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/edges"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -48,12 +49,21 @@ func (s *Server) listEdges(w http.ResponseWriter, r *http.Request) error {
 // createEdgeToken: POST /api/edges/tokens (sudo mode: the token opens the
 // database URL and the sealing key to whoever runs the command).
 func (s *Server) createEdgeToken(w http.ResponseWriter, r *http.Request) error {
-	base, warning, err := s.joinBase(r)
+	a, err := s.resolver().Resolve(r.Context(), s.reachRequest(r))
 	if err != nil {
-		return err
+		return Internal("could not read the settings", err)
 	}
-	if !strings.HasPrefix(base, "https://") {
-		return Errorf(http.StatusConflict, "a new edge fetches the database's address and the sealing key from this edge, only over HTTPS, and this edge is reached at %s: install the web proxy with a domain first (its dashboard is then at https://router.<domain>), or set --base-url to an https:// address", base)
+	base, warning := a.EdgeJoinBase, ""
+	if base == "" {
+		at := a.JoinBase
+		if at == "" {
+			at = s.requestBaseURL(r)
+		}
+		return Errorf(http.StatusConflict, "a new edge fetches the database's address and the sealing key from this edge, only over HTTPS, and this edge is reached at %s: install the web proxy with a domain first (its dashboard is then at https://router.<domain>), or set --base-url to an https:// address", at)
+	}
+	if a.JoinBaseFrom == reach.FromRequest && base == a.JoinBase {
+		warning = "No address other edges can reach is set, so this command uses " + base +
+			", the address this page was opened at. Set --base-url (TUNNELSVC_BASE_URL), or install the web proxy with a domain (router.<domain>)."
 	}
 	tok, err := s.edges.CreateToken(r.Context())
 	if err != nil {

@@ -157,6 +157,9 @@ func (a *App) reconnectMissing(ctx context.Context, w *connWatch, self int64, li
 			}
 		}
 	}
+	if len(targets) == 0 {
+		return // every edge is being retired: no home edge to speak of
+	}
 	seen := map[[2]int64]bool{}
 	for id := range here {
 		online := map[int64]bool{self: true}

@@ -66,6 +66,12 @@ type Answer struct {
 	// JoinBase is the base URL of the join command and bootstrap.sh
 	// (scheme://host[:port]; "" when nothing names one).
 	JoinBase, JoinBaseFrom string
+	// EdgeJoinBase is the base URL a new edge joins through, which must
+	// be HTTPS (it hands over the database URL and the sealing key): the
+	// join base when it is HTTPS, else https://router.<domain> once the
+	// web proxy is installed ("" when neither is). Machines may join over
+	// plain HTTP (--base-url http://…) while edges join over HTTPS.
+	EdgeJoinBase string
 }
 
 // ErrNoAddress: nothing configured says where machines reach this server.
@@ -135,6 +141,12 @@ func (r *Resolver) Resolve(ctx context.Context, req *Request) (Answer, error) {
 		if a.JoinBase == "" && r.BaseURL == "" && req.BaseURL != "" && validate.BaseURL(req.BaseURL) == nil {
 			a.JoinBase, a.JoinBaseFrom = req.BaseURL, FromRequest
 		}
+	}
+	switch {
+	case strings.HasPrefix(a.JoinBase, "https://"):
+		a.EdgeJoinBase = a.JoinBase
+	case router != "" && validate.BaseURL("https://"+router) == nil:
+		a.EdgeJoinBase = "https://" + router
 	}
 	return a, nil
 }
