@@ -368,6 +368,12 @@ func (c *Client) AgentStatus(ctx context.Context, id int64) (Status, error) {
 	return st, nil
 }
 
+// AgentCapabilities is what the agent says it takes (GET /status).
+func (c *Client) AgentCapabilities(ctx context.Context, id int64) ([]string, error) {
+	st, err := c.AgentStatus(ctx, id)
+	return st.Capabilities, err
+}
+
 // Manifest is what POST /update tells the agent to fetch and check.
 type Manifest struct {
 	Version string `json:"version"`

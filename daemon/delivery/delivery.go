@@ -53,6 +53,12 @@ type EdgeAgents interface {
 	PutClients(ctx context.Context, id int64, set agent.ClientSet) (int64, error)
 }
 
+// CapabilityAgents is what Agents also is when it can ask an agent what it
+// takes (GET /status's capabilities).
+type CapabilityAgents interface {
+	AgentCapabilities(ctx context.Context, id int64) ([]string, error)
+}
+
 // Defaults.
 const (
 	MinBackoff = time.Second
@@ -509,9 +515,9 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 }
 
 // put sends generation gen: the whole set of clients when the cluster has
-// several edges or the agent can take a set or has not said whether it
-// can (a set with no other edge removes the clients of edges that were
-// retired), else the main config alone; to an agent that runs one client only, the main config (oneClient
+// several edges or the agent can take a set (a set with no other edge
+// removes the clients of edges that were retired), else the main config
+// alone; to an agent that runs one client only, the main config (oneClient
 // says so when there were other edges).
 //
 // reconnect names edges whose client restarts even when its config is
@@ -520,10 +526,20 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 func (r *Reconciler) put(ctx context.Context, m store.Machine, cfg string, edges []agent.EdgeClient, gen int64, reconnect []string) (applied int64, oneClient bool, err error) {
 	main := agent.WithGeneration(cfg, gen)
 	ea, ok := r.agents.(EdgeAgents)
-	// With no other edge, the set is sent when the agent takes one, or
-	// when it has not said yet (it may run clients of edges since
-	// retired): an agent that runs one client answers ErrOneClient.
-	if !ok || len(edges) == 0 && !m.Report.Can(agent.ClientsCapability) && !m.Report.At.IsZero() {
+	// With no other edge, the set is sent when the agent takes one (it may
+	// run clients of edges since retired). An agent that has not said yet
+	// is asked first; one that does not answer (an agent that predates
+	// signed requests, another program on its port) gets the main config,
+	// as before edges.
+	takesSet := m.Report.Can(agent.ClientsCapability)
+	if ok && len(edges) == 0 && !takesSet && m.Report.At.IsZero() {
+		if ca, can := r.agents.(CapabilityAgents); can {
+			if caps, err := ca.AgentCapabilities(ctx, m.ID); err == nil {
+				takesSet = slices.Contains(caps, agent.ClientsCapability)
+			}
+		}
+	}
+	if !ok || len(edges) == 0 && !takesSet {
 		applied, err = r.agents.PutConfig(ctx, m.ID, main, gen)
 		return applied, len(edges) > 0, err
 	}

@@ -38,8 +38,10 @@ func TestRolloutReachesOldAgent(t *testing.T) {
 	})
 	r.sys.start()
 	r.waitPinned()
-	if got := old.Seen(); got != "PUT /config,POST /restart" {
-		t.Fatalf("the old agent was asked %q, want the config push and the restart", got)
+	// First what it takes (the daemon has not heard from it yet): not a
+	// set of clients, so the config alone.
+	if got := old.Seen(); got != "GET /status,PUT /config,POST /restart" {
+		t.Fatalf("the old agent was asked %q, want its status, then the config push and the restart", got)
 	}
 	m, err := r.svc.Machine(context.Background(), r.reg.MachineID, "")
 	if err != nil {
