@@ -196,7 +196,11 @@ func (r *Reconciler) Nudge(id int64) {
 // Redeliver delivers machine id's config once more even if it is in step:
 // its running tunnel client must restart to take it (see
 // agentclient.Rollout). It never blocks.
-func (r *Reconciler) Redeliver(id int64) {
+func (r *Reconciler) Redeliver(id int64) { r.force(id, func(*state) {}) }
+
+// force marks machine id for a delivery at once (after the one in flight),
+// even if it is in step, with what also changes its state.
+func (r *Reconciler) force(id int64, also func(st *state)) {
 	r.mu.Lock()
 	st, ok := r.ms[id]
 	if !ok {
@@ -204,6 +208,7 @@ func (r *Reconciler) Redeliver(id int64) {
 		r.ms[id] = st
 	}
 	st.forced = true
+	also(st)
 	if !st.inFlight {
 		st.next = time.Time{}
 	}
@@ -211,28 +216,27 @@ func (r *Reconciler) Redeliver(id int64) {
 	r.poke()
 }
 
+// addReconnect adds edges to the clients the next delivery restarts.
+func (st *state) addReconnect(edges ...string) {
+	for _, e := range edges {
+		if !slices.Contains(st.reconnect, e) {
+			st.reconnect = append(st.reconnect, e)
+		}
+	}
+}
+
 // Reconnect delivers machine id's set of clients once more, even if it is
 // in step, and has its agent restart the client of edge (its home edge's
 // when home): the machine is not connected to that edge, which is up, and
 // frpc would try again only after its backoff. It never blocks.
 func (r *Reconciler) Reconnect(id int64, edge string, home bool) {
-	r.mu.Lock()
-	st, ok := r.ms[id]
-	if !ok {
-		st = &state{}
-		r.ms[id] = st
-	}
-	st.forced = true
-	if home {
-		st.home = true
-	} else if !slices.Contains(st.reconnect, edge) {
-		st.reconnect = append(st.reconnect, edge)
-	}
-	if !st.inFlight {
-		st.next = time.Time{}
-	}
-	r.mu.Unlock()
-	r.poke()
+	r.force(id, func(st *state) {
+		if home {
+			st.home = true
+		} else {
+			st.addReconnect(edge)
+		}
+	})
 }
 
 // restarts is what a delivery restarts besides installing the set: the
@@ -444,11 +448,7 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool, rs rest
 		st.forced = st.forced || forced
 		// The restarts asked for are asked again with the retry.
 		st.home = st.home || rs.home
-		for _, e := range rs.edges {
-			if !slices.Contains(st.reconnect, e) {
-				st.reconnect = append(st.reconnect, e)
-			}
-		}
+		st.addReconnect(rs.edges...)
 	}
 }
 

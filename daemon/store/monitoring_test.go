@@ -12,15 +12,9 @@ func TestApplyTrafficAccumulates(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		const minute = 30_000_000
-		delta := func(prev TrafficSeen, in, out int64, day string) (int64, int64) {
-			if !prev.Known {
-				return in, out
-			}
-			return in - prev.In, out - prev.Out
-		}
 		for _, seen := range []int64{10, 25, 40} {
 			obs := []TrafficObservation{{Proxy: "m1.ssh", MachineID: 1, DayIn: seen, DayOut: 2 * seen, Conns: 1}}
-			if err := s.ApplyTraffic(ctx, minute, "2027-01-15", obs, delta); err != nil {
+			if err := s.ApplyTraffic(ctx, minute, "2027-01-15", obs, sinceLast); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -48,16 +42,10 @@ func TestApplyTrafficPerEdge(t *testing.T) {
 	eachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		const minute = 30_000_000
-		delta := func(prev TrafficSeen, in, out int64, day string) (int64, int64) {
-			if !prev.Known {
-				return in, out
-			}
-			return in - prev.In, out - prev.Out
-		}
 		apply := func(edge string, in, conns int64) {
 			t.Helper()
 			obs := []TrafficObservation{{Proxy: "m1.tunnel-2", MachineID: 1, TunnelID: 2, DayIn: in, DayOut: in, Conns: conns}}
-			if err := s.ApplyTrafficOf(ctx, edge, minute, "2027-01-15", obs, delta); err != nil {
+			if err := s.ApplyTrafficOf(ctx, edge, minute, "2027-01-15", obs, sinceLast); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -73,7 +61,7 @@ func TestApplyTrafficPerEdge(t *testing.T) {
 			t.Fatalf("totals %s", got)
 		}
 		// A's next poll finds no connection: B's stays.
-		if err := s.ApplyTrafficOf(ctx, "edge-a", minute, "2027-01-15", nil, delta); err != nil {
+		if err := s.ApplyTrafficOf(ctx, "edge-a", minute, "2027-01-15", nil, sinceLast); err != nil {
 			t.Fatal(err)
 		}
 		totals, _ = s.TrafficTotals(ctx)
@@ -88,4 +76,13 @@ func TestApplyTrafficPerEdge(t *testing.T) {
 			t.Fatalf("samples %s", got)
 		}
 	})
+}
+
+// sinceLast is ApplyTraffic's delta for counters that only grow: what
+// was counted since the previous poll (all of it on the first).
+func sinceLast(prev TrafficSeen, in, out int64, day string) (int64, int64) {
+	if !prev.Known {
+		return in, out
+	}
+	return in - prev.In, out - prev.Out
 }
