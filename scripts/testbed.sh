@@ -86,6 +86,12 @@ boot_inner() {
       rm -f "$f"
     done
   done
+  # Shared propagation under the host's root, as systemd sets it up on a
+  # real machine but not in a container: systemd prepares a unit's
+  # credentials ($CREDENTIALS_DIRECTORY) in a mount namespace of its own
+  # and moves them into place, which a private root never shows the unit.
+  # The outer machine stays apart: everything here was made private first.
+  mount --make-rshared "$m"
   # Boot into multi-user without a graphical or rescue detour.
   ln -sfn /lib/systemd/system/multi-user.target "$m/etc/systemd/system/default.target"
   exec env -i container=tunnelsvc-testbed TERM=dumb PATH=/usr/sbin:/usr/bin:/sbin:/bin /usr/sbin/chroot "$m" /lib/systemd/systemd --system --log-target=console

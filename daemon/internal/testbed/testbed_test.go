@@ -66,6 +66,15 @@ func TestTwoHostsAndTeardown(t *testing.T) {
 		t.Fatal("a write on one host shows on the other")
 	}
 
+	// A unit gets its credentials, as tunnelsvc.service gets the database
+	// URL on a VPS (LoadCredential=).
+	vps.WriteFile("/etc/testbed-credential", []byte("from a file\n"), 0o600)
+	vps.Must("systemd-run", "--wait", "--unit=credential-probe", "-p", "LoadCredential=probe:/etc/testbed-credential",
+		"sh", "-c", `cp "$CREDENTIALS_DIRECTORY/probe" /root/credential-seen`)
+	if got := vps.Must("cat", "/root/credential-seen"); got != "from a file\n" {
+		t.Fatalf("the unit's credential: %q", got)
+	}
+
 	// Joined by a veth pair: the machine reaches the VPS at its address.
 	Join(t, vps, "10.213.0.1/24", machine, "10.213.0.2/24")
 	l := listenIn(t, vps, "10.213.0.1:7000")
