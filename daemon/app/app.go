@@ -512,8 +512,12 @@ func (a *App) announceSetupCode(ctx context.Context) error {
 }
 
 // watchdog pings systemd at half of WatchdogSec for as long as the store
-// answers, so a daemon whose database is wedged gets restarted rather than
-// kept alive by a goroutine that still ticks. Silent without a watchdog.
+// is live (store.Live), so a daemon whose SQLite file is wedged gets
+// restarted rather than kept alive by a goroutine that still ticks. A
+// PostgreSQL server that is away does not stop the pings: the daemon keeps
+// serving tunnels and gates from memory meanwhile, and a restart would
+// neither bring the server back nor start without it. Silent without a
+// watchdog.
 func (a *App) watchdog(ctx context.Context) {
 	interval, err := daemon.SdWatchdogEnabled(false)
 	if err != nil {
@@ -534,7 +538,7 @@ func (a *App) watchdog(ctx context.Context) {
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, every/2)
-		err := a.Store.Ping(pctx)
+		err := a.Store.Live(pctx)
 		cancel()
 		if err != nil {
 			a.Log.Warn("store does not answer; skipping the watchdog ping", "err", err)

@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -112,6 +113,27 @@ func (s *Store) DB() *sql.DB { return s.db }
 func (s *Store) Ping(ctx context.Context) error {
 	var one int
 	return s.queryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+// Live answers the systemd watchdog: whether this process's store still
+// works. On SQLite the database is a file the process holds, so a Ping
+// that fails or hangs means the process is wedged and a restart frees it.
+// On PostgreSQL a server that is away or slow is not the process's to fix:
+// a restart would not bring it back, and would drop the tunnels, gates and
+// plugin decisions answered from memory meanwhile. Other failures (a
+// closed store) are the process's own on both.
+func (s *Store) Live(ctx context.Context) error {
+	err := s.Ping(ctx)
+	if err != nil && s.pg && serverAway(err) {
+		return nil
+	}
+	return err
+}
+
+// serverAway: err says the database server did not answer (unreachable,
+// refusing, restarting, or not in time), not that this process failed.
+func serverAway(err error) bool {
+	return Unavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Close closes the database. Closing twice is harmless.
