@@ -25,7 +25,11 @@ const (
 	edgeMachineB = "10.213.32.2"
 	pgForA       = "10.213.33.2" // the database, as edge A reaches it
 	pgForB       = "10.213.34.2" // and as edge B does
-	pgPassword   = "edge-test-database"
+	// The database's own address, on its host's loopback, routed by each
+	// edge through its link: the one address every edge of the cluster
+	// dials, whichever edge is down.
+	pgAddr     = "10.213.30.1"
+	pgPassword = "edge-test-database"
 	// The second machine has a link to each edge too; it reaches each
 	// edge's address (above) through that link.
 	m2LinkA, m2OnA = "10.213.35.1", "10.213.35.2"
@@ -47,13 +51,17 @@ const (
 
 // TestTwoEdges: two edges on one PostgreSQL on its own host, a machine
 // joined through edge A with the one-line bootstrap, a second machine
-// joined through edge B, and the operator's computer. Without anyone
+// joined through edge B, and the operator's computer. Edge B is added as
+// the docs say: the package installed, then `tunnelsvc edge join` as
+// Edges → Add an edge gives it, run twice; its packaged daemon reads the
+// database URL as a systemd credential. Without anyone
 // touching the machine it gets a tunnel client for edge B too, and a TCP
 // tunnel made on edge B answers through both edges; so does one made on
 // A for the machine that joined through B. `ssh -J root@<edge>` reaches
 // the machine through each edge, with the key the dashboard hands out.
 // PostgreSQL stops for 60 s: the tunnel keeps answering through both,
-// writes answer 503, and both edges write again within 10 s of its return.
+// writes answer 503, B's packaged daemon is not restarted by its watchdog,
+// and both edges write again within 10 s of its return.
 // Each edge gets its own certificates from Pebble, validating for real
 // with its DNS sending each name to the other edge (the edges relay the
 // challenges they did not order), and serves verified HTTPS for the
@@ -81,6 +89,7 @@ func TestTwoEdges(t *testing.T) {
 		t.Helper()
 		testbed.JoinNamed(t, m, "eth0", edgeMachineA+"/24", ea, "eth0", edgeAIP+"/24")
 		testbed.JoinNamed(t, pg, "eth0", pgForA+"/24", ea, "eth1", "10.213.33.1/24")
+		ea.Must("ip", "route", "replace", pgAddr+"/32", "via", pgForA)
 		testbed.JoinNamed(t, m2, "eth0", m2OnA+"/24", ea, "eth2", m2LinkA+"/24")
 		testbed.JoinNamed(t, op, "eth0", opOnA+"/24", ea, "eth3", opLinkA+"/24")
 		m2.Must("ip", "route", "replace", edgeAIP+"/32", "via", m2LinkA)
@@ -91,6 +100,8 @@ func TestTwoEdges(t *testing.T) {
 	linkA()
 	testbed.JoinNamed(t, m, "eth1", edgeMachineB+"/24", eb, "eth0", edgeBIP+"/24")
 	testbed.JoinNamed(t, pg, "eth1", pgForB+"/24", eb, "eth1", "10.213.34.1/24")
+	eb.Must("ip", "route", "replace", pgAddr+"/32", "via", pgForB)
+	pg.Must("ip", "addr", "add", pgAddr+"/32", "dev", "lo")
 	testbed.JoinNamed(t, m2, "eth1", m2OnB+"/24", eb, "eth2", m2LinkB+"/24")
 	testbed.JoinNamed(t, op, "eth1", opOnB+"/24", eb, "eth3", opLinkB+"/24")
 	m2.Must("ip", "route", "replace", edgeBIP+"/32", "via", m2LinkB)
@@ -114,8 +125,9 @@ func TestTwoEdges(t *testing.T) {
 	})
 
 	// Pebble validates for real (no PEBBLE_VA_ALWAYS_VALID), asking its
-	// DNS, which sends each name to the edge that did not order it first:
-	// router.<domain> to B, web.<domain> to A. Both edges order both.
+	// DNS, which sends router.<domain> to A and web.<domain> to B. Both
+	// edges order both: B's router and A's web are validated through the
+	// other edge, which relays the challenge.
 	certs := pebbleTestCerts(t)
 	pebbleBin, challBin := buildPebble(t)
 	pg.CopyIn(pebbleBin, "/usr/local/bin/pebble", 0o755)
@@ -134,7 +146,7 @@ func TestTwoEdges(t *testing.T) {
 		"-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "", "-management", "127.0.0.1:8055", "-defaultIPv4", "", "-defaultIPv6", "")
 	pg.Must("systemd-run", "--unit=pebble", "-E", "PEBBLE_VA_NOSLEEP=1", "-E", "PEBBLE_WFE_NONCEREJECT=0",
 		"/usr/local/bin/pebble", "-config", "/etc/pebble/pebble.json", "-dnsserver", "127.0.0.1:8053")
-	for name, addr := range map[string]string{"router." + edgeDomain: "10.213.34.1", "web." + edgeDomain: "10.213.33.1"} {
+	for name, addr := range map[string]string{"router." + edgeDomain: "10.213.33.1", "web." + edgeDomain: "10.213.34.1"} {
 		testutil.Eventually(t, 30*time.Second, "the DNS says "+name+" is "+addr, func() error {
 			_, err := pg.Exec("curl", "-fsS", "--max-time", "2", "-d", fmt.Sprintf(`{"host":%q,"addresses":[%q]}`, name, addr), "http://127.0.0.1:8055/add-a")
 			return err
@@ -149,13 +161,14 @@ func TestTwoEdges(t *testing.T) {
 	journal := func() string {
 		var b strings.Builder
 		for _, h := range []*testbed.Host{ea, eb} {
-			out, _ := h.Exec("journalctl", "--no-pager", "-n", "30", "-u", "tunnelsvc-test", "-u", "revtunnel-server")
+			out, _ := h.Exec("journalctl", "--no-pager", "-n", "30", "-u", "tunnelsvc-test", "-u", "tunnelsvc", "-u", "revtunnel-server")
 			fmt.Fprintf(&b, "%s:\n%s\n", h.Name, out)
 		}
 		out, _ := m.Exec("sh", "-c", "journalctl --no-pager -n 40 -u 'revtunnel-client*' -u tunnel-agent; ls -l /etc/revtunnel")
 		out2, _ := m2.Exec("sh", "-c", "journalctl --no-pager -n 20 -u 'revtunnel-client*' -u tunnel-agent")
 		return b.String() + "machine:\n" + out + "machine-2:\n" + out2
 	}
+	var sshd func(h *testbed.Host)
 	startEdge := func(h *testbed.Host, name, addr, dbAddr string) *vps {
 		t.Helper()
 		installServer(t, h, bin, frps, static)
@@ -180,8 +193,20 @@ WantedBy=multi-user.target
 `, name, addr, addr, name, pgPassword, dbAddr)), 0o644)
 		h.Must("systemctl", "daemon-reload")
 		h.Must("systemctl", "enable", "--now", "tunnelsvc-test")
-		// The edge's own sshd, for the operator's jumps (dropbear, key
-		// logins only), enabled likewise.
+		sshd(h)
+		jar, _ := cookiejar.New(nil)
+		v := &vps{Host: h, t: t, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+			Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}}
+		testutil.Eventually(t, 30*time.Second, name+" answers", func() error {
+			_, err := h.Exec("curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:7380/healthz")
+			return err
+		})
+		return v
+	}
+	// The edge's own sshd, for the operator's jumps (dropbear, key logins
+	// only), enabled as the edge's units are.
+	sshd = func(h *testbed.Host) {
+		t.Helper()
 		h.Must("mkdir", "-p", "/etc/dropbear-test")
 		h.Must("dropbearkey", "-t", "ed25519", "-f", "/etc/dropbear-test/host_ed25519")
 		h.WriteFile("/etc/systemd/system/sshd-test.service", []byte(`[Service]
@@ -191,14 +216,6 @@ WantedBy=multi-user.target
 `), 0o644)
 		h.Must("systemctl", "daemon-reload")
 		h.Must("systemctl", "enable", "--now", "sshd-test")
-		jar, _ := cookiejar.New(nil)
-		v := &vps{Host: h, t: t, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
-			Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}}
-		testutil.Eventually(t, 30*time.Second, name+" answers", func() error {
-			_, err := h.Exec("curl", "-fsS", "-o", "/dev/null", "http://127.0.0.1:7380/healthz")
-			return err
-		})
-		return v
 	}
 	// The install on each edge (Setup): the web proxy for the domain, and
 	// the tunnel server, both enabled.
@@ -219,18 +236,25 @@ WantedBy=multi-user.target
 		})
 	}
 
-	a := startEdge(ea, "edge-a", edgeAIP, pgForA)
+	a := startEdge(ea, "edge-a", edgeAIP, pgAddr)
 	a.data("POST", "/api/auth/setup", `{"password":"`+password+`"}`, 200)
 	a.data("PUT", "/api/local/acme", fmt.Sprintf(`{"acme_ca":%q,"acme_ca_root":%q}`, edgeACMEDir, edgeACMECA), 200)
-	// Edge B gets the sealing key as `tunnelsvc edge join` brings it.
-	key := ea.Must("cat", "/var/lib/tunnelsvc/secret.key")
-	eb.WriteFile("/var/lib/tunnelsvc/secret.key", []byte(key), 0o600)
-	b := startEdge(eb, "edge-b", edgeBIP, pgForB)
-	b.data("POST", "/api/auth/login", `{"password":"`+password+`"}`, 200)
-	// Each edge's Caddy orders router.<domain> at its install, and the CA
-	// asks B for it: B first, so that A's order finds B answering.
-	install(b, edgeBIP)
+	// A's Caddy orders router.<domain> at its install, and the CA asks A:
+	// its dashboard is then at https://router.<domain>, where B joins.
 	install(a, edgeAIP)
+
+	// Edge B as docs/edges.md has the operator add it: the package, then
+	// the command Edges → Add an edge gives, run as root.
+	var b *vps
+	t.Run("edge B joins from the package with the command A gives", func(t *testing.T) {
+		b = joinFromPackage(t, a, eb, sshd, certs, pebbleRoot)
+	})
+	if t.Failed() {
+		return
+	}
+	// B's Caddy orders router.<domain> at its install; the CA asks A,
+	// which relays the challenge to B.
+	install(b, edgeBIP)
 
 	// The machine: a web server on its loopback, then the one line,
 	// through edge A.
@@ -461,6 +485,9 @@ WantedBy=multi-user.target
 	})
 
 	t.Run("PostgreSQL stopped for 60 s", func(t *testing.T) {
+		// B runs the package's unit, whose watchdog (WatchdogSec=) would
+		// restart a daemon that stopped pinging it.
+		pidB := eb.Must("systemctl", "show", "-p", "MainPID", "--value", "tunnelsvc.service")
 		pg.Must("systemctl", "stop", "pgtb")
 		down := time.Now()
 		rounds, writes := 0, 0
@@ -487,6 +514,9 @@ WantedBy=multi-user.target
 			time.Sleep(3 * time.Second)
 		}
 		t.Logf("60 s without the database: %d rounds through both edges passed; writes answered 503", rounds)
+		if now := eb.Must("systemctl", "show", "-p", "MainPID", "--value", "tunnelsvc.service"); now != pidB {
+			t.Fatalf("B's packaged daemon was restarted during the outage (MainPID %s, then %s)\n%s", strings.TrimSpace(pidB), strings.TrimSpace(now), journal())
+		}
 		startPG()
 		d := testutil.Eventually(t, 10*time.Second, "a write on each edge", func() error {
 			for _, v := range []*vps{a, b} {
@@ -568,4 +598,84 @@ WantedBy=multi-user.target
 		testutil.Eventually(t, 30*time.Second, "ssh through A after it came back", func() error { return sshVia(opLinkA) })
 		testutil.Eventually(t, 30*time.Second, "HTTPS through A after it came back", func() error { return httpsAll(opLinkA) })
 	})
+}
+
+// joinFromPackage makes h an edge of a's cluster as docs/edges.md has the
+// operator do it: the package installed, then, as root, the command a's
+// Edges → Add an edge gives. Machines reach h's dashboard at its own
+// address, as the socket's drop-in and the env file's TUNNELSVC_BASE_URL
+// say (docs/install.md). It checks what the join says and writes, that it
+// can run twice, and that the packaged daemon it restarts runs on the
+// cluster's PostgreSQL, reading the database URL as a systemd credential.
+func joinFromPackage(t *testing.T, a *vps, h *testbed.Host, sshd func(*testbed.Host), certs, caRoot string) *vps {
+	t.Helper()
+	deb, _, _ := buildPackages(t)
+	h.Must("rm", "-f", "/usr/sbin/policy-rc.d")
+	h.CopyIn(deb, "/root/tunnelsvc.deb", 0o644)
+	if out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc.deb"); err != nil {
+		t.Fatalf("apt-get install: %v\n%s", err, out)
+	}
+	h.Must("mkdir", "-p", "/etc/systemd/system/tunnelsvc.socket.d")
+	h.WriteFile("/etc/systemd/system/tunnelsvc.socket.d/listen.conf", []byte("[Socket]\nListenStream=\nListenStream=0.0.0.0:7380\n"), 0o644)
+	h.Must("sh", "-c", "echo 'TUNNELSVC_BASE_URL=http://"+edgeBIP+":7380' >>/etc/tunnelsvc/tunnelsvc.env")
+	h.Must("systemctl", "daemon-reload")
+	h.Must("systemctl", "restart", "tunnelsvc.socket")
+	// The cluster's ACME CA, where its settings say; its DNS name; and the
+	// first edge's dashboard, https://router.<domain>, over the edges' link.
+	h.CopyIn(filepath.Join(certs, "pebble.minica.pem"), edgeACMECA, 0o644)
+	h.Must("sh", "-c", "echo '"+pgAddr+" pebble' >>/etc/hosts; echo '"+peerA+" router."+edgeDomain+"' >>/etc/hosts")
+	h.WriteFile("/root/pebble-root.pem", []byte(caRoot), 0o644)
+	sshd(h)
+
+	tok := a.data("POST", "/api/edges/tokens", `{}`, 200)
+	command, _ := tok["command"].(string)
+	if want := fmt.Sprintf("tunnelsvc edge join https://router.%s %s", edgeDomain, tok["token"]); command != want {
+		t.Fatalf("the command Add an edge gives: %q, want %q", command, want)
+	}
+	join := func() string {
+		t.Helper()
+		out, err := h.Exec("sh", "-c", command+" --name edge-b --ca-file /root/pebble-root.pem")
+		if err != nil {
+			log, _ := h.Exec("journalctl", "--no-pager", "-n", "25", "-u", "tunnelsvc")
+			t.Fatalf("%s: %v\n%s\ntunnelsvc's journal:\n%s", command, err, out, log)
+		}
+		return out
+	}
+	out := join()
+	t.Logf("%s:\n%s", command, out)
+	for _, want := range []string{`accepted this VPS as edge "edge-b"`, "sealing key", "TUNNELSVC_EDGE_NAME=edge-b", `serves the cluster as edge "edge-b" (with edge-a)`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("the join's output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := h.Must("stat", "-c", "%a %U", "/etc/tunnelsvc/database-url", "/var/lib/tunnelsvc/secret.key"); got != "600 root\n600 root\n" {
+		t.Fatalf("the database URL and the sealing key: %q, want 0600 and root's", got)
+	}
+	if key, keyA := h.Must("cat", "/var/lib/tunnelsvc/secret.key"), a.Must("cat", "/var/lib/tunnelsvc/secret.key"); key != keyA {
+		t.Fatal("B's sealing key is not the cluster's")
+	}
+	if again := join(); !strings.Contains(again, "already in place") || !strings.Contains(again, "already edge-b") {
+		t.Fatalf("the join run twice:\n%s", again)
+	}
+
+	jar, _ := cookiejar.New(nil)
+	v := &vps{Host: h, t: t, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		Transport: &http.Transport{DialContext: h.DialContext, DisableKeepAlives: true}}}
+	testutil.Eventually(t, 60*time.Second, "B's packaged daemon, on PostgreSQL, takes the cluster's password", func() error {
+		if r := v.do("POST", "/api/auth/login", `{"password":"`+password+`"}`); r.status != http.StatusOK {
+			out, _ := h.Exec("journalctl", "--no-pager", "-n", "20", "-u", "tunnelsvc")
+			return fmt.Errorf("login on B: %d %.200s\n%s", r.status, r.raw, out)
+		}
+		r := v.do("GET", "/api/local/status", "")
+		data, _ := r.body["data"].(map[string]any)
+		db, _ := data["database"].(map[string]any)
+		if db["engine"] != "postgres" || strings.Contains(r.raw, pgPassword) {
+			return fmt.Errorf("B's database: %v (status %d)", db, r.status)
+		}
+		return nil
+	})
+	if st := h.Must("systemctl", "is-active", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"); st != strings.Repeat("active\n", 4) {
+		t.Fatalf("B's units: %q", st)
+	}
+	return v
 }
