@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -271,15 +272,32 @@ func setEnv(path, name, value string) (bool, error) {
 
 // startUnits (re)starts the daemon with its new settings and makes sure
 // its sockets are listening, as the package enables them.
-func startUnits(ctx context.Context) error {
+func startUnits(ctx context.Context) error { return startUnitsWith(ctx, runCommand) }
+
+// runCommand runs a program and gives its combined output.
+func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}
+
+// startUnitsWith is startUnits with the way commands are run given. When
+// the daemon does not start, the error carries its own last words from the
+// journal (why it stopped: a database it cannot reach, a key it refuses),
+// not only systemctl's advice to go and read them.
+func startUnitsWith(ctx context.Context, run func(ctx context.Context, name string, args ...string) ([]byte, error)) error {
+	since := "@" + strconv.FormatInt(time.Now().Add(-time.Second).Unix(), 10)
 	for _, args := range [][]string{
 		{"restart", "tunnelsvc.service"},
 		strings.Fields(strings.TrimPrefix(startLine, "systemctl ")),
 	} {
-		out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		out, err := run(ctx, "systemctl", args...)
+		if err == nil {
+			continue
 		}
+		msg := fmt.Sprintf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if log, jerr := run(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", "5", "--since", since, "-u", "tunnelsvc.service"); jerr == nil && len(bytes.TrimSpace(log)) > 0 {
+			msg += "\ntunnelsvc.service said:\n" + strings.TrimSpace(string(log))
+		}
+		return errors.New(msg)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -222,5 +223,44 @@ func TestEdgeTokenNeedsPostgreSQL(t *testing.T) {
 	d.call("GET", "/api/edges", "", http.StatusOK, &edges)
 	if len(edges) != 1 || !edges[0].This || edges[0].Status != "up" {
 		t.Fatalf("a box is its one edge: %+v", edges)
+	}
+}
+
+// A daemon that does not start: the join's error gives systemctl's words
+// and then the daemon's own, from its journal since the restart.
+func TestStartUnitsSaysWhyTheDaemonStopped(t *testing.T) {
+	var ran []string
+	run := func(_ context.Context, name string, args ...string) ([]byte, error) {
+		ran = append(ran, name+" "+strings.Join(args, " "))
+		switch {
+		case name == "systemctl" && args[0] == "restart":
+			return []byte("Job for tunnelsvc.service failed because the control process exited with error code.\n"), errors.New("exit status 1")
+		case name == "journalctl":
+			return []byte("tunnelsvc: open database postgres://postgres:***@db:5432/tunnelsvc: connect: network is unreachable\n"), nil
+		}
+		return nil, nil
+	}
+	err := startUnitsWith(context.Background(), run)
+	if err == nil {
+		t.Fatal("no error for a daemon that did not start")
+	}
+	for _, want := range []string{"systemctl restart tunnelsvc.service: exit status 1: Job for tunnelsvc.service failed",
+		"tunnelsvc.service said:\ntunnelsvc: open database postgres://postgres:***@db:5432/tunnelsvc: connect: network is unreachable"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q lacks %q", err, want)
+		}
+	}
+	if len(ran) != 2 || !strings.HasPrefix(ran[1], "journalctl --no-pager -o cat -n 5 --since @") || !strings.HasSuffix(ran[1], "-u tunnelsvc.service") {
+		t.Fatalf("commands: %q", ran)
+	}
+
+	// Started: both commands, nothing else.
+	ran = nil
+	ok := func(_ context.Context, name string, args ...string) ([]byte, error) {
+		ran = append(ran, name+" "+strings.Join(args, " "))
+		return nil, nil
+	}
+	if err := startUnitsWith(context.Background(), ok); err != nil || len(ran) != 2 || ran[1] != startLine {
+		t.Fatalf("a start that works: %v, commands %q", err, ran)
 	}
 }
