@@ -110,8 +110,12 @@ test-ui: ui daemon
 # The longest packages first: go test starts packages in the order they are
 # named, and two run at once, so the system tests (one package, whose tests
 # run two at a time and mostly wait for hosts to boot and timers to fire)
-# run beside all the others instead of after most of them.
-GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/...
+# run beside all the others instead of after most of them. Then the
+# packages whose tests mostly wait (a database stopped for a minute, a
+# slow client cut off, an edge back after a pause): run last, they left
+# one processor idle for about two minutes while only they were left.
+GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/... \
+	./daemon/localsetup/... ./daemon/cmd/tunnelsvc/... ./daemon/app/... ./daemon/store/...
 test-go:
 	$(GO) vet ./...
 	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
