@@ -2,15 +2,19 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net"
 	neturl "net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 // The systemd watchdog's question: the store is live while its database
@@ -46,6 +50,38 @@ func TestLiveWhileTheServerIsAway(t *testing.T) {
 	})
 }
 
+// A pool whose every connection is stuck is the process's fault, not the
+// server's: the server answers a connection of its own, so Live fails and
+// the watchdog restarts the daemon.
+func TestLiveFailsWhenOnlyThePoolIsStuck(t *testing.T) {
+	s := testDB{t: t, engine: "postgres", dir: t.TempDir(), url: testutil.PostgresURL(t)}.open()
+	ctx := context.Background()
+	var held []*sql.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range s.DB().Stats().MaxOpenConnections {
+		c, err := s.DB().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	err := s.Live(cctx)
+	if err == nil || !strings.Contains(err.Error(), "answers a new connection but not the daemon's pool") {
+		t.Fatalf("Live with every pooled connection held: %v", err)
+	}
+	held[0].Close()
+	held = held[1:]
+	if err := s.Live(ctx); err != nil {
+		t.Fatalf("Live once a connection is free: %v", err)
+	}
+}
+
 func TestServerAway(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -66,10 +102,11 @@ func TestServerAway(t *testing.T) {
 // pgProxy stands between a store and the test PostgreSQL (on its Unix
 // socket), so that a test can take the server away from one store alone.
 type pgProxy struct {
-	url   string
-	l     net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
+	url    string
+	l      net.Listener
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
 }
 
 func newPGProxy(t *testing.T, url string) *pgProxy {
@@ -101,6 +138,12 @@ func newPGProxy(t *testing.T, url string) *pgProxy {
 				continue
 			}
 			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				c.Close()
+				up.Close()
+				return
+			}
 			p.conns = append(p.conns, c, up)
 			p.mu.Unlock()
 			go func() { io.Copy(up, c); up.Close() }()
@@ -115,6 +158,7 @@ func (p *pgProxy) cut() {
 	p.l.Close()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}

@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
@@ -120,14 +122,38 @@ func (s *Store) Ping(ctx context.Context) error {
 // that fails or hangs means the process is wedged and a restart frees it.
 // On PostgreSQL a server that is away or slow is not the process's to fix:
 // a restart would not bring it back, and would drop the tunnels, gates and
-// plugin decisions answered from memory meanwhile. Other failures (a
-// closed store) are the process's own on both.
+// plugin decisions answered from memory meanwhile. So a failed Ping there
+// is put to the server over a connection of its own, outside the pool:
+// when the server answers that one, the fault is the process's (a pool
+// whose every connection is stuck), and Live says so. Running out of file
+// descriptors is the process's own on both engines, as is a closed store.
 func (s *Store) Live(ctx context.Context) error {
-	err := s.Ping(ctx)
-	if err != nil && s.pg && serverAway(err) {
+	if !s.pg {
+		return s.Ping(ctx)
+	}
+	// Half the time for the pool, the rest for the server alone.
+	pctx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+		defer cancel()
+	}
+	err := s.Ping(pctx)
+	if err == nil || !serverAway(err) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		return err
+	}
+	conn, cerr := pgx.Connect(ctx, s.url)
+	if cerr != nil {
+		if errors.Is(cerr, syscall.EMFILE) || errors.Is(cerr, syscall.ENFILE) {
+			return cerr
+		}
+		return nil // the server is away: not the process's fault
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if conn.Ping(ctx) != nil {
 		return nil
 	}
-	return err
+	return fmt.Errorf("the database answers a new connection but not the daemon's pool: %w", err)
 }
 
 // serverAway: err says the database server did not answer (unreachable,

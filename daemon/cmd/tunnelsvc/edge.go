@@ -279,6 +279,22 @@ func runCommand(ctx context.Context, name string, args ...string) ([]byte, error
 	return exec.CommandContext(ctx, name, args...).CombinedOutput()
 }
 
+// daemonSaid is what the daemon's own processes logged since the given
+// time (not systemd's lines about the unit), its last ten lines. The
+// journal may take a moment to have them, so it is asked twice.
+func daemonSaid(ctx context.Context, run func(ctx context.Context, name string, args ...string) ([]byte, error), since string) string {
+	for try := 0; try < 2; try++ {
+		if try > 0 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		log, err := run(ctx, "journalctl", "--no-pager", "-q", "-o", "cat", "-n", "10", "--since", since, "_SYSTEMD_UNIT=tunnelsvc.service")
+		if err == nil && len(bytes.TrimSpace(log)) > 0 {
+			return strings.TrimSpace(string(log))
+		}
+	}
+	return ""
+}
+
 // startUnitsWith is startUnits with the way commands are run given. When
 // the daemon does not start, the error carries its own last words from the
 // journal (why it stopped: a database it cannot reach, a key it refuses),
@@ -294,8 +310,10 @@ func startUnitsWith(ctx context.Context, run func(ctx context.Context, name stri
 			continue
 		}
 		msg := fmt.Sprintf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		if log, jerr := run(ctx, "journalctl", "--no-pager", "-o", "cat", "-n", "5", "--since", since, "-u", "tunnelsvc.service"); jerr == nil && len(bytes.TrimSpace(log)) > 0 {
-			msg += "\ntunnelsvc.service said:\n" + strings.TrimSpace(string(log))
+		if args[1] == "tunnelsvc.service" {
+			if log := daemonSaid(ctx, run, since); log != "" {
+				msg += "\ntunnelsvc.service said:\n" + log
+			}
 		}
 		return errors.New(msg)
 	}

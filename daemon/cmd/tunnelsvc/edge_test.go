@@ -250,7 +250,7 @@ func TestStartUnitsSaysWhyTheDaemonStopped(t *testing.T) {
 			t.Fatalf("error %q lacks %q", err, want)
 		}
 	}
-	if len(ran) != 2 || !strings.HasPrefix(ran[1], "journalctl --no-pager -o cat -n 5 --since @") || !strings.HasSuffix(ran[1], "-u tunnelsvc.service") {
+	if len(ran) != 2 || !strings.HasPrefix(ran[1], "journalctl --no-pager -q -o cat -n 10 --since @") || !strings.HasSuffix(ran[1], " _SYSTEMD_UNIT=tunnelsvc.service") {
 		t.Fatalf("commands: %q", ran)
 	}
 
