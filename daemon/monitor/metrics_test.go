@@ -79,21 +79,7 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 // with the same labels would fail the scrape).
 func TestTrafficSeriesSumEdges(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := st.RegisterMachine(ctx, store.NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "t",
-		AgentLocalPort: 7390, SSHLocalPort: 22, Seal: func(int64) (string, error) { return "x", nil }, Now: time.Now(),
-		Ports: store.PortRange{Lo: 20000, Hi: 20100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tun, err := st.InsertTunnel(ctx, store.Tunnel{MachineID: m.ID, Name: "db", Kind: "tcp", LocalPort: 5432}, store.PortRange{Lo: 20000, Hi: 20100}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m, tun := monitor.StoreWithTunnel(t, "nas")
 	first := func(prev store.TrafficSeen, in, out int64, day string) (int64, int64) { return in, out }
 	for edge, in := range map[string]int64{"edge-a": 300, "edge-b": 200} {
 		obs := []store.TrafficObservation{{Proxy: fmt.Sprintf("m%d.tunnel-%d", m.ID, tun.ID), MachineID: m.ID, TunnelID: tun.ID, DayIn: in, DayOut: in / 2, Conns: 1}}

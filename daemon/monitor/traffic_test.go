@@ -36,21 +36,7 @@ func TestDelta(t *testing.T) {
 // the dashboard's series covers the last 24 hours.
 func TestHistoryAndPrune(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	m, err := st.RegisterMachine(ctx, store.NewMachine{Name: "a", Username: "pi", SecretHash: "s", AgentTokenHash: "t",
-		AgentLocalPort: 7390, SSHLocalPort: 22, Seal: func(int64) (string, error) { return "x", nil }, Now: time.Now(),
-		Ports: store.PortRange{Lo: 20000, Hi: 20100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tun, err := st.InsertTunnel(ctx, store.Tunnel{MachineID: m.ID, Name: "db", Kind: "tcp", LocalPort: 5432}, store.PortRange{Lo: 20000, Hi: 20100}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m, tun := StoreWithTunnel(t, "a")
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 	tr := &Traffic{Store: st, Now: func() time.Time { return now }}
 	apply := func(at time.Time, proxy string, tunnel, in int64) {
