@@ -139,12 +139,12 @@ func (s *Store) Live(ctx context.Context) error {
 		defer cancel()
 	}
 	err := s.Ping(pctx)
-	if err == nil || !serverAway(err) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+	if err == nil || !serverAway(err) || outOfFiles(err) {
 		return err
 	}
 	conn, cerr := pgx.Connect(ctx, s.url)
 	if cerr != nil {
-		if errors.Is(cerr, syscall.EMFILE) || errors.Is(cerr, syscall.ENFILE) {
+		if outOfFiles(cerr) {
 			return cerr
 		}
 		return nil // the server is away: not the process's fault
@@ -154,6 +154,11 @@ func (s *Store) Live(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("the database answers a new connection but not the daemon's pool: %w", err)
+}
+
+// outOfFiles: the process has no file descriptor left (its own fault).
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // serverAway: err says the database server did not answer (unreachable,

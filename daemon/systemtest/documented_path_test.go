@@ -181,14 +181,7 @@ func TestDocumentedPath(t *testing.T) {
 	}
 
 	step("install the package", func(t *testing.T) {
-		// A VPS has no policy-rc.d (a container image's forbids starting
-		// services).
-		h.Must("rm", "-f", "/usr/sbin/policy-rc.d")
-		h.CopyIn(deb, "/root/tunnelsvc.deb", 0o644)
-		out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc.deb")
-		if err != nil {
-			t.Fatalf("apt-get install: %v\n%s", err, out)
-		}
+		installDeb(t, h, deb)
 		// Nothing set in the config file: setup is the API's alone.
 		if env := h.Must("cat", "/etc/tunnelsvc/tunnelsvc.env"); regexp.MustCompile(`(?m)^\s*TUNNELSVC_(BASE_URL|SERVER_HOST)=`).MatchString(env) {
 			t.Fatalf("tunnelsvc.env sets an address:\n%s", env)

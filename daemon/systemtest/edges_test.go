@@ -610,11 +610,7 @@ WantedBy=multi-user.target
 func joinFromPackage(t *testing.T, a *vps, h *testbed.Host, sshd func(*testbed.Host), certs, caRoot string) *vps {
 	t.Helper()
 	deb, _, _ := buildPackages(t)
-	h.Must("rm", "-f", "/usr/sbin/policy-rc.d")
-	h.CopyIn(deb, "/root/tunnelsvc.deb", 0o644)
-	if out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc.deb"); err != nil {
-		t.Fatalf("apt-get install: %v\n%s", err, out)
-	}
+	installDeb(t, h, deb)
 	h.Must("mkdir", "-p", "/etc/systemd/system/tunnelsvc.socket.d")
 	h.WriteFile("/etc/systemd/system/tunnelsvc.socket.d/listen.conf", []byte("[Socket]\nListenStream=\nListenStream=0.0.0.0:7380\n"), 0o644)
 	h.Must("sh", "-c", "echo 'TUNNELSVC_BASE_URL=http://"+edgeBIP+":7380' >>/etc/tunnelsvc/tunnelsvc.env")

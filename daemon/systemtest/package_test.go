@@ -63,6 +63,20 @@ func cleanupBuilt() {
 	}
 }
 
+// installDeb installs the .deb at deb on h as an operator does on a VPS:
+// apt-get, offline, with no policy-rc.d (a container image's forbids
+// starting services; a VPS has none). It gives apt-get's output.
+func installDeb(t *testing.T, h *testbed.Host, deb string) string {
+	t.Helper()
+	h.Must("rm", "-f", "/usr/sbin/policy-rc.d")
+	h.CopyIn(deb, "/root/tunnelsvc.deb", 0o644)
+	out, err := h.Exec("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "/root/tunnelsvc.deb")
+	if err != nil {
+		t.Fatalf("apt-get install: %v\n%s", err, out)
+	}
+	return out
+}
+
 // buildPackages builds two .debs (and the first one's .rpm) from this
 // tree with the Makefile's rules and nfpm.yaml: the install, and an
 // upgrade whose frps is a different build. They are built once.
