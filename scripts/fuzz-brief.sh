@@ -18,7 +18,7 @@ for t in "$@"; do
   bin=$bins/$(echo "$pkg" | tr '/.' '__').test
   if [ "$pkg" != "$last" ]; then
     echo "fuzz: building $pkg with coverage instrumentation"
-    $GO test -c -fuzz "^$name\$" -o "$bin" "$pkg"
+    $GO test -c -fuzz "^$name\$" -ldflags "${FUZZ_LDFLAGS:-}" -o "$bin" "$pkg"
     importpath=$($GO list "$pkg")
     last=$pkg
   fi
