@@ -41,6 +41,17 @@ MASK=(
   systemd-udevd-control.socket systemd-udevd-kernel.socket systemd-pstore.service
   postgresql.service cron.service remote-fs.target
 )
+# Generators masked inside every host: each daemon-reload (dpkg and the
+# daemon make about 150 in a run of the system tests) runs every generator,
+# and these only look for disks, consoles, the kernel's command line,
+# resume images and the outer machine's fstab, none of which a host has.
+# systemd-sysv-generator stays: it is how init.d-only services exist.
+MASK_GENERATORS=(
+  systemd-cryptsetup-generator systemd-debug-generator systemd-fstab-generator
+  systemd-getty-generator systemd-gpt-auto-generator systemd-hibernate-resume-generator
+  systemd-integritysetup-generator systemd-veritysetup-generator systemd-rc-local-generator
+  systemd-run-generator systemd-system-update-generator postgresql-generator
+)
 # Enabled on the outer machine but started by tests, not at boot.
 NO_AUTOSTART=(caddy.service fail2ban.service)
 
@@ -76,6 +87,8 @@ boot_inner() {
   echo "$name" >"$m/etc/hostname"
   hostname "$name"
   for u in "${MASK[@]}"; do ln -sfn /dev/null "$m/etc/systemd/system/$u"; done
+  mkdir -p "$m/etc/systemd/system-generators"
+  for g in "${MASK_GENERATORS[@]}"; do ln -sfn /dev/null "$m/etc/systemd/system-generators/$g"; done
   # The outer machine's enablement of these is dropped; a host that enabled
   # one itself (its own link in the upper dir) keeps it across reboots.
   local u f
