@@ -116,23 +116,23 @@ test-ui: ui daemon
 # one processor idle for about two minutes while only they were left.
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/... \
 	./daemon/localsetup/... ./daemon/cmd/tunnelsvc/... ./daemon/app/... ./daemon/store/...
-# Everything the tests compile, with -trimpath (GOFLAGS reaches the go
-# commands that tests run too): without it Go keys each package's compiled
-# code and vet result by its directory, so a new clone recompiled the whole
-# project although the build cache held it. Test binaries are linked
-# without DWARF and symbol table (-s -w), which halves their link time;
-# a failing test still prints file:line.
-TEST_GOFLAGS := -trimpath $(GOFLAGS)
-TEST_LDFLAGS := -s -w
-test-go test-fuzz test-ui test-system: export GOFLAGS := $(TEST_GOFLAGS)
+# Vet and the test binaries are built with -trimpath: without it Go keys
+# each package's compiled code and vet result by its directory, so a new
+# clone recompiled the whole project although the build cache held it.
+# (Only on these commands, not through GOFLAGS: with -trimpath in GOFLAGS,
+# go build stamps the main module with a pseudo-version instead of
+# (devel), which the packages' copyright file would then look for.) Test
+# binaries are linked without DWARF and symbol table (-s -w), which halves
+# their link time; a failing test still prints file:line.
+TEST_BUILD := -trimpath -ldflags '-s -w'
 test-go:
-	$(GO) vet ./...
-	cd third_party/yamux && $(GO) vet . && $(GO) test -count=1 -timeout 2m -ldflags '$(TEST_LDFLAGS)' -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m -ldflags '$(TEST_LDFLAGS)' $(GO_TEST_FIRST) ./...
+	$(GO) vet -trimpath ./...
+	cd third_party/yamux && $(GO) vet -trimpath . && $(GO) test -count=1 -timeout 2m $(TEST_BUILD) -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
+	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m $(TEST_BUILD) $(GO_TEST_FIRST) ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:
-	$(GO) test -count=1 -v -timeout 10m -ldflags '$(TEST_LDFLAGS)' ./daemon/internal/testbed/... ./daemon/systemtest/...
+	$(GO) test -count=1 -v -timeout 10m $(TEST_BUILD) ./daemon/internal/testbed/... ./daemon/systemtest/...
 
 # Each fuzz target runs briefly (scripts/fuzz-brief.sh: one instrumented
 # binary per package); the committed seed corpus runs in test-go too.
@@ -151,7 +151,7 @@ FUZZ_TARGETS += ./daemon/validate:FuzzValidators:50000x ./daemon/webproxy:FuzzCa
 	./daemon/revtunnel:FuzzFrpsConfig:8000x ./daemon/revtunnel:FuzzFrpcConfig:10000x \
 	./daemon/gate:FuzzCheck:20000x ./daemon/gate:FuzzCallback:20000x ./daemon/gate:FuzzLogin:1000x
 test-fuzz:
-	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) FUZZ_LDFLAGS='$(TEST_LDFLAGS)' bash scripts/fuzz-brief.sh $(FUZZ_TARGETS)
+	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) bash scripts/fuzz-brief.sh $(FUZZ_TARGETS)
 
 ## package: .deb and .rpm in dist/ (nfpm, pinned; newer nfpm releases need
 ## modules the Go module proxy does not serve). bin/copyright gathers the
