@@ -74,6 +74,9 @@ type Service struct {
 	log     *slog.Logger
 	// mu serializes everything that writes the managed files.
 	mu sync.Mutex
+	// facts keeps what fail2ban-client --version and python3's import
+	// check said (see installFacts).
+	facts installFacts
 }
 
 // New builds a Service.

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"syscall"
 	"time"
 )
 
@@ -93,4 +95,29 @@ func (r Result) AsError(tool string, own ...string) error {
 		return nil
 	}
 	return &ToolError{Tool: tool, Words: Message(tool, r, own...), Err: r.Err}
+}
+
+// Locator is a Runner that can say which file a program name runs, so a
+// caller may keep what the program said while that file is unchanged.
+// Exec is one; runners made up in tests are not, and are always asked.
+type Locator interface {
+	Locate(name string) (string, error)
+}
+
+// Locate implements Locator: the file Run would start for name.
+func (e Exec) Locate(name string) (string, error) { return exec.LookPath(name) }
+
+// Identity names a file's current contents cheaply: its path, size,
+// modification time and inode. It changes when a package upgrade replaces
+// the file. "" when the file cannot be read.
+func Identity(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ""
+	}
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%s %d %d %d", path, fi.Size(), fi.ModTime().UnixNano(), ino)
 }
