@@ -141,7 +141,9 @@ test-system:
 # a bare "context deadline exceeded" when the time runs out while a worker
 # is mid-input (go.dev/issue/75804, fixed in Go 1.27), which failed `make
 # test` with nothing found. FUZZ_TIME=1m (or 1000000x) sets one budget for
-# every target instead.
+# every target instead, and keeps the inputs it finds in Go's fuzz cache
+# for the next such run (a brief pass throws its own away: replaying a
+# cache that grew with every run made each pass longer than the last).
 FUZZ_TIME ?=
 FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:2000x ./daemon/api:FuzzTwoFABodies:10000x ./daemon/api:FuzzSSHKeyBodies:4000x \
 	./daemon/api:FuzzJoinCommand:1500x

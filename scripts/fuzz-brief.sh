@@ -3,13 +3,21 @@
 # (FUZZ_TIME, when set, replaces every budget). One instrumented test binary
 # per package, built once and run for each of its targets from the package's
 # directory, as `go test -fuzz` would run it: the committed corpus in
-# testdata/fuzz, new crashers written there, the interesting inputs kept in
-# Go's fuzz cache. Stops at the first target that fails.
+# testdata/fuzz, new crashers written there. Stops at the first target
+# that fails.
+#
+# The interesting inputs a run finds go to a cache of its own, removed at
+# the end: in Go's fuzz cache they piled up run after run, and each run
+# first replays them all (its "baseline coverage"), so the brief pass grew
+# longer with every run on the same machine. With FUZZ_TIME set (a
+# deliberate longer fuzz) they are kept in Go's fuzz cache, so each such
+# run starts from what the last one found.
 set -euo pipefail
 GO=${GO:-go}
-cache=$($GO env GOCACHE)/fuzz
 bins=$(mktemp -d)
 trap 'rm -rf "$bins"' EXIT
+cache=$bins/fuzzcache
+[ -z "${FUZZ_TIME:-}" ] || cache=$($GO env GOCACHE)/fuzz
 last=""
 for t in "$@"; do
   pkg=${t%%:*} rest=${t#*:}
