@@ -108,12 +108,18 @@ test-ui: ui daemon
 	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm test; else echo "test-ui: no ui/package.json"; fi
 
 # The longest packages first: go test starts packages in the order they are
-# named, and two run at once, so the system tests (one package, whose tests
-# run two at a time and mostly wait for hosts to boot and timers to fire)
-# run beside all the others instead of after most of them. Then the
-# packages whose tests mostly wait (a database stopped for a minute, a
-# slow client cut off, an edge back after a pause): run last, they left
-# one processor idle for about two minutes while only they were left.
+# named, so the system tests (one package, whose tests run two at a time
+# and mostly wait for hosts to boot and timers to fire) run beside all the
+# others instead of after most of them. Then the packages whose tests
+# mostly wait (a database stopped for a minute, a slow client cut off, an
+# edge back after a pause): run last, they left one processor idle for
+# about two minutes while only they were left.
+# Three packages at once (-p 3; go test's default is one per processor):
+# with two, the system tests held one slot for eight minutes and the
+# others queued for the second, so whenever the package in it waited (the
+# API's database outage, localsetup's timers) a processor idled: in the
+# last four minutes the machine was 38-77 % busy.
+GO_TEST_P := 3
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/... \
 	./daemon/localsetup/... ./daemon/cmd/tunnelsvc/... ./daemon/app/... ./daemon/store/...
 # Vet and the test binaries are built with -trimpath: without it Go keys
@@ -128,7 +134,7 @@ TEST_BUILD := -trimpath -ldflags '-s -w'
 test-go:
 	$(GO) vet -trimpath ./...
 	cd third_party/yamux && $(GO) vet -trimpath . && $(GO) test -count=1 -timeout 2m $(TEST_BUILD) -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m $(TEST_BUILD) $(GO_TEST_FIRST) ./...
+	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m -p $(GO_TEST_P) $(TEST_BUILD) $(GO_TEST_FIRST) ./...
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:
