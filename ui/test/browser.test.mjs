@@ -10,7 +10,7 @@
 // a failing step saves one named after it.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
@@ -18,9 +18,8 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
 import { createSocket } from 'node:dgram';
-import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
-import { totp } from './harness.mjs';
+import { daemonBinary, totp } from './harness.mjs';
 import { AxeBuilder } from '@axe-core/playwright';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -121,10 +120,7 @@ before(async () => {
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   // After the UI build, so this binary embeds it. UI_DAEMON_BIN names a
   // binary built elsewhere instead (it must embed this ui/dist).
-  bin = process.env.UI_DAEMON_BIN ?? join(tmp, 'tunnelsvc');
-  if (!process.env.UI_DAEMON_BIN) {
-    await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
-  }
+  bin = await daemonBinary(tmp);
   echo = createHttpServer((_, res) => res.end(PUBLIC_IP));
   await new Promise((r) => echo.listen(0, '127.0.0.1', r));
   dns = await fakeDNS();

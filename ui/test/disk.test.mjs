@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
+import { daemonBinary } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
@@ -57,8 +58,7 @@ before(async () => {
   mkdirSync(data);
   await run('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', data]);
   mounted = true;
-  const bin = join(tmp, 'tunnelsvc');
-  await run('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+  const bin = await daemonBinary(tmp);
   const [port, plugin, frps, dash, gate] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   base = `http://127.0.0.1:${port}`;
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', data,

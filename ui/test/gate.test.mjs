@@ -8,15 +8,15 @@
 // cookies. Every process is killed at the end.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHTTPServer } from 'node:http';
-import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
+import { daemonBinary } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
@@ -81,8 +81,7 @@ async function call(method, path, body) {
 before(async () => {
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   for (const bin of ['frps', 'frpc']) assert.ok(existsSync(join(repo, 'bin', bin)), `bin/${bin} is missing; run make build`);
-  const bin = join(tmp, 'tunnelsvc');
-  await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+  const bin = await daemonBinary(tmp);
   const [port, pluginPort, frpsPort, dashPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const lo = 21000 + Math.floor(Math.random() * 100) * 100;
   base = `http://127.0.0.1:${port}`;

@@ -29,13 +29,15 @@ export function freePort() {
 }
 
 let built;
-/** The daemon binary: UI_DAEMON_BIN, or one built now (it embeds ui/dist). */
-async function daemonBin(tmp) {
+/** The daemon binary every test file runs: UI_DAEMON_BIN (make test-ui
+ * passes bin/tunnelsvc, built with this ui/dist embedded), or one built
+ * now into tmp, once per file. */
+export async function daemonBinary(tmp) {
   if (process.env.UI_DAEMON_BIN) return process.env.UI_DAEMON_BIN;
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   built ??= (async () => {
     const bin = join(tmp, 'tunnelsvc');
-    await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+    await promisify(execFile)('go', ['build', '-trimpath', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
     return bin;
   })();
   return built;
@@ -48,7 +50,7 @@ async function daemonBin(tmp) {
  * set, and this one only logs in. */
 export async function startDaemon(name, password, extra = [], opts = {}) {
   const tmp = mkdtempSync(join(tmpdir(), `tunnelsvc-${name}-`));
-  const bin = await daemonBin(tmp);
+  const bin = await daemonBinary(tmp);
   if (opts.joinOf) {
     mkdirSync(join(tmp, 'data'), { mode: 0o700 });
     copyFileSync(join(opts.joinOf.tmp, 'data', 'secret.key'), join(tmp, 'data', 'secret.key'));

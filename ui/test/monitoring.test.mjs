@@ -5,15 +5,15 @@
 // to a receiver on 127.0.0.1. The daemon is killed at the end.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHTTPServer } from 'node:http';
-import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
+import { daemonBinary } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
@@ -36,8 +36,7 @@ function freePort() {
 }
 
 before(async () => {
-  const bin = join(tmp, 'tunnelsvc');
-  await promisify(execFile)('go', ['build', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
+  const bin = await daemonBinary(tmp);
   const [port, plugin, frps, dash, gate] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   base = `http://127.0.0.1:${port}`;
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(tmp, 'data'),
