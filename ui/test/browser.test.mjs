@@ -120,7 +120,7 @@ before(async () => {
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   // After the UI build, so this binary embeds it. UI_DAEMON_BIN names a
   // binary built elsewhere instead (it must embed this ui/dist).
-  bin = await daemonBinary(tmp);
+  bin = await daemonBinary();
   echo = createHttpServer((_, res) => res.end(PUBLIC_IP));
   await new Promise((r) => echo.listen(0, '127.0.0.1', r));
   dns = await fakeDNS();

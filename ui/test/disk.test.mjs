@@ -58,7 +58,7 @@ before(async () => {
   mkdirSync(data);
   await run('mount', ['-t', 'tmpfs', '-o', 'size=8m,mode=0700', 'tmpfs', data]);
   mounted = true;
-  const bin = await daemonBinary(tmp);
+  const bin = await daemonBinary();
   const [port, plugin, frps, dash, gate] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   base = `http://127.0.0.1:${port}`;
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', data,

@@ -81,7 +81,7 @@ async function call(method, path, body) {
 before(async () => {
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   for (const bin of ['frps', 'frpc']) assert.ok(existsSync(join(repo, 'bin', bin)), `bin/${bin} is missing; run make build`);
-  const bin = await daemonBinary(tmp);
+  const bin = await daemonBinary();
   const [port, pluginPort, frpsPort, dashPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const lo = 21000 + Math.floor(Math.random() * 100) * 100;
   base = `http://127.0.0.1:${port}`;

@@ -31,12 +31,15 @@ export function freePort() {
 let built;
 /** The daemon binary every test file runs: UI_DAEMON_BIN (make test-ui
  * passes bin/tunnelsvc, built with this ui/dist embedded), or one built
- * now into tmp, once per file. */
-export async function daemonBinary(tmp) {
+ * now, once per file, in a directory of its own that goes when the file's
+ * process exits (not in a daemon's directory, which its stop() removes). */
+export async function daemonBinary() {
   if (process.env.UI_DAEMON_BIN) return process.env.UI_DAEMON_BIN;
   assert.ok(existsSync(join(ui, 'dist', 'index.html')), 'ui/dist is not built; run npm run build first');
   built ??= (async () => {
-    const bin = join(tmp, 'tunnelsvc');
+    const dir = mkdtempSync(join(tmpdir(), 'tunnelsvc-bin-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const bin = join(dir, 'tunnelsvc');
     await promisify(execFile)('go', ['build', '-trimpath', '-o', bin, './daemon/cmd/tunnelsvc'], { cwd: repo, timeout: 240_000 });
     return bin;
   })();
@@ -50,7 +53,7 @@ export async function daemonBinary(tmp) {
  * set, and this one only logs in. */
 export async function startDaemon(name, password, extra = [], opts = {}) {
   const tmp = mkdtempSync(join(tmpdir(), `tunnelsvc-${name}-`));
-  const bin = await daemonBinary(tmp);
+  const bin = await daemonBinary();
   if (opts.joinOf) {
     mkdirSync(join(tmp, 'data'), { mode: 0o700 });
     copyFileSync(join(opts.joinOf.tmp, 'data', 'secret.key'), join(tmp, 'data', 'secret.key'));

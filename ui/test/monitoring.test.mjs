@@ -36,7 +36,7 @@ function freePort() {
 }
 
 before(async () => {
-  const bin = await daemonBinary(tmp);
+  const bin = await daemonBinary();
   const [port, plugin, frps, dash, gate] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   base = `http://127.0.0.1:${port}`;
   daemon = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', join(tmp, 'data'),
