@@ -138,14 +138,21 @@ func newRigWith(t *testing.T, server string, wrap func(*configs, *agents) (deliv
 func (r *rig) machine(name string) store.Machine {
 	r.t.Helper()
 	ctx := context.Background()
+	r.cfg.mu.Lock()
+	server := r.cfg.server
+	r.cfg.mu.Unlock()
+	// What DesiredConfig renders for a machine without tunnels, recorded
+	// as the registration does: generation 1, applied.
 	m, err := r.st.RegisterMachine(ctx, store.NewMachine{Name: name, Username: "pi", SecretHash: name + "s", AgentTokenHash: name + "a",
-		Seal: func(int64) (string, error) { return "sealed", nil }, Now: r.clk.Now(), Ports: store.PortRange{Lo: 30000, Hi: 30100}})
+		Seal: func(int64) (string, error) { return "sealed", nil }, Now: r.clk.Now(), Ports: store.PortRange{Lo: 30000, Hi: 30100},
+		Config: func(store.Machine) (string, string, error) {
+			return machines.ConfigDigest(fmt.Sprintf("serverAddr = '%s'\n", server)), server, nil
+		}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	cfg, server, _ := r.cfg.DesiredConfig(ctx, m)
-	if _, err := r.st.SetDesiredConfig(ctx, m.ID, machines.ConfigDigest(cfg), true, server, r.clk.Now()); err != nil {
-		r.t.Fatal(err)
+	if c := r.config(m.ID); c.DesiredGen != 1 || c.AppliedGen != 1 || !c.PendingSince.IsZero() {
+		r.t.Fatalf("after registration: desired %d, applied %d, pending since %v; want generation 1 applied", c.DesiredGen, c.AppliedGen, c.PendingSince)
 	}
 	return m
 }

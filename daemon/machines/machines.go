@@ -294,12 +294,26 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	agentToken := deriveAgentToken(secret)
 	hash := auth.HashToken(req.Token)
 	now := s.now()
+	// The CA first (made on the first registration): the config is
+	// rendered inside the registration's transaction, which must not wait
+	// for another write.
+	ca, err := s.TunnelCA(ctx)
+	if err != nil {
+		return Registration{}, err
+	}
+	var cfg string
 	m, err := s.Store.RegisterMachine(ctx, store.NewMachine{
 		Name: name, Username: username, ClientAddr: addrString(req.Client),
 		SecretHash: auth.HashToken(secret), AgentTokenHash: auth.HashToken(agentToken),
 		AgentLocalPort: s.agentLocalPort(), SSHLocalPort: s.sshLocalPort(), SSHKeyID: keyID,
 		Seal: func(id int64) (string, error) { return s.Sealer.Seal([]byte(secret), secretAAD(id)), nil },
 		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true, HomeEdge: s.EdgeName,
+		// The machine installs this very config: it is generation 1, applied.
+		Config: func(m store.Machine) (string, string, error) {
+			c, err := s.renderClient(ca, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", nil)
+			cfg = c
+			return ConfigDigest(c), host, err
+		},
 	})
 	if errors.Is(err, store.ErrTokenInvalid) {
 		s.stale(ctx, req.Client, s.Store.TokenFailureReason(ctx, hash, now))
@@ -314,14 +328,6 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	}
 	if err != nil {
 		s.stale(ctx, req.Client, "registration failed: "+err.Error())
-		return Registration{}, err
-	}
-	cfg, err := s.clientConfig(ctx, m, secret, host, nil)
-	if err != nil {
-		return Registration{}, err
-	}
-	// The machine installs this very config: it is generation 1, applied.
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), true, host, s.now()); err != nil {
 		return Registration{}, err
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "registered", MachineID: m.ID,
@@ -423,6 +429,11 @@ func (s *Service) clientConfigFor(ctx context.Context, m store.Machine, secret s
 	if err != nil {
 		return "", err
 	}
+	return s.renderClient(ca, m, secret, e, edge, tunnels)
+}
+
+// renderClient is clientConfigFor with the tunnel CA at hand.
+func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel) (string, error) {
 	admin, path := s.ClientAdminPort, s.ClientConfigPath
 	if admin == 0 {
 		admin = frpconf.DefaultAdminPort

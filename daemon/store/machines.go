@@ -213,6 +213,12 @@ type NewMachine struct {
 	TokenHash    string
 	Ports        PortRange
 	ConsumeToken bool
+	// Config, when set, renders the config the machine installs with its
+	// registration, from the new machine (its id and ports): its digest
+	// and the tunnel server it names are recorded as generation 1, already
+	// applied, in the same transaction, so that config delivery never sees
+	// the machine without a generation and pushes it a config it has.
+	Config func(m Machine) (digest, server string, err error)
 }
 
 // RegisterMachine claims the bootstrap token (when ConsumeToken), creates
@@ -260,6 +266,20 @@ func (s *Store) RegisterMachine(ctx context.Context, n NewMachine) (Machine, err
 		}
 		if n.ConsumeToken {
 			if _, err := tx.exec(ctx, "UPDATE bootstrap_tokens SET machine_id = ? WHERE token_hash = ?", id, n.TokenHash); err != nil {
+				return err
+			}
+		}
+		if n.Config != nil {
+			m, err = scanMachine(tx.queryRow(ctx, machineSelect+" WHERE id = ?", id))
+			if err != nil {
+				return err
+			}
+			digest, server, err := n.Config(m)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.exec(ctx, `UPDATE machines SET config_desired_gen = 1, config_desired_hash = ?, config_applied_gen = 1,
+				config_pending_since = NULL, config_applied_server = ? WHERE id = ?`, digest, server, id); err != nil {
 				return err
 			}
 		}
