@@ -325,6 +325,11 @@ func TestRealServer(t *testing.T) {
 	if _, err := svc.Unban(ctx, "nojail", "203.0.113.9"); err == nil || err.Error() != "Sorry but the jail 'nojail' does not exist" {
 		t.Fatalf("unknown jail: %v", err)
 	}
+	// The status is read from fail2ban's socket: its refusals come in
+	// fail2ban's words there too.
+	if _, err := banner.JailStatus(ctx, in.Socket, "nojail"); err == nil || err.Error() != "fail2ban status nojail: Sorry but the jail 'nojail' does not exist" {
+		t.Fatalf("status of an unknown jail: %v", err)
+	}
 
 	before := in.Reloads()
 	if err := svc.SetConfig(ctx, banner.Config{MaxRetry: 7, FindTime: 300, BanTime: 900}); err != nil {
@@ -347,6 +352,18 @@ func TestRealServer(t *testing.T) {
 	if got := in.Get(banner.AuthJail, "ignoreip"); strings.Contains(got, "198.51.100.7") {
 		t.Fatalf("ignoreip after removal = %s", got)
 	}
+
+	// Stopped, fail2ban is installed but not running, which is no error.
+	if res := in.Client(ctx, "stop"); res.Err != nil {
+		t.Fatalf("fail2ban-client stop: %s", res.Words())
+	}
+	testutil.Eventually(t, 10*time.Second, "the status of a stopped fail2ban", func() error {
+		st, err := svc.Status(ctx)
+		if err != nil || !st.Installed || st.Running || len(st.Jails) != 0 {
+			return fmt.Errorf("status %+v, %v", st, err)
+		}
+		return nil
+	})
 }
 
 // tools answers fail2ban-client --version and python3's import check as

@@ -61,6 +61,23 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 		return st, nil
 	}
 	st.Missing = s.Missing(ctx)
+	if path := s.socketPath(); path != "" && !strings.Contains(path, "%(") {
+		// Nothing to connect to, or no answer to ping: not running.
+		conn, err := dialF2B(ctx, path)
+		if err != nil {
+			return st, nil
+		}
+		defer conn.Close()
+		if _, err := conn.command("ping"); err != nil {
+			return st, nil
+		}
+		st.Running = true
+		if st.Jails, err = socketStatus(conn); err != nil {
+			st.Jails = []Jail{}
+			return st, err
+		}
+		return st, nil
+	}
 	if res := s.client(ctx, "ping"); res.Err != nil {
 		return st, nil
 	}

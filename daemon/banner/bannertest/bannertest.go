@@ -143,7 +143,13 @@ func (in *Instance) AuthFailures(ip string, n int) {
 // Banned returns the addresses fail2ban currently bans in jail.
 func (in *Instance) Banned(jail string) []string {
 	in.t.Helper()
-	return strings.Fields(in.Get(jail, "banip"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j, err := banner.JailStatus(ctx, in.Socket, jail)
+	if err != nil {
+		in.t.Fatalf("status of jail %s: %v", jail, err)
+	}
+	return j.Banned
 }
 
 // WaitFor polls cond every 100 ms for at most d.
