@@ -20,7 +20,7 @@
 #   testbed.sh reboot DIR [NAME]   power off, then boot again over the same
 #                                  upper dir (what the host wrote survives;
 #                                  /run, /tmp and its network do not)
-#   testbed.sh down DIR            power off, kill what is left, unmount, rm -rf
+#   testbed.sh down DIR            pull the plug (no orderly shutdown), unmount, rm -rf
 #
 # Needs root, util-linux (unshare, nsenter), iproute2 and systemd installed on
 # the outer machine. Units that reach the network, wait for terminals or are
@@ -187,17 +187,22 @@ veth() {
 }
 
 # halt powers a host off and removes its processes, mounts and cgroups, but
-# keeps its directory.
+# keeps its directory. With "now" it pulls the plug instead of shutting
+# down: for a host about to be removed, whose orderly shutdown (every
+# unit stopped, then systemd-shutdown's sync and unmount rounds) would
+# only cost time.
 halt() {
-  local dir=$1
+  local dir=$1 now=${2:-}
   local pid="" upid="" i
   [ -s "$dir/pid" ] && pid=$(cat "$dir/pid")
   [ -s "$dir/unshare.pid" ] && upid=$(cat "$dir/unshare.pid")
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     # SIGRTMIN+4 asks systemd for a poweroff; in a pid namespace that ends
     # the namespace, never the outer machine.
-    kill -s SIGRTMIN+4 "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if [ -z "$now" ]; then
+      kill -s SIGRTMIN+4 "$pid" 2>/dev/null || true
+      for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
     # Killing PID 1 of a pid namespace kills everything in it.
     if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
@@ -231,7 +236,7 @@ down() {
   local dir=${1:?usage: testbed.sh down DIR}
   [ -d "$dir" ] || return 0
   dir=$(cd "$dir" && pwd)
-  halt "$dir"
+  halt "$dir" now
   rm -rf "$dir"
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,16 +22,35 @@ const (
 	password  = "correct horse battery staple"
 )
 
-// buildDaemon builds tunnelsvc once for the test into a temp dir.
+var daemonBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildDaemon builds tunnelsvc once for all the tests, into a temporary
+// directory TestMain removes. As make builds it: -trimpath (without it, a
+// new clone compiles every package again although Go's build cache holds
+// them) and no symbol table or DWARF (half the link).
 func buildDaemon(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tunnelsvc")
-	cmd := exec.Command("go", "build", "-o", bin, "./daemon/cmd/tunnelsvc")
-	cmd.Dir = testbed.Root(t)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build tunnelsvc: %v\n%s", err, out)
+	b := &daemonBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "tunnelsvc-daemon-"); b.err != nil {
+			return
+		}
+		b.bin = filepath.Join(b.dir, "tunnelsvc")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.bin, "./daemon/cmd/tunnelsvc")
+		cmd.Dir = testbed.Root(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build tunnelsvc: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return bin
+	return b.bin
 }
 
 // vps is a testbed host with tunnelsvc's units and binary installed the way
@@ -340,5 +360,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	cleanupBuilt()
+	if daemonBuild.dir != "" {
+		os.RemoveAll(daemonBuild.dir)
+	}
 	os.Exit(code)
 }
