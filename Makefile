@@ -104,8 +104,9 @@ test: deps build test-fuzz test-ui test-go
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
 ## chromium driving the real daemon, bin/tunnelsvc with this UI embedded);
 ## node's test runner runs two files at a time and prints a summary.
+## (test:built is npm test without its build: the ui target just built.)
 test-ui: ui daemon
-	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm test; else echo "test-ui: no ui/package.json"; fi
+	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm run --silent test:built; else echo "test-ui: no ui/package.json"; fi
 
 # The longest packages first: go test starts packages in the order they are
 # named, so the system tests (one package, whose tests run two at a time
