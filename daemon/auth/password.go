@@ -45,6 +45,9 @@ func LowCostForTests() {
 		panic("auth: LowCostForTests called outside a test binary")
 	}
 	argonCost.time, argonCost.memory, argonCost.threads = 1, 1024, 1
+	// Other argon2id hashes (2FA backup codes) record no parameters: the
+	// gate runs them at this cost too, so they still verify in-process.
+	lowCostIDKey.Store(true)
 	// The strength check's dictionaries, built once instead of after each
 	// garbage collection (about 100 ms per set-up).
 	matching.Keep()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -250,4 +251,12 @@ func TestForceDisable(t *testing.T) {
 	if !strings.HasPrefix(e.kinds(t), KindDisabled) {
 		t.Fatalf("audit %s", e.kinds(t))
 	}
+}
+
+// TestMain hashes cheaply: these tests are about what 2FA accepts and
+// refuses, not what argon2id costs (the auth package's own tests keep
+// the real cost).
+func TestMain(m *testing.M) {
+	auth.LowCostForTests()
+	os.Exit(m.Run())
 }
