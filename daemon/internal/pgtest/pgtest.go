@@ -195,6 +195,10 @@ func (s *Server) CreateDatabase(name, template string) (string, error) {
 	if template != "" {
 		q += " TEMPLATE " + template
 	}
+	// A file copy of a small template (a test's database, a few MB) takes
+	// half the CPU of PostgreSQL 15's default, which writes every page of
+	// it to the WAL; its checkpoints cost nothing with fsync off.
+	q += " STRATEGY FILE_COPY"
 	if _, err := conn.Exec(ctx, q); err != nil {
 		return "", fmt.Errorf("create database %s: %v", name, err)
 	}
