@@ -58,3 +58,35 @@ func mustMachine(t *testing.T, s *Store, id int64) Machine {
 	}
 	return m
 }
+
+// TestSetSettingIfAbsentSeesTheWinner: when another writer got the key
+// first, so lately that this process's caches have not heard of it (here:
+// a row written past the store, which announces nothing on PostgreSQL),
+// the GetSetting that follows a refused SetSettingIfAbsent reads the
+// winner's value, not the absence it remembered.
+func TestSetSettingIfAbsentSeesTheWinner(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		// Until its change watcher runs, a store counts every call as a
+		// change and remembers nothing: wait for the count to hold still.
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Changes() != s.Changes() {
+			if time.Now().After(deadline) {
+				t.Fatal("the change count never held still")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := s.GetSetting(ctx, "tunnel_ca"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("before: %v, want ErrNotFound", err)
+		}
+		if _, err := s.db.ExecContext(ctx, "INSERT INTO settings(key, value) VALUES ('tunnel_ca', 'winner')"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.SetSettingIfAbsent(ctx, "tunnel_ca", "loser"); ok || err != nil {
+			t.Fatalf("SetSettingIfAbsent over the winner: %v, %v; want false", ok, err)
+		}
+		if v, err := s.GetSetting(ctx, "tunnel_ca"); err != nil || v != "winner" {
+			t.Fatalf("after: %q, %v; want the winner's value", v, err)
+		}
+	})
+}

@@ -64,6 +64,13 @@ func (s *Store) SetSettingIfAbsent(ctx context.Context, key, value string) (bool
 	n, err := res.RowsAffected()
 	if n == 1 {
 		s.changed(TopicSettings)
+	} else if err == nil {
+		// Another writer has the key, maybe so lately that this process's
+		// caches have not heard of it (a concurrent insert in this
+		// process counts its commit only after it returns; another
+		// process's notification comes when it comes): a GetSetting right
+		// after must read it, not a remembered absence.
+		s.changes.bump()
 	}
 	return n == 1, err
 }
