@@ -75,8 +75,10 @@ type Service struct {
 	// mu serializes everything that writes the managed files.
 	mu sync.Mutex
 	// facts keeps what fail2ban-client --version and python3's import
-	// check said (see installFacts).
-	facts installFacts
+	// check said while those files are unchanged (only answers of an
+	// installed part: a missing one is asked again each time, so
+	// installing it shows at once).
+	facts cmdrun.Memo
 }
 
 // New builds a Service.

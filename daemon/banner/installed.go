@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
@@ -60,7 +58,7 @@ func (s *Service) configProblem() string {
 // directory holds fail2ban's own jail.conf: the set-up needs both. An
 // error is a failure to ask (fail2ban-client there but failing).
 func (s *Service) Installed(ctx context.Context) (Installation, error) {
-	version, known := s.facts.get(s.run, "version")
+	version, known := s.facts.Get(s.run, "version")
 	if !known {
 		res := s.run.Run(ctx, "fail2ban-client", "--version")
 		if errors.Is(res.Err, cmdrun.ErrNotInstalled) {
@@ -70,7 +68,7 @@ func (s *Service) Installed(ctx context.Context) (Installation, error) {
 			return Installation{}, fmt.Errorf("fail2ban-client --version: %s", res.Words())
 		}
 		version = strings.TrimSpace(res.Stdout)
-		s.facts.put(s.run, "version", version, "fail2ban-client")
+		s.facts.Put(s.run, "version", version, "fail2ban-client")
 	}
 	if p := s.configProblem(); p != "" {
 		return Installation{Problem: p}, nil
@@ -85,7 +83,7 @@ const journalCheckTimeout = 5 * time.Second
 // without which the journal-reading jails cannot start. It asks python3
 // to import systemd.journal, as fail2ban will.
 func (s *Service) Missing(ctx context.Context) []MissingPart {
-	if _, known := s.facts.get(s.run, "journal"); known {
+	if _, known := s.facts.Get(s.run, "journal"); known {
 		return []MissingPart{}
 	}
 	ctx, cancel := context.WithTimeout(ctx, journalCheckTimeout)
@@ -95,77 +93,8 @@ func (s *Service) Missing(ctx context.Context) []MissingPart {
 		return []MissingPart{JournalPart}
 	}
 	// Kept while python3 and the module it imported are the same files.
-	s.facts.put(s.run, "journal", "", "python3", strings.TrimSpace(res.Stdout))
+	s.facts.Put(s.run, "journal", "", "python3", strings.TrimSpace(res.Stdout))
 	return []MissingPart{}
-}
-
-// installFacts keeps what fail2ban-client --version and python3's import
-// check said while the files they depend on are unchanged. Each question
-// starts Python (about 0.15 CPU-s), and the overview, the local status and
-// the Ban tool page ask on every load. Only answers of an installed part
-// are kept: a missing one is asked again each time, so installing it shows
-// at once; an upgrade or removal changes a file's identity, so it shows
-// too. Runners that cannot locate programs (tests' own) are always asked.
-type installFacts struct {
-	mu sync.Mutex
-	m  map[string]installFact
-}
-
-type installFact struct {
-	value string
-	files []string // programs by name, then files by path
-	ids   []string // their cmdrun.Identity when the answer was given
-}
-
-// identities resolves files (a name without a slash through the runner)
-// to their identities; ok is false when any cannot be resolved.
-func identities(run cmdrun.Runner, files []string) (ids []string, ok bool) {
-	loc, can := run.(cmdrun.Locator)
-	if !can {
-		return nil, false
-	}
-	for _, f := range files {
-		if !strings.Contains(f, "/") {
-			p, err := loc.Locate(f)
-			if err != nil {
-				return nil, false
-			}
-			f = p
-		}
-		id := cmdrun.Identity(f)
-		if id == "" {
-			return nil, false
-		}
-		ids = append(ids, id)
-	}
-	return ids, true
-}
-
-func (c *installFacts) get(run cmdrun.Runner, key string) (string, bool) {
-	c.mu.Lock()
-	f, ok := c.m[key]
-	c.mu.Unlock()
-	if !ok {
-		return "", false
-	}
-	ids, ok := identities(run, f.files)
-	if !ok || !slices.Equal(ids, f.ids) {
-		return "", false
-	}
-	return f.value, true
-}
-
-func (c *installFacts) put(run cmdrun.Runner, key, value string, files ...string) {
-	ids, ok := identities(run, files)
-	if !ok {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]installFact{}
-	}
-	c.m[key] = installFact{value: value, files: files, ids: ids}
 }
 
 // Parts is what the overview lists of the ban tool: whether fail2ban is

@@ -144,6 +144,9 @@ type Service struct {
 	Now      func() time.Time
 
 	publicIP ipCache // the checklist's last detected public address
+	// versions keeps caddy's and frps's versions while their files are
+	// the same: the status asks on every load of the dashboard.
+	versions cmdrun.Memo
 }
 
 // InstallRequest is POST /api/local/install's body.

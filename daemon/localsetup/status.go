@@ -103,10 +103,16 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// version asks a tool for its version; "" when it is absent or says nothing.
+// version asks a tool for its version; "" when it is absent or says
+// nothing. An answer is kept while the tool's file is the same (an upgrade
+// asks again); an absent tool is asked every time, so installing it shows.
 func (s *Service) version(ctx context.Context, tool string, arg string) string {
 	if tool == "" {
 		return ""
+	}
+	key := tool + " " + arg
+	if v, ok := s.versions.Get(s.Run, key); ok {
+		return v
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -118,5 +124,6 @@ func (s *Service) version(ctx context.Context, tool string, arg string) string {
 	if len(f) == 0 {
 		return ""
 	}
+	s.versions.Put(s.Run, key, f[0], tool)
 	return f[0]
 }
