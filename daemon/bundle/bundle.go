@@ -141,7 +141,11 @@ func build(staticDir string, ins []input) (Bundle, error) {
 	}
 	var buf bytes.Buffer
 	// No name and no time in the gzip header: they would change the digest.
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	// The default level: on the agent and tunnel client (two Go binaries,
+	// 14.5 MB) gzip -9 was 0.6 % smaller than -6 and took 3.4 times the
+	// CPU (3.8 s against 1.1 s), which the first download after each
+	// upgrade (and each fleet update) waits for.
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return Bundle{}, err
 	}
