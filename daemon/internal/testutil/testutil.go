@@ -73,8 +73,11 @@ func Echo(port int) error {
 	return nil
 }
 
-// Eventually polls cond every 100 ms until it returns nil or d passes, and
-// returns how long it took.
+// Eventually polls cond until it returns nil or d passes, and returns how
+// long it took. It polls every 100 ms for the first 2 s, every 250 ms to
+// 10 s, then every 500 ms: many conditions run a program in a testbed host
+// (a shell, nsenter, curl: tens of ms of CPU each), and a wait of minutes
+// at 100 ms cost more than what it waited for.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -83,7 +86,14 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() error) t
 		if err = cond(); err == nil {
 			return time.Since(start)
 		}
-		time.Sleep(100 * time.Millisecond)
+		pause := 100 * time.Millisecond
+		switch since := time.Since(start); {
+		case since >= 10*time.Second:
+			pause = 500 * time.Millisecond
+		case since >= 2*time.Second:
+			pause = 250 * time.Millisecond
+		}
+		time.Sleep(pause)
 	}
 	t.Fatalf("%s: not within %v: %v", what, d, err)
 	return 0
