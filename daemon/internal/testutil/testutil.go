@@ -74,10 +74,11 @@ func Echo(port int) error {
 }
 
 // Eventually polls cond until it returns nil or d passes, and returns how
-// long it took. It polls every 100 ms for the first 2 s, every 250 ms to
-// 10 s, then every 500 ms: many conditions run a program in a testbed host
-// (a shell, nsenter, curl: tens of ms of CPU each), and a wait of minutes
-// at 100 ms cost more than what it waited for.
+// long it took. It polls every 100 ms for the first 10 s (so a test that
+// holds the time taken to a bound of seconds reads it to 0.1 s), every
+// 250 ms to 30 s, then every 500 ms: many conditions run a program in a
+// testbed host (a shell, nsenter, curl: tens of ms of CPU each), and a
+// wait of minutes at 100 ms cost more than what it waited for.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -88,9 +89,9 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() error) t
 		}
 		pause := 100 * time.Millisecond
 		switch since := time.Since(start); {
-		case since >= 10*time.Second:
+		case since >= 30*time.Second:
 			pause = 500 * time.Millisecond
-		case since >= 2*time.Second:
+		case since >= 10*time.Second:
 			pause = 250 * time.Millisecond
 		}
 		time.Sleep(pause)
