@@ -38,6 +38,9 @@ done
 # The store tests' throwaway PostgreSQL 15: Debian's postgresql package
 # keeps initdb and postgres off PATH, in its versioned directory.
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql)
+# fail2ban's journal backend, which the ban tool's jails use: the system
+# test sets the ban tool up in a testbed host and reads its jails.
+[ -e /usr/lib/python3/dist-packages/systemd/journal.py ] || missing+=(python3-systemd)
 if ((${#missing[@]})); then
   if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing packages ${missing[*]}; run as root (apt-get install ${missing[*]})" >&2

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,6 +328,45 @@ func TestSystemd(t *testing.T) {
 		a = v.do("POST", "/api/units/revtunnel-server/stop", "")
 		if u := a.unit(t); a.status != 200 || u["active_state"] != "inactive" {
 			t.Fatalf("stop: %d %s", a.status, a.raw)
+		}
+	})
+
+	t.Run("ban tool status through the unit's sandbox", func(t *testing.T) {
+		// Set up as the dashboard does; the status then comes from
+		// fail2ban's socket, read by the daemon under its unit's
+		// ProtectSystem=strict and RestrictAddressFamilies.
+		if a := v.do("POST", "/api/local/setup-banner", ""); a.status != 200 {
+			t.Fatalf("setup-banner: %d %s", a.status, a.raw)
+		}
+		var last string
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			a := v.do("GET", "/api/security/banner", "")
+			var body struct {
+				Data struct {
+					Installed bool `json:"installed"`
+					Running   bool `json:"running"`
+					Jails     []struct {
+						Name string `json:"name"`
+					} `json:"jails"`
+				} `json:"data"`
+			}
+			if err := json.Unmarshal([]byte(a.raw), &body); a.status == 200 && err == nil && body.Data.Installed && body.Data.Running {
+				names := []string{}
+				for _, j := range body.Data.Jails {
+					names = append(names, j.Name)
+				}
+				if slices.Contains(names, "tunnelsvc-auth") && slices.Contains(names, "sshd") {
+					break
+				}
+			}
+			last = fmt.Sprintf("%d %s", a.status, a.raw)
+			if time.Now().After(deadline) {
+				out, _ := v.Exec("journalctl", "--no-pager", "-n", "30", "-u", "tunnelsvc.service", "-u", "fail2ban.service")
+				st := v.do("GET", "/api/local/status", "")
+				t.Fatalf("the ban tool's status after its set-up: %s\nlocal status: %s\n%s", last, st.raw, out)
+			}
+			time.Sleep(500 * time.Millisecond)
 		}
 	})
 
