@@ -34,6 +34,12 @@ func TestMissingParts(t *testing.T) {
 		}
 		real[c] = p
 	}
+	// The python3 whose modules dpkg installs (and fail2ban runs on), not
+	// another one first on this PATH (a pyenv shim, say), which cannot
+	// import what python3-systemd installs.
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		real["python3"] = "/usr/bin/python3"
+	}
 	// A PATH with only the given commands in it.
 	only := func(cmds ...string) string {
 		dir := t.TempDir()
