@@ -19,7 +19,7 @@ import { createServer } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
 import { createSocket } from 'node:dgram';
 import { chromium } from 'playwright-core';
-import { axeBuilder, daemonBinary, totp } from './harness.mjs';
+import { axeBuilder, axeSchemes, daemonBinary, totp } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
@@ -165,7 +165,7 @@ function journey(size, viewport, opts = {}) {
   // sideways scroll; with UI_SHOTS a screenshot of each.
   async function look(name) {
     const t0 = Date.now();
-    for (const scheme of viewport.width >= 1000 ? ['light', 'dark'] : ['light']) {
+    for (const scheme of axeSchemes(viewport.width)) {
       await page.emulateMedia({ colorScheme: scheme });
       if (process.env.UI_SHOTS) await page.screenshot({ path: join(shots, `${size}-${name}-${scheme}.png`), fullPage: true });
       // Legacy mode runs axe in the page itself: no blank page per run

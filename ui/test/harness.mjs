@@ -214,13 +214,20 @@ export async function loggedIn(browser, d, password, viewport, route = 'overview
 export const COLOUR_RULES = ['color-contrast', 'link-in-text-block'];
 export const AXE_TAGS = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice'];
 
+/** Desktop width, where the colour rules run. */
+export const isDesktop = (width) => width >= 1000;
+
+/** The colour schemes axe checks a page in at this width: dark (its
+ * colour rules alone) at desktop width only. */
+export const axeSchemes = (width) => (isDesktop(width) ? ['light', 'dark'] : ['light']);
+
 /** An axe run for page in colour scheme (light: every rule of AXE_TAGS,
  * without the colour rules below desktop width; dark: the colour rules). */
 export function axeBuilder(page, scheme) {
   const a = new AxeBuilder({ page }).setLegacyMode().options({ resultTypes: ['violations'] });
   if (scheme === 'dark') return a.withRules(COLOUR_RULES);
   a.withTags(AXE_TAGS);
-  if (page.viewportSize().width < 1000) a.disableRules(COLOUR_RULES);
+  if (!isDesktop(page.viewportSize().width)) a.disableRules(COLOUR_RULES);
   return a;
 }
 
@@ -255,7 +262,7 @@ export async function noAxe(page, name) {
   const found = [];
   // The colour rules of the dark pass at the desktop width only: colours
   // do not change with the width.
-  for (const scheme of page.viewportSize().width >= 1000 ? ['light', 'dark'] : ['light']) {
+  for (const scheme of axeSchemes(page.viewportSize().width)) {
     await page.emulateMedia({ colorScheme: scheme });
     found.push(...await axe(page, name));
     if (process.env.UI_SHOTS) await page.screenshot({ path: `${process.env.UI_SHOTS}/trial-${name.replace(/\W+/g, '-')}-${scheme}.png`, fullPage: true });
