@@ -18,12 +18,10 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
 import { createSocket } from 'node:dgram';
-import { chromium } from 'playwright-core';
-import { axeBuilder, axeSchemes, daemonBinary, totp } from './harness.mjs';
+import { axeBuilder, axeSchemes, daemonBinary, launch, totp } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'Tunnel-Orchard-Lantern-73';
 const PUBLIC_IP = '203.0.113.7'; // what the fake IP echo says
 const DNS_IP = '203.0.113.9'; // what the fake DNS says router.<domain> is: a mismatch
@@ -123,13 +121,7 @@ before(async () => {
   echo = createHttpServer((_, res) => res.end(PUBLIC_IP));
   await new Promise((r) => echo.listen(0, '127.0.0.1', r));
   dns = await fakeDNS();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    timeout: 30_000,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
 });
 
 after(async () => {

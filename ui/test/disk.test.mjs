@@ -13,12 +13,10 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
-import { chromium } from 'playwright-core';
-import { daemonBinary } from './harness.mjs';
+import { daemonBinary, launch } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'Full-Disk-Lighthouse-17';
 const root = process.getuid?.() === 0;
 const tmp = mkdtempSync(join(tmpdir(), 'tunnelsvc-disk-'));
@@ -77,11 +75,7 @@ before(async () => {
   }
   const setup = await fetch(`${base}/api/auth/setup`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ password: PASSWORD }) });
   assert.equal(setup.status, 200, await setup.text());
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
 });
 
 after(async () => {

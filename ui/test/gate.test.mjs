@@ -16,11 +16,10 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHTTPServer } from 'node:http';
 import { chromium } from 'playwright-core';
-import { daemonBinary } from './harness.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, daemonBinary } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'Gate-Keeper-Willow-Copper-58';
 const tmp = mkdtempSync(join(tmpdir(), 'tunnelsvc-gate-'));
 const procs = [];
@@ -117,8 +116,7 @@ before(async () => {
     executablePath: CHROMIUM,
     headless: true,
     timeout: 30_000,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--host-resolver-rules=MAP *.example.test 127.0.0.1'],
+    args: [...CHROMIUM_ARGS, '--host-resolver-rules=MAP *.example.test 127.0.0.1'],
   });
   context.setDefaultTimeout(15_000);
 });

@@ -12,12 +12,10 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHTTPServer } from 'node:http';
-import { chromium } from 'playwright-core';
-import { daemonBinary } from './harness.mjs';
+import { daemonBinary, launch } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(ui, '..');
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PASSWORD = 'Meter-Reading-Harbor-42';
 const tmp = mkdtempSync(join(tmpdir(), 'tunnelsvc-monitoring-'));
 let daemon;
@@ -61,11 +59,7 @@ before(async () => {
     req.on('end', () => { received.push({ url: req.url, body }); res.end('ok'); });
   });
   await new Promise((r) => hook.listen(0, '127.0.0.1', r));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launch();
 });
 
 after(async () => {
