@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestMigrateEmptyCloseReopen(t *testing.T) { eachEngine(t, testMigrateEmptyCloseReopen) }
+func TestMigrateEmptyCloseReopen(t *testing.T) { eachEmptyEngine(t, testMigrateEmptyCloseReopen) }
 
 func testMigrateEmptyCloseReopen(t *testing.T, db testDB) {
 	ctx := context.Background()
