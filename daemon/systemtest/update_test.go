@@ -164,8 +164,13 @@ func TestFleetUpdate(t *testing.T) {
 		out, _ := h.Exec("journalctl", "--no-pager", "-n", "60", "-u", "tunnelsvc-test", "-u", "revtunnel-server")
 		s := "vps:\n" + out
 		for _, m := range ms {
-			mo, _ := m.Exec("journalctl", "--no-pager", "-n", "30", "-u", "revtunnel-client", "-u", "tunnel-agent", "-u", "tunnelsvc-rollback")
+			mo, _ := m.Exec("journalctl", "--no-pager", "-n", "30", "-u", "revtunnel-client", "-u", "tunnel-agent", "-u", "tunnelsvc-rollback", "-u", "sshd-test")
 			s += "\n" + m.name + ":\n" + mo
+			// Whether the machine's own sshd answers, apart from the
+			// tunnel, and the connections it holds.
+			banner, err := m.Exec("timeout", "3", "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/22 && head -c 40 <&3")
+			conns, _ := m.Exec("ss", "-tnp")
+			s += fmt.Sprintf("%s: sshd on 127.0.0.1:22 says %q (%v)\n%s\n", m.name, banner, err, conns)
 		}
 		return s
 	}
