@@ -74,6 +74,13 @@ const (
 	AttemptTimeout = 20 * time.Second
 	// Workers bounds deliveries in flight.
 	Workers = 8
+	// MaxReadBackoff caps the wait between tries to read the machines
+	// while the store fails (a database that is down): well within the
+	// 10 s in which deliveries resume once it is back.
+	MaxReadBackoff = 4 * time.Second
+	// ReadWarnEvery is how often a store that keeps failing is warned
+	// about again, after the first failure.
+	ReadWarnEvery = 30 * time.Second
 )
 
 // Reconciler delivers client configs until every machine runs its desired
@@ -96,6 +103,13 @@ type Reconciler struct {
 	last  time.Time // of the last full pass
 	ms    map[int64]*state
 	busy  int
+	// read: reading the machines has failed fails times in a row; the
+	// next try is not before next, and the last warning was at warned.
+	read struct {
+		fails  int
+		next   time.Time
+		warned time.Time
+	}
 }
 
 // state is what the reconciler remembers of a machine that is behind.
@@ -156,6 +170,16 @@ func Backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, MaxBackoff)
+}
+
+// ReadBackoff is the wait after the n-th failed read of the machines in a
+// row (n ≥ 1): 250 ms, doubling, capped at MaxReadBackoff.
+func ReadBackoff(n int) time.Duration {
+	d := 250 * time.Millisecond
+	for i := 1; i < n && d < MaxReadBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxReadBackoff)
 }
 
 func (r *Reconciler) poke() {
@@ -275,18 +299,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 	now := r.now()
 	r.mu.Lock()
-	full := r.dirty || now.Sub(r.last) >= FullPass
+	full := (r.dirty || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
 	if full {
 		r.dirty, r.last = false, now
 	}
 	r.mu.Unlock()
 	if full {
-		if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("config delivery: could not read the machines; trying again", "err", err)
-			r.mu.Lock()
-			r.dirty = true
-			r.mu.Unlock()
-		}
+		r.readMachines(ctx, now)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -308,6 +327,38 @@ func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 			defer wg.Done()
 			r.deliver(ctx, id, forced, rs)
 		}(id)
+	}
+}
+
+// readMachines refreshes; when the store fails (a database that is down),
+// it tries again with backoff, and warns at the first failure, every
+// ReadWarnEvery while they go on, and once reading works again.
+func (r *Reconciler) readMachines(ctx context.Context, now time.Time) {
+	err := r.refresh(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		if r.read.fails > 0 {
+			r.log.Info("config delivery: reading the machines again", "failed_tries", r.read.fails)
+		}
+		r.read.fails, r.read.next, r.read.warned = 0, time.Time{}, time.Time{}
+		return
+	}
+	r.dirty = true
+	r.read.fails++
+	wait := ReadBackoff(r.read.fails)
+	r.read.next = now.Add(wait)
+	r.log.Debug("config delivery: reading the machines failed", "err", err, "failed_tries", r.read.fails, "retry_in", wait)
+	switch {
+	case r.read.fails == 1:
+		r.log.Warn("config delivery: could not read the machines; trying again with backoff", "err", err, "retry_in", wait)
+		r.read.warned = now
+	case now.Sub(r.read.warned) >= ReadWarnEvery:
+		r.log.Warn("config delivery: still cannot read the machines", "err", err, "failed_tries", r.read.fails, "retry_in", wait)
+		r.read.warned = now
 	}
 }
 

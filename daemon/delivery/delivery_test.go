@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -101,12 +100,28 @@ func (a *agents) state(id int64) (got []string, restarts, tries int) {
 }
 
 type rig struct {
-	t   *testing.T
-	st  *store.Store
-	clk *clock
-	cfg *configs
-	ag  *agents
-	rec *delivery.Reconciler
+	t    *testing.T
+	st   *store.Store
+	clk  *clock
+	cfg  *configs
+	ag   *agents
+	rec  *delivery.Reconciler
+	logs *logBuf
+}
+
+// logBuf holds what the reconciler logged, at every level.
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+
+// count is how many lines logged hold s.
+func (l *logBuf) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
 }
 
 func newRig(t *testing.T) *rig {
@@ -122,10 +137,10 @@ func newRigWith(t *testing.T, server string, wrap func(*configs, *agents) (deliv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, st: st, clk: &clock{now: time.Unix(1_800_000_000, 0)}, cfg: &configs{st: st, server: server}, ag: newAgents()}
+	r := &rig{t: t, st: st, clk: &clock{now: time.Unix(1_800_000_000, 0)}, cfg: &configs{st: st, server: server}, ag: newAgents(), logs: &logBuf{}}
 	cfgs, ags := wrap(r.cfg, r.ag)
 	r.rec = delivery.New(delivery.Options{Store: st, Configs: cfgs, Agents: ags, Now: r.clk.Now,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	st.OnChange(r.rec.Changed)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -196,6 +211,64 @@ func (r *rig) applied(id, gen int64) func() error {
 		}
 		return nil
 	}
+}
+
+func TestReadBackoff(t *testing.T) {
+	want := []time.Duration{250, 500, 1000, 2000, 4000, 4000}
+	for i, w := range want {
+		if got := delivery.ReadBackoff(i + 1); got != w*time.Millisecond {
+			t.Errorf("after %d failed reads: %v, want %v", i+1, got, w*time.Millisecond)
+		}
+	}
+}
+
+// While the store fails (a database that is down), the machines are read
+// again with backoff, not at every change or tick, and the operator is
+// warned at the first failure and then every 30 s, not at each try.
+func TestStoreDownIsRetriedWithBackoff(t *testing.T) {
+	r := newRig(t)
+	r.machine("nas")
+	r.wait("the first pass", func() error {
+		if r.logs.count("reading the machines failed") > 0 {
+			return errors.New("a read failed with the store up")
+		}
+		return nil
+	})
+	r.st.Close()
+	const failed, warned, still = "reading the machines failed", "could not read the machines; trying again with backoff", "still cannot read the machines"
+	tries := func(n int) func() error {
+		return func() error {
+			if got := r.logs.count(failed); got != n {
+				return fmt.Errorf("%d failed reads, want %d", got, n)
+			}
+			return nil
+		}
+	}
+	r.rec.Changed("tunnels")
+	r.wait("the first failed read", tries(1))
+	// Changes while the clock stands still: each wakes the reconciler,
+	// none is a new try before the backoff has passed.
+	for i := 0; i < 20; i++ {
+		r.rec.Changed("tunnels")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tries(1)(); err != nil {
+		t.Fatalf("within the first backoff: %v\n%s", err, r.logs.b.String())
+	}
+	for n, step := range []time.Duration{250, 500, 1000, 2000, 4000, 4000} {
+		r.clk.Add(step * time.Millisecond)
+		r.wait(fmt.Sprintf("try %d after %v", n+2, step*time.Millisecond), tries(n+2))
+	}
+	if w, s := r.logs.count(warned), r.logs.count(still); w != 1 || s != 0 {
+		t.Fatalf("after 7 tries in under 30 s: %d first warnings, %d later ones; want 1 and 0", w, s)
+	}
+	r.clk.Add(delivery.ReadWarnEvery)
+	r.wait("the warning 30 s later", func() error {
+		if n := r.logs.count(still); n != 1 {
+			return fmt.Errorf("%d later warnings", n)
+		}
+		return nil
+	})
 }
 
 func TestBackoff(t *testing.T) {
