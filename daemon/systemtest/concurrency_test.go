@@ -25,7 +25,7 @@ import (
 // systemd connection must never be reopened: requests that end may not
 // close it under the jobs of others.
 func TestJobsWhileTheDashboardPolls(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	bin := buildDaemon(t)
 	frps, _ := testutil.FRP()
 	h := testbed.Boot(t, "vps")

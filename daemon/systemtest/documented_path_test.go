@@ -80,7 +80,7 @@ func (v *vps) listData(path string) []map[string]any {
 //   - after a change of domain the machine follows by itself: its frpc
 //     dials router.<new domain> and its tunnels carry again.
 func TestDocumentedPath(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	start := time.Now()
 	deb, _, _ := buildPackages(t)
 	pebbleBin, _ := buildPebble(t)

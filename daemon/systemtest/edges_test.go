@@ -73,7 +73,7 @@ const (
 // machine. Edge A is powered on again: with no one touching anything, it
 // serves the tunnel made while it was off, and HTTPS and SSH again.
 func TestTwoEdges(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	bin := buildDaemon(t)
 	static := buildStatic(t)
 	frps, _ := testutil.FRP()

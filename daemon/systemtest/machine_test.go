@@ -93,7 +93,7 @@ func (v *vps) list(path string) []map[string]any {
 // the machine after the bootstrap: the new tunnel's config arrives through
 // the agent. Then the uninstall removes everything, on both sides.
 func TestMachineJoin(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	start := time.Now()
 	bin := buildDaemon(t)
 	static := buildStatic(t)

@@ -160,7 +160,7 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 // caddy that serves the operator's own site, joins a machine, reboots the
 // VPS without a request to the dashboard, upgrades, removes and purges.
 func TestPackage(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	start := time.Now()
 	debA, debB, rpmA := buildPackages(t)
 	t.Logf("packages built in %s", time.Since(start).Round(time.Millisecond))

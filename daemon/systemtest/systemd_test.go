@@ -156,7 +156,7 @@ func (a answer) unit(t *testing.T) map[string]any {
 // TestSystemd is one testbed boot for every step, in order: each step
 // starts from the state the previous one left.
 func TestSystemd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	start := time.Now()
 	v := installVPS(t)
 	t.Logf("installed in %s", time.Since(start).Round(time.Millisecond))
@@ -397,6 +397,10 @@ func TestMain(m *testing.M) {
 	if _, err := exec.LookPath("go"); err != nil {
 		fmt.Fprintln(os.Stderr, "systemtest: the go tool is needed to build the daemon")
 		os.Exit(1)
+	}
+	if err := initOrder(); err != nil {
+		fmt.Fprintln(os.Stderr, "systemtest:", err)
+		os.Exit(2)
 	}
 	code := m.Run()
 	cleanupBuilt()

@@ -129,7 +129,7 @@ func (m *fleetMachine) sums(t *testing.T) string {
 // whose agent predates fleet updates rejoins with the one line its page
 // shows and keeps its id, name, ports and tunnels.
 func TestFleetUpdate(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	start := time.Now()
 	bin := buildDaemon(t)
 	static := buildStatic(t)
