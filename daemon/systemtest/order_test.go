@@ -62,6 +62,8 @@ func parallel(t *testing.T) {
 	}
 	delete(sched.waiting, name)
 	sched.running++
+	// The next in line may fit in another slot: it checks again.
+	sched.cond.Broadcast()
 	sched.mu.Unlock()
 	// A parallel test's time counts from its start, waits included.
 	t.Logf("started after %s in the queue", time.Since(queued).Round(time.Second))
