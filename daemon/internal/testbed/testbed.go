@@ -173,7 +173,15 @@ func (h *Host) MustWithin(d time.Duration, args ...string) string {
 func (h *Host) exec(d time.Duration, stdin []byte, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script(h.t), "exec", h.Dir}, args...)...)
+	// What `testbed.sh exec` does, without the shell: the tests run
+	// hundreds of commands in hosts, and each bash (with its subshell and
+	// cat) cost about as much as the command itself.
+	pid, err := os.ReadFile(filepath.Join(h.Dir, "pid"))
+	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
+		return "", fmt.Errorf("%s: %s is not a running testbed (no %s/pid)", h.Name, h.Dir, h.Dir)
+	}
+	// -r -w: the host's root and cwd; without them writes hit the real /.
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", string(bytes.TrimSpace(pid)), "-m", "-p", "-n", "-u", "-r", "-w", "--"}, args...)...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
