@@ -13,7 +13,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
@@ -24,10 +24,11 @@ const OLD = '1.4.2';
 const ROLLBACK = 'the new agent did not check in within 60 s; the previous bundle was restored and restarted (tunnel-agent.service: exit status 3)';
 let d;
 let browser;
+let statics;
 const ms = {};
 
 before(async () => {
-  const statics = mkdtempSync(join(tmpdir(), 'tunnelsvc-static-'));
+  statics = mkdtempSync(join(tmpdir(), 'tunnelsvc-static-'));
   writeFileSync(join(statics, 'VERSION'), `${SERVER}\n`);
   d = await startDaemon('update', PASSWORD, ['--static-dir', statics]);
   await d.call('POST', '/api/local/skip', { domain: 'example.test' });
@@ -44,6 +45,7 @@ before(async () => {
 after(async () => {
   try { await browser?.close(); } catch { /* already gone */ }
   await d?.stop();
+  if (statics) rmSync(statics, { recursive: true, force: true });
 });
 
 // What the agents would have reported, and the rollback, as the daemon
