@@ -102,7 +102,7 @@ deps:
 test: deps build test-fuzz test-ui test-go
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
-## chromium driving the real daemon, bin/tunnelsvc with this UI embedded);
+## chromium-headless-shell driving the real daemon, bin/tunnelsvc with this UI embedded);
 ## node's test runner runs two files at a time and prints a summary.
 ## (test:built is npm test without its build: the ui target just built.)
 test-ui: ui daemon
