@@ -406,6 +406,15 @@ func TestOnlineMachineIsRetriedWithinSeconds(t *testing.T) {
 			return nil
 		})
 	}
+	// As in the loop: the last try has ended before the clock moves (a
+	// try that ends after it counts its backoff from the moved clock, and
+	// the next one would never come).
+	r.wait("the last try ends", func() error {
+		if n := r.rec.InFlight(); n > 0 {
+			return fmt.Errorf("%d deliveries running", n)
+		}
+		return nil
+	})
 	r.ag.set(m.ID, false)
 	r.clk.Add(delivery.OnlineMaxBackoff)
 	r.wait("generation 2 applied", r.applied(m.ID, 2))
