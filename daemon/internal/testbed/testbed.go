@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,15 +77,25 @@ func Boot(t testing.TB, name string) *Host {
 	if err != nil {
 		t.Fatalf("testbed: %s did not boot: %v\n%s", name, err, out)
 	}
-	pid, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Sscan(string(pid), &h.PID); err != nil {
-		t.Fatalf("testbed: pid file: %v", err)
+	if h.PID, err = pidOf(dir); err != nil {
+		t.Fatalf("testbed: %v", err)
 	}
 	t.Log(strings.TrimSpace(string(out)))
 	return h
+}
+
+// pidOf reads the PID 1 of the running host in dir (testbed.sh writes it
+// at boot and removes it at power-off).
+func pidOf(dir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a running testbed: %v", dir, err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil {
+		return 0, fmt.Errorf("%s/pid: %v", dir, err)
+	}
+	return pid, nil
 }
 
 // Reboot powers the host off and boots a new one over the same upper dir:
@@ -118,12 +129,8 @@ func (h *Host) boot(op string) {
 	if err != nil {
 		h.t.Fatalf("testbed: %s did not boot (%s): %v\n%s", h.Name, op, err, out)
 	}
-	pid, err := os.ReadFile(filepath.Join(h.Dir, "pid"))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := fmt.Sscan(string(pid), &h.PID); err != nil {
-		h.t.Fatalf("testbed: pid file: %v", err)
+	if h.PID, err = pidOf(h.Dir); err != nil {
+		h.t.Fatalf("testbed: %v", err)
 	}
 	h.t.Log(strings.TrimSpace(string(out)))
 }
@@ -175,13 +182,14 @@ func (h *Host) exec(d time.Duration, stdin []byte, args ...string) (string, erro
 	defer cancel()
 	// What `testbed.sh exec` does, without the shell: the tests run
 	// hundreds of commands in hosts, and each bash (with its subshell and
-	// cat) cost about as much as the command itself.
-	pid, err := os.ReadFile(filepath.Join(h.Dir, "pid"))
-	if err != nil || len(bytes.TrimSpace(pid)) == 0 {
-		return "", fmt.Errorf("%s: %s is not a running testbed (no %s/pid)", h.Name, h.Dir, h.Dir)
+	// cat) cost about as much as the command itself. The pid file, not
+	// h.PID: a host powered off has none, and its old PID may be reused.
+	pid, err := pidOf(h.Dir)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", h.Name, err)
 	}
 	// -r -w: the host's root and cwd; without them writes hit the real /.
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", string(bytes.TrimSpace(pid)), "-m", "-p", "-n", "-u", "-r", "-w", "--"}, args...)...)
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(pid), "-m", "-p", "-n", "-u", "-r", "-w", "--"}, args...)...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
