@@ -36,16 +36,22 @@ const (
 
 // pebbleTestCerts is the directory of Pebble's own test certificates in
 // the module cache: a certificate for localhost and 127.0.0.1 and the
-// root it chains to (test/certs/pebble.minica.pem).
+// root it chains to (test/certs/pebble.minica.pem). `go mod download`
+// fetches the module when the cache does not hold it yet (a new machine):
+// `go list -m` would then answer an empty directory.
 func pebbleTestCerts(t *testing.T) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/letsencrypt/pebble/v2")
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/letsencrypt/pebble/v2")
 	cmd.Dir = filepath.Join(testbed.Root(t), "tools", "pebble")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("pebble's module (tools/pebble/go.mod): %v\n%s", err, out)
+	out, err := cmd.Output()
+	var mod struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
 	}
-	return filepath.Join(strings.TrimSpace(string(out)), "test", "certs")
+	if err != nil || mod.Error != "" || mod.Dir == "" {
+		t.Fatalf("pebble's module (tools/pebble/go.mod): %v %s\n%s", err, mod.Error, out)
+	}
+	return filepath.Join(mod.Dir, "test", "certs")
 }
 
 // listData is GET path's data array.
