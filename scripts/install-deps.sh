@@ -30,6 +30,8 @@ declare -A need=(
   [systemd-socket-activate]=systemd  # make bench: cold start through socket activation
   [dropbear]=dropbear-bin      # a real sshd on the machine testbed (binaries only, no service)
   [rpm]=rpm                    # the package test reads the .rpm's metadata with rpm -qp
+  [sshd]=openssh-server        # make bench: the OpenSSH reverse tunnel peer (its own sshd on a test port, never 22)
+  [wrk]=wrk                    # make bench: the load generator lighter than the servers it measures
 )
 missing=()
 for cmd in "${!need[@]}"; do
@@ -49,11 +51,22 @@ if ((${#missing[@]})); then
   echo "install-deps: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # No service starts on install (openssh-server would listen on port 22,
+  # caddy on 80): the tests and the bench start their own instances, on
+  # their own ports. policy-rc.d is Debian's switch for that; one the
+  # machine already has is left alone.
+  own_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+  fi
+  rc=0
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || exit "$rc"
 fi
 
-# Debian's caddy and fail2ban packages start their services on install; the
-# tests run their own instances and must own the ports.
+# Debian's caddy and fail2ban may already run, installed before this script
+# or by hand; the tests run their own instances and must own the ports.
 for unit in caddy fail2ban; do
   if command -v systemctl >/dev/null && systemctl is-active --quiet "$unit" 2>/dev/null; then
     systemctl stop "$unit" || true

@@ -39,7 +39,7 @@ MASK=(
   getty@tty1.service console-getty.service getty.target serial-getty@.service
   systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service
   systemd-udevd-control.socket systemd-udevd-kernel.socket systemd-pstore.service
-  postgresql.service cron.service remote-fs.target
+  postgresql.service cron.service remote-fs.target ssh.service ssh.socket
 )
 # Generators masked inside every host: each daemon-reload (dpkg and the
 # daemon make about 150 in a run of the system tests) runs every generator,

@@ -54,10 +54,22 @@ func TestSmoke(t *testing.T) {
 		// The tunnel figures carry the relay pair's, and the relays carried
 		// traffic.
 		switch Figures[i].Key {
-		case "tcp", "http", "openloop":
+		case "tcp", "http", "openloop", "tcp-pinned", "openloop-pinned":
 			m := relayFigure.FindStringSubmatch(r.Measured)
 			if m == nil || m[1] == "0" || m[1] == "0.00" || strings.Contains(m[0], "success 0.00%") {
 				t.Errorf("%s: nothing through the relay pair in %q", Figures[i].Key, r.Measured)
+			}
+		case "http-pinned":
+			// Every path, peers included, carried requests and cost the
+			// VPS processor time.
+			paths := pinnedPath.FindAllStringSubmatch(r.Measured, -1)
+			if len(paths) != 5 {
+				t.Errorf("http-pinned: %d paths, want 5, in %q", len(paths), r.Measured)
+			}
+			for _, m := range paths {
+				if m[2] == "0" || m[3] == "0.0" {
+					t.Errorf("http-pinned: %s carried %s req/s at %s µs in %q", m[1], m[2], m[3], r.Measured)
+				}
 			}
 		}
 	}
@@ -68,6 +80,8 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Log("\n" + md.String())
 }
+
+var pinnedPath = regexp.MustCompile(`(?:^|; )([^;]+?) (\d+) req/s, VPS CPU ([\d.]+) µs per request`)
 
 var relayFigure = regexp.MustCompile(relayPair + ` (?:at \d+: success [\d.]+%, p99 )?([\d.]+)`)
 

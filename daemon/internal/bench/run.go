@@ -23,10 +23,16 @@ type Figure struct {
 // Figures lists every figure of `make bench`, in BENCH.md's order.
 var Figures = []Figure{
 	{"api", true, func(_ context.Context, _ Options, w *World) Row { return w.APIThroughput() }},
-	{"tcp", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPThroughput() }},
+	// The VPS as deployed: its processes on a CPU of their own (pin.go).
+	{"http-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPPinned() }},
+	{"openloop-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.HTTPOpenLoop) }},
+	{"tcp-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPPinned() }},
+	{"gate-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.GateCheck) }},
+	// The same, every process free to run on every CPU.
 	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
-	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPOpenLoop() }},
-	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return w.GateCheck() }},
+	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.HTTPOpenLoop()) }},
+	{"tcp", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.TCPThroughput()) }},
+	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.GateCheck()) }},
 	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
 	{"silentcut", true, func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
 	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
@@ -126,5 +132,14 @@ func WriteMarkdown(w io.Writer, rows []Row, o Options, runs int) {
 			met = "yes"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %.3g | %s | %s | `%s` |\n", r.Figure, r.Goal, strings.ReplaceAll(r.Measured, "|", "/"), r.Value, r.Baseline, met, r.Command)
+	}
+	var means []string
+	for _, r := range rows {
+		if r.Means != "" {
+			means = append(means, "- "+r.Means)
+		}
+	}
+	if len(means) > 0 {
+		fmt.Fprintf(w, "\n## What it means for a VPS\n\n%s\n", strings.Join(means, "\n"))
 	}
 }

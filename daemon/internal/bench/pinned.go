@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// vpsProc is one process the VPS spends processor time in.
+type vpsProc struct {
+	name string
+	cpu  func() time.Duration
+}
+
+// vpsPath is one way from the load to the origin: where the load goes (URL
+// and Host) and the VPS's processes on the way.
+type vpsPath struct {
+	name  string
+	url   string
+	host  string
+	procs []vpsProc
+}
+
+// pathLoad is what a path carried over all its turns.
+type pathLoad struct {
+	rate     float64 // mean of the turns' rates
+	requests uint64
+	failed   uint64
+	cpu      []time.Duration // per process of the path, over all turns
+}
+
+// total is the VPS's processor time over all turns.
+func (l pathLoad) total() time.Duration {
+	var t time.Duration
+	for _, c := range l.cpu {
+		t += c
+	}
+	return t
+}
+
+// perReq is the VPS's processor time per request in µs.
+func (l pathLoad) perReq() float64 {
+	if l.requests == 0 {
+		return 0
+	}
+	return float64(l.total()) / float64(l.requests) / float64(time.Microsecond)
+}
+
+// describe: "13400 req/s, VPS CPU 70.1 µs per request (Caddy 56.0 + frps 14.1)".
+func (l pathLoad) describe(p vpsPath) string {
+	var parts []string
+	for i, pr := range p.procs {
+		if l.requests > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", pr.name, float64(l.cpu[i])/float64(l.requests)/float64(time.Microsecond)))
+		}
+	}
+	s := fmt.Sprintf("%.0f req/s, VPS CPU %.1f µs per request (%s)", l.rate, l.perReq(), strings.Join(parts, " + "))
+	if l.failed > 0 {
+		s += fmt.Sprintf(", %d failed", l.failed)
+	}
+	return s
+}
+
+// measurePaths loads each path with wrk (conns connections) in turns of
+// a second until each has had the whole duration, and reads each VPS
+// process's processor time around its path's turns.
+func (w *World) measurePaths(paths []vpsPath, threads, conns int) ([]pathLoad, error) {
+	return w.measureWithHeaders(paths, make([][]string, len(paths)), threads, conns)
+}
+
+// measureWithHeaders is measurePaths with more headers for each path.
+func (w *World) measureWithHeaders(paths []vpsPath, more [][]string, threads, conns int) ([]pathLoad, error) {
+	turns := max(1, int(w.opts.Duration/time.Second))
+	out := make([]pathLoad, len(paths))
+	for i := range out {
+		out[i].cpu = make([]time.Duration, len(paths[i].procs))
+	}
+	for t := 0; t < turns; t++ {
+		for i, p := range paths {
+			before := make([]time.Duration, len(p.procs))
+			for j, pr := range p.procs {
+				before[j] = pr.cpu()
+			}
+			headers := append([]string(nil), more[i]...)
+			if p.host != "" {
+				headers = append(headers, "Host: "+p.host)
+			}
+			l, err := runWrk(p.url, threads, conns, time.Second, headers...)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+			for j, pr := range p.procs {
+				out[i].cpu[j] += pr.cpu() - before[j]
+			}
+			out[i].rate += l.Rate / float64(turns)
+			out[i].requests += l.Requests
+			out[i].failed += l.Failed
+		}
+	}
+	return out, nil
+}
+
+// HTTPPinned: HTTP through the tunnel against Caddy alone with the VPS's
+// processes on a CPU of their own, and the peers beside them in the same
+// turns.
+func (w *World) HTTPPinned() Row {
+	row := Row{
+		Figure:   "HTTP, VPS pinned: Caddy → frps → frpc → origin / Caddy → origin (wrk, 50 connections), peers in the same turns",
+		Goal:     "≥ 0.8; VPS CPU per request ≤ 1.25 × Caddy alone's; ahead of OpenSSH and frp's vhost on req/s and VPS CPU",
+		Baseline: "Caddy straight to the origin, same run, same pinning",
+	}
+	if err := w.Pin(true); err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	defer w.Pin(false)
+	caddyURL := fmt.Sprintf("http://127.0.0.1:%d/", w.CaddyPort)
+	caddy := vpsProc{"Caddy", w.Caddy.CPU}
+	sshdPID := w.peers.SSHD.Cmd.Process.Pid
+	paths := []vpsPath{
+		{"tunnel", caddyURL, tunnelHost, []vpsProc{caddy, {"frps", w.FRPS.CPU}, {"daemon", w.Daemon.CPU}}},
+		{"Caddy alone", caddyURL, directHost, []vpsProc{caddy}},
+		{"OpenSSH `ssh -R` behind Caddy", caddyURL, sshHost, []vpsProc{caddy, {"sshd", func() time.Duration { return treeCPU(sshdPID) }}}},
+		{"frp's own HTTP vhost", fmt.Sprintf("http://127.0.0.1:%d/", w.peers.VhostPort), vhostHost, []vpsProc{{"frps", w.peers.VhostFRPS.CPU}}},
+		{relayPair + " behind Caddy", caddyURL, relayHost, []vpsProc{caddy, {"relay", w.RelayHTTP.Procs[1].CPU}}},
+	}
+	ls, err := w.measurePaths(paths, w.cpus.Rest.Count(), 50)
+	if err != nil {
+		row.Measured = "error: " + err.Error()
+		return row
+	}
+	tunnel, alone, ssh, vhost, relay := ls[0], ls[1], ls[2], ls[3], ls[4]
+	row.Value = ratio(tunnel.rate, alone.rate)
+	cpuRatio := ratio(tunnel.perReq(), alone.perReq())
+	var b strings.Builder
+	fmt.Fprintf(&b, "tunnel %s; Caddy alone %s; tunnel's VPS CPU per request %.2f × Caddy alone's", tunnel.describe(paths[0]), alone.describe(paths[1]), cpuRatio)
+	for i, l := range []pathLoad{ssh, vhost, relay} {
+		fmt.Fprintf(&b, "; %s %s (%.3f)", paths[i+2].name, l.describe(paths[i+2]), ratio(l.rate, alone.rate))
+	}
+	fmt.Fprintf(&b, "; %s", w.pinLabel())
+	row.Measured = b.String()
+	ahead := tunnel.rate > ssh.rate && tunnel.rate > vhost.rate && tunnel.perReq() < ssh.perReq() && tunnel.perReq() < vhost.perReq()
+	row.Met = row.Value >= 0.8 && cpuRatio <= 1.25 && ahead && tunnel.failed == 0 && alone.failed == 0
+	if tunnel.perReq() > 0 {
+		row.Means = fmt.Sprintf("HTTP through the tunnel: one 1-vCPU VPS like this one carries about %.0f req/s of small requests, against %.0f req/s with Caddy serving the origin directly (%.0f and %.0f µs of VPS CPU per request).",
+			tunnel.rate, alone.rate, tunnel.perReq(), alone.perReq())
+	}
+	return row
+}
+
+// pinnedRow runs f with the VPS pinned and labels its row.
+func (w *World) pinnedRow(f func() Row) Row {
+	if err := w.Pin(true); err != nil {
+		return Row{Figure: "VPS pinned", Measured: "error: " + err.Error()}
+	}
+	defer w.Pin(false)
+	r := f()
+	r.Figure = "VPS pinned: " + r.Figure
+	r.Measured += "; " + w.pinLabel()
+	r.Baseline += ", same pinning"
+	return r
+}
+
+// unpinned labels a row measured with every process free on every CPU.
+func unpinned(r Row) Row {
+	r.Figure = "unpinned: " + r.Figure
+	return r
+}
+
+// TCPPinned: iperf3 through the tunnel against direct, frps on the VPS's
+// CPU, iperf3's both ends and frpc on the others.
+func (w *World) TCPPinned() Row {
+	r := w.pinnedRow(w.TCPThroughput)
+	r.Goal = "≥ 0.3"
+	r.Met = r.Value >= 0.3
+	if m := tcpThrough.FindStringSubmatch(r.Measured); m != nil {
+		r.Means = "TCP through the tunnel (iperf3): one 1-vCPU VPS forwards about " + m[1] + " Gbit/s for one machine."
+	}
+	return r
+}
+
+var tcpThrough = regexp.MustCompile(`^([\d.]+) / `)
