@@ -53,7 +53,13 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func writeData(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"data": v})
+	json.NewEncoder(w).Encode(dataEnvelope{v})
+}
+
+// dataEnvelope is {"data": v}: a struct, which encoding/json writes
+// without the map and the key sort of map[string]any.
+type dataEnvelope struct {
+	Data any `json:"data"`
 }
 
 // writeError writes {"error": msg}.

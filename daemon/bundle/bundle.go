@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -49,6 +50,20 @@ func (e *MissingError) Error() string {
 // file is seen at once.
 func Version(staticDir string) (string, error) {
 	p := filepath.Join(staticDir, "VERSION")
+	// The dashboard's machine list asks on every request: the file is read
+	// again only when its size, time or inode changed (an upgrade writes a
+	// new file), one stat instead of an open, a read and a close.
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", &MissingError{Path: p}
+	}
+	if err != nil {
+		return "", err
+	}
+	key := versionKey{p, fi.Size(), fi.ModTime().UnixNano(), inode(fi)}
+	if v, ok := versions.Load(key); ok {
+		return v.(string), nil
+	}
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", &MissingError{Path: p}
@@ -60,7 +75,31 @@ func Version(staticDir string) (string, error) {
 	if v == "" || strings.ContainsAny(v, " \t\r\n") {
 		return "", fmt.Errorf("%s must hold one version on one line, not %q", p, string(b))
 	}
+	// Kept only once the file has stood for a second: file times move in
+	// ticks of a few milliseconds, so a file rewritten in place within one
+	// tick, with a version of the same length, would keep its key.
+	if int64(len(b)) == fi.Size() && time.Since(fi.ModTime()) > time.Second {
+		versions.Clear() // one version per file is all anyone asks for
+		versions.Store(key, v)
+	}
 	return v, nil
+}
+
+// versionKey names one state of a VERSION file.
+type versionKey struct {
+	path        string
+	size, mtime int64
+	ino         uint64
+}
+
+// versions holds the version read from each VERSION file state.
+var versions sync.Map
+
+func inode(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }
 
 type input struct {

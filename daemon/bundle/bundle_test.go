@@ -217,3 +217,42 @@ func TestBuildErrors(t *testing.T) {
 		t.Errorf("empty VERSION: %v", err)
 	}
 }
+
+// TestVersionFollowsTheFile: the version read is kept between calls, yet a
+// new VERSION, even of the same length and written within the same
+// second, is what the next call answers.
+func TestVersionFollowsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "VERSION")
+	write := func(v string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(v string) {
+		t.Helper()
+		got, err := Version(dir)
+		if err != nil || got != v {
+			t.Fatalf("Version = %q, %v; want %q", got, err, v)
+		}
+	}
+	write("1.0.0")
+	old := time.Now().Add(-2 * time.Second)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	want("1.0.0")
+	want("1.0.0") // from memory
+	write("1.0.1")
+	want("1.0.1")
+	write("1.0.2")
+	want("1.0.2")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	var missing *MissingError
+	if _, err := Version(dir); !errors.As(err, &missing) {
+		t.Fatalf("Version with no file: %v, want a MissingError", err)
+	}
+}

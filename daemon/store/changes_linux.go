@@ -1,12 +1,16 @@
 package store
 
 import (
-	"errors"
 	"syscall"
+	"unsafe"
 )
 
 // inotifyWatch is a non-blocking inotify instance on the data directory.
-type inotifyWatch struct{ fd int }
+// buf is only used under the changes' lock.
+type inotifyWatch struct {
+	fd  int
+	buf [4096]byte
+}
 
 func watchDir(dir string) (watcher, error) {
 	fd, err := syscall.InotifyInit1(syscall.IN_NONBLOCK | syscall.IN_CLOEXEC)
@@ -23,16 +27,21 @@ func watchDir(dir string) (watcher, error) {
 }
 
 // written drains the queued events: any event, or any error other than an
-// empty queue, counts as a write.
+// empty queue, counts as a write. Every cached read asks (several per
+// dashboard request), so the read is a raw system call: on a non-blocking
+// descriptor it returns at once, and needs none of the scheduler's
+// bookkeeping around a call that may block.
 func (w *inotifyWatch) written() bool {
-	var buf [4096]byte
 	seen := false
 	for i := 0; i < 64; i++ {
-		n, err := syscall.Read(w.fd, buf[:])
-		if errors.Is(err, syscall.EAGAIN) {
+		n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(w.fd), uintptr(unsafe.Pointer(&w.buf[0])), uintptr(len(w.buf)))
+		if errno == syscall.EAGAIN {
 			return seen
 		}
-		if err != nil || n <= 0 {
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 || int(n) <= 0 {
 			return true
 		}
 		seen = true

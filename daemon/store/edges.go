@@ -105,6 +105,22 @@ func (s *Store) EdgeHeartbeatAs(ctx context.Context, id int64, name, address, ve
 // first edge (the one whose tunnel client keeps the spec's names on
 // machines).
 func (s *Store) ListEdges(ctx context.Context) ([]Edge, error) {
+	list, err := s.edges.Get(s, func() ([]Edge, error) { return s.listEdges(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Edge, len(list))
+	for i, e := range list {
+		if e.RetiringAt != nil {
+			t := *e.RetiringAt
+			e.RetiringAt = &t
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+func (s *Store) listEdges(ctx context.Context) ([]Edge, error) {
 	rows, err := s.query(ctx, "SELECT "+edgeCols+" FROM edges ORDER BY id")
 	if err != nil {
 		return nil, err
@@ -289,6 +305,18 @@ func (s *Store) SettleMachines(ctx context.Context, now time.Time) (int, error) 
 // MachineEdges returns every machine's connections, by machine id, in
 // edge order.
 func (s *Store) MachineEdges(ctx context.Context) (map[int64][]MachineEdge, error) {
+	m, err := s.machineEdges.Get(s, func() (map[int64][]MachineEdge, error) { return s.machineEdgeList(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]MachineEdge, len(m))
+	for id, cs := range m {
+		out[id] = append([]MachineEdge(nil), cs...)
+	}
+	return out, nil
+}
+
+func (s *Store) machineEdgeList(ctx context.Context) (map[int64][]MachineEdge, error) {
 	rows, err := s.query(ctx, "SELECT machine_id, edge_id, status, last_seen FROM machine_edges ORDER BY machine_id, edge_id")
 	if err != nil {
 		return nil, err

@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 // Edges register by heartbeat, in join order; a machine is online while
@@ -239,5 +242,61 @@ func TestAuthFailuresAcrossEdges(t *testing.T) {
 		if left, _ := a.AuthFailuresAfter(ctx, "edge-x", 0, time.Time{}, 100); len(left) != 2 {
 			t.Fatalf("after pruning: %+v", left)
 		}
+	})
+}
+
+// TestEdgeListsFollowWrites: the edge list and the machines' connections
+// are read from memory between writes, and a write by another daemon,
+// even a plain heartbeat or ping that announces nothing, shows in them.
+func TestEdgeListsFollowWrites(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		a, b := db.open(), db.open()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		e, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", 7000, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: now, Ports: PortRange{Lo: 30000, Hi: 30100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetMachineEdgeStatus(ctx, m.ID, e.ID, "online", now); err != nil {
+			t.Fatal(err)
+		}
+		seenBy := func(want time.Time) func() error {
+			return func() error {
+				list, err := b.ListEdges(ctx)
+				if err != nil || len(list) != 1 || !list[0].LastSeen.Equal(want) {
+					return fmt.Errorf("edges %+v, %v; want last_seen %v", list, err, want)
+				}
+				conns, err := b.MachineEdges(ctx)
+				if err != nil || len(conns[m.ID]) != 1 || !conns[m.ID][0].LastSeen.Equal(want) {
+					return fmt.Errorf("connections %+v, %v; want last_seen %v", conns, err, want)
+				}
+				return nil
+			}
+		}
+		testutil.Eventually(t, 5*time.Second, "b reads what a wrote", seenBy(now))
+		// What a caller does with its copy stays its own.
+		list, _ := b.ListEdges(ctx)
+		list[0].Name = "changed"
+		conns, _ := b.MachineEdges(ctx)
+		conns[m.ID][0].Status = "changed"
+		if again, _ := b.ListEdges(ctx); again[0].Name != "edge-a" {
+			t.Fatalf("a caller's change reached the cached edge list: %+v", again)
+		}
+		if again, _ := b.MachineEdges(ctx); again[m.ID][0].Status != "online" {
+			t.Fatalf("a caller's change reached the cached connections: %+v", again)
+		}
+		later := now.Add(5 * time.Second)
+		if _, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", 7000, later); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.TouchMachineEdge(ctx, m.ID, e.ID, later); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 5*time.Second, "b reads the heartbeat and the ping", seenBy(later))
 	})
 }

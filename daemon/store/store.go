@@ -45,6 +45,11 @@ type Store struct {
 	changes   changes
 	settings  Memo[string, cachedSetting]
 	machines  Snapshot[[]Machine]
+	// edges and machineEdges: the cluster's edges and every machine's
+	// connections through them, which the machine list and the plugin
+	// read on every request.
+	edges        Snapshot[[]Edge]
+	machineEdges Snapshot[map[int64][]MachineEdge]
 	// writer admits one write transaction at a time (see Tx).
 	writer chan struct{}
 	// fullAt is when a write last failed for lack of space (Unix ns), 0
