@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alessio/shellescape"
@@ -219,17 +222,61 @@ func (s *Server) staleTokens(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
-	ms, err := s.machines.Machines(r.Context(), s.fallbackHost(r))
+	ms, gen, err := s.machines.List(r.Context(), s.fallbackHost(r))
 	if err != nil {
 		return Internal("could not list the machines", err)
 	}
-	ptrs := make([]*machines.Machine, len(ms))
-	for i := range ms {
-		ptrs[i] = &ms[i]
+	// The rejoin line, which depends on how this request reached the
+	// dashboard, only when a machine needs it.
+	line := ""
+	for _, m := range ms {
+		if m.Update.State == fleet.StateUnsupported {
+			line, _ = s.rejoinCommand(r)
+			break
+		}
 	}
-	s.withRejoin(r, ptrs...)
-	writeData(w, http.StatusOK, ms)
+	body := s.machineList.body(gen, line, func() []byte {
+		cp := make([]machines.Machine, len(ms)) // [] when there are none, never null
+		copy(cp, ms)
+		for i := range cp {
+			if cp[i].Update.State == fleet.StateUnsupported {
+				cp[i].Update.RejoinCommand = line
+			}
+		}
+		var b bytes.Buffer
+		json.NewEncoder(&b).Encode(dataEnvelope{cp})
+		return b.Bytes()
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
 	return nil
+}
+
+// encodedList is the last machine list answered, encoded: the dashboard
+// polls the list, and between changes every poll gets the same bytes.
+type encodedList struct {
+	mu   sync.Mutex
+	gen  uint64
+	line string
+	data []byte
+}
+
+// body returns the bytes for list generation gen with rejoin line line,
+// encoding them once.
+func (e *encodedList) body(gen uint64, line string, encode func() []byte) []byte {
+	e.mu.Lock()
+	if e.data != nil && e.gen == gen && e.line == line {
+		b := e.data
+		e.mu.Unlock()
+		return b
+	}
+	e.mu.Unlock()
+	b := encode()
+	e.mu.Lock()
+	e.gen, e.line, e.data = gen, line, b
+	e.mu.Unlock()
+	return b
 }
 
 func (s *Server) getMachine(w http.ResponseWriter, r *http.Request) error {

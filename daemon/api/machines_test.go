@@ -503,3 +503,37 @@ func TestReconcileAndServerFile(t *testing.T) {
 }
 
 func base64RawURL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
+
+// TestMachineListFollowsWritesAndHosts: the machine list is built once
+// and handed out again between changes, yet a write shows in the very next
+// list, and a request by another host gets that host's SSH command.
+func TestMachineListFollowsWritesAndHosts(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		if l := e.list(t, "/api/machines"); len(l) != 0 {
+			t.Fatalf("list before any machine: %v", l)
+		}
+		id, _ := e.machine(t)
+		listed := func(host string) map[string]any {
+			t.Helper()
+			r := e.do(req{method: "GET", path: "/api/machines", cookie: e.cookie, header: map[string]string{"Host": host}})
+			l, ok := r.json(t)["data"].([]any)
+			if r.Code != 200 || !ok || len(l) != 1 {
+				t.Fatalf("GET /api/machines by %s: %d %s", host, r.Code, r.Body)
+			}
+			return l[0].(map[string]any)
+		}
+		first := listed("127.0.0.1:7380")
+		if again := listed("127.0.0.1:7380"); fmt.Sprint(again) != fmt.Sprint(first) {
+			t.Fatalf("the same list twice differs:\n%v\n%v", first, again)
+		}
+		e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + id, body: `{"name":"renamed"}`, cookie: e.cookie}), 200)
+		if m := listed("127.0.0.1:7380"); m["name"] != "renamed" {
+			t.Fatalf("after the rename the list says %v", m["name"])
+		}
+		other := listed("vps.example.net:7380")
+		if cmd, _ := other["ssh_command"].(string); cmd == first["ssh_command"] {
+			t.Fatalf("ssh command by another host is the first host's: %q", cmd)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alessio/shellescape"
@@ -287,6 +288,62 @@ func (s *Service) Machines(ctx context.Context, fallbackHost string) ([]Machine,
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// ListFresh is how long List hands out a list it built, for as long as
+// nothing was written: the edges' and machines' states that follow the
+// clock (an edge whose heartbeat stopped is down after 30 s) are then at
+// most this late.
+const ListFresh = time.Second
+
+// listCache is the last list List built, the state it was built for, and
+// its generation (every new list, a new one).
+type listCache struct {
+	mu   sync.Mutex
+	key  listKey
+	at   time.Time
+	gen  uint64
+	list []Machine
+}
+
+// listKey is what a machine list depends on besides the clock: the
+// database's state, the host the caller reached the dashboard by, and the
+// machine bundle's version.
+type listKey struct {
+	changes      uint64
+	host, bundle string
+}
+
+// List is Machines for the dashboard's polls, which read it again and
+// again between changes: a list built less than ListFresh ago for the same
+// database state, host and bundle version is handed out again, with the
+// generation it was built under (the same generation, the same list). The
+// caller must not change what it gets.
+func (s *Service) List(ctx context.Context, fallbackHost string) ([]Machine, uint64, error) {
+	key := listKey{changes: s.Store.Changes(), host: fallbackHost}
+	if s.BundleVersion != nil {
+		key.bundle, _ = s.BundleVersion()
+	}
+	now := s.now()
+	c := &s.lists
+	c.mu.Lock()
+	if age := now.Sub(c.at); c.list != nil && c.key == key && age >= 0 && age < ListFresh {
+		list, gen := c.list, c.gen
+		c.mu.Unlock()
+		return list, gen, nil
+	}
+	c.mu.Unlock()
+	// Built under key: a write while it is built moves the database's
+	// count, so the next call builds again.
+	ms, err := s.Machines(ctx, fallbackHost)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.key, c.at, c.list = key, now, ms
+	return ms, c.gen, nil
 }
 
 // Machine returns one machine.

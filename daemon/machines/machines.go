@@ -118,6 +118,9 @@ type Service struct {
 	// ClusterEdges (nil: this daemon is its cluster's only edge) lists the
 	// edges every machine keeps a tunnel client for, asked at every use.
 	ClusterEdges func(ctx context.Context) ([]EdgeTarget, error)
+
+	// lists holds the last machine list List built.
+	lists listCache
 }
 
 // Exposure is what decides the addresses the dashboard shows.
