@@ -68,10 +68,15 @@ func cpuList(set unix.CPUSet) string {
 	return strings.Join(parts, ",")
 }
 
-// setAffinity puts every thread of pid, and of each of its descendants, on
-// set. Threads and children made later inherit it from their parent.
-func setAffinity(pid int, set unix.CPUSet) error {
-	for _, p := range withDescendants(pid) {
+// setAffinity puts every thread of pid, and of each of its descendants
+// when tree is set, on set. Threads and children made later inherit it
+// from their parent.
+func setAffinity(pid int, set unix.CPUSet, tree bool) error {
+	pids := []int{pid}
+	if tree {
+		pids = withDescendants(pid)
+	}
+	for _, p := range pids {
 		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
 		if err != nil {
 			if p == pid {
@@ -168,11 +173,12 @@ func (w *World) Pin(on bool) error {
 		if x.p == nil || x.p.Cmd.Process == nil {
 			continue
 		}
-		if err := setAffinity(x.p.Cmd.Process.Pid, set(x.side)); err != nil {
+		if err := setAffinity(x.p.Cmd.Process.Pid, set(x.side), true); err != nil {
 			return fmt.Errorf("pin %s: %w", x.p.Name, err)
 		}
 	}
-	if err := setAffinity(os.Getpid(), set(onRest)); err != nil {
+	// The bench's own threads only: its children are placed above.
+	if err := setAffinity(os.Getpid(), set(onRest), false); err != nil {
 		return fmt.Errorf("pin the bench: %w", err)
 	}
 	w.pinnedNow = on
@@ -206,4 +212,32 @@ func (w *World) pinnable() []pinned {
 func (w *World) pinLabel() string {
 	return fmt.Sprintf("pinned: Caddy, frps and the daemon on CPU %s; the load, frpc and the origin on CPU %s",
 		cpuList(w.cpus.VPS), cpuList(w.cpus.Rest))
+}
+
+// setBusy is the time the CPUs of set have been busy since boot
+// (/proc/stat's cpuN lines: all but idle and iowait).
+func setBusy(set unix.CPUSet) time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	var busy int64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
+			continue
+		}
+		n, err := strconv.Atoi(f[0][3:])
+		if err != nil || !set.IsSet(n) {
+			continue
+		}
+		for i, v := range f[1:9] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			t, _ := strconv.ParseInt(v, 10, 64)
+			busy += t
+		}
+	}
+	return time.Duration(busy) * time.Second / userHZ
 }

@@ -28,6 +28,9 @@ type pathLoad struct {
 	requests uint64
 	failed   uint64
 	cpu      []time.Duration // per process of the path, over all turns
+	// busy and wall: the VPS's CPUs' busy time and the wall time of the
+	// path's turns (when pinned: how near the VPS was to its limit).
+	busy, wall time.Duration
 }
 
 // total is the VPS's processor time over all turns.
@@ -56,6 +59,9 @@ func (l pathLoad) describe(p vpsPath) string {
 		}
 	}
 	s := fmt.Sprintf("%.0f req/s, VPS CPU %.1f µs per request (%s)", l.rate, l.perReq(), strings.Join(parts, " + "))
+	if l.wall > 0 && l.busy > 0 {
+		s += fmt.Sprintf(", VPS CPU %.0f%% busy", 100*float64(l.busy)/float64(l.wall))
+	}
 	if l.failed > 0 {
 		s += fmt.Sprintf(", %d failed", l.failed)
 	}
@@ -82,6 +88,7 @@ func (w *World) measureWithHeaders(paths []vpsPath, more [][]string, threads, co
 			for j, pr := range p.procs {
 				before[j] = pr.cpu()
 			}
+			busy0, t0 := setBusy(w.cpus.VPS), time.Now()
 			headers := append([]string(nil), more[i]...)
 			if p.host != "" {
 				headers = append(headers, "Host: "+p.host)
@@ -92,6 +99,10 @@ func (w *World) measureWithHeaders(paths []vpsPath, more [][]string, threads, co
 			}
 			for j, pr := range p.procs {
 				out[i].cpu[j] += pr.cpu() - before[j]
+			}
+			if w.pinnedNow {
+				out[i].busy += setBusy(w.cpus.VPS) - busy0
+				out[i].wall += time.Since(t0)
 			}
 			out[i].rate += l.Rate / float64(turns)
 			out[i].requests += l.Requests
