@@ -44,8 +44,8 @@ func TestSmoke(t *testing.T) {
 		// How fast the machine is is the figure's business, not the
 		// test's: on a busy machine Caddy alone may hold none of the
 		// open-loop rates, and the row says so.
-		if Figures[i].Key == "openloop" && r.Measured == openLoopNone {
-			t.Logf("openloop: %s (a busy machine)", r.Measured)
+		if strings.HasPrefix(Figures[i].Key, "openloop") && strings.HasPrefix(r.Measured, openLoopNone) {
+			t.Logf("%s: %s (a busy machine)", Figures[i].Key, r.Measured)
 			continue
 		}
 		if strings.Contains(r.Measured, "error:") || r.Value <= 0 {
