@@ -47,9 +47,12 @@ var Figures = []Figure{
 }
 
 // means says, for the figures whose value speaks for itself, what it
-// means for an operator's VPS (%v: the row's value, in its unit).
+// means for an operator's VPS (%v: the row's value, in its unit). The
+// pinned open loop has none: its in-process generator shares the other
+// CPU with frpc and the origin, and its p99 spreads from run to run
+// (16, 130 and 338 ms in one `make bench`), so it says more about that
+// CPU than about a VPS.
 var means = map[string]string{
-	"openloop-pinned": "At a steady 0.8 × the rate Caddy alone holds, requests through the tunnel see a 99th percentile of %.3g ms.",
 	"gate-pinned":     "An access gate checks a signed-in visitor in about %.0f µs (median): a gated site is not noticeably slower.",
 	"disconnect":      "A machine whose tunnel client stops shows offline in the dashboard within %.2g s.",
 	"silentcut":       "A machine whose network goes silent (no reset, no close) shows offline within %.0f s.",
