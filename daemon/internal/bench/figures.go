@@ -542,13 +542,27 @@ func (w *World) TCPThroughput() Row {
 	// In turns of a second, like alternate: through the tunnel, directly,
 	// through the relays.
 	ports := []int{w.IperfTunnel.RemotePort, w.IperfPort, w.RelayIperf.Port}
+	// The VPS side's processes on each path (none directly), and the
+	// processor time they spent, as for the HTTP figures; when pinned,
+	// also how busy each CPU set was in the tunnel's turns.
+	vps := [3][]*Proc{{w.FRPS, w.Daemon.Proc}, nil, {w.RelayIperf.Procs[1]}}
 	var bps [3]float64
+	var spent [3]time.Duration
+	var vpsBusy, restBusy, wall time.Duration
 	var err error
 	for i := 0; i < secs && err == nil; i++ {
 		for j, port := range ports {
 			var b float64
+			c0 := cpuOf(vps[j]...)
+			v0, r0, t0 := setBusy(w.cpus.VPS), setBusy(w.cpus.Rest), time.Now()
 			if b, err = iperf(port, 1); err != nil {
 				break
+			}
+			spent[j] += cpuOf(vps[j]...) - c0
+			if j == 0 && w.pinnedNow {
+				vpsBusy += setBusy(w.cpus.VPS) - v0
+				restBusy += setBusy(w.cpus.Rest) - r0
+				wall += time.Since(t0)
 			}
 			bps[j] += b / float64(secs)
 		}
@@ -563,7 +577,21 @@ func (w *World) TCPThroughput() Row {
 		row.Measured = "error: " + err.Error()
 		return row
 	}
-	row.Measured = fmt.Sprintf("%.2f / %.2f Gbit/s; %s %.2f Gbit/s (%.3f)", through/1e9, direct/1e9, relayPair, relay/1e9, ratio(relay, direct))
+	// Seconds of VPS CPU per gigabyte carried (iperf3's rate over the
+	// turns, each of about a second).
+	perGB := func(j int) float64 {
+		gb := bps[j] / 8 / 1e9 * float64(secs)
+		if gb == 0 {
+			return 0
+		}
+		return spent[j].Seconds() / gb
+	}
+	row.Measured = fmt.Sprintf("%.2f / %.2f Gbit/s; %s %.2f Gbit/s (%.3f); VPS CPU per GB carried: frps and the daemon %.2f s, the relay %.2f s",
+		through/1e9, direct/1e9, relayPair, relay/1e9, ratio(relay, direct), perGB(0), perGB(2))
+	if wall > 0 {
+		row.Measured += fmt.Sprintf("; in the tunnel's turns the VPS's CPU was %.0f%% busy, the machine side's %.0f%%",
+			100*float64(vpsBusy)/float64(wall), 100*float64(restBusy)/float64(wall)/float64(max(1, w.cpus.Rest.Count())))
+	}
 	row.Value = ratio(through, direct)
 	row.Met = row.Value >= 0.25
 	return row
