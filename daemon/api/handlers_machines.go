@@ -229,8 +229,8 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	// The rejoin line, which depends on how this request reached the
 	// dashboard, only when a machine needs it.
 	line := ""
-	for _, m := range ms {
-		if m.Update.State == fleet.StateUnsupported {
+	for i := range ms {
+		if needsRejoin(&ms[i]) {
 			line, _ = s.rejoinCommand(r)
 			break
 		}
@@ -239,7 +239,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 		cp := make([]machines.Machine, len(ms)) // [] when there are none, never null
 		copy(cp, ms)
 		for i := range cp {
-			if cp[i].Update.State == fleet.StateUnsupported {
+			if needsRejoin(&cp[i]) {
 				cp[i].Update.RejoinCommand = line
 			}
 		}
@@ -299,7 +299,7 @@ func (s *Server) getMachine(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) withRejoin(r *http.Request, ms ...*machines.Machine) {
 	line, known := "", false
 	for _, m := range ms {
-		if m.Update.State != fleet.StateUnsupported {
+		if !needsRejoin(m) {
 			continue
 		}
 		if !known {
@@ -309,6 +309,10 @@ func (s *Server) withRejoin(r *http.Request, ms ...*machines.Machine) {
 		m.Update.RejoinCommand = line
 	}
 }
+
+// needsRejoin: a machine whose agent cannot update itself is shown the
+// line that re-runs its join.
+func needsRejoin(m *machines.Machine) bool { return m.Update.State == fleet.StateUnsupported }
 
 type renameBody struct {
 	Name *string `json:"name"`

@@ -94,37 +94,38 @@ type Options struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
+	cfg       *config.Config
+	auth      *auth.Service
+	audit     *audit.Recorder
+	totp      *totp.Service
+	sshkeys   *sshkeys.Service
+	machines  *machines.Service
+	revtunnel RevtunnelServer
+	health    func(*http.Request) error
+	units     units.Manager
+	ui        http.Handler
+	setup     *localsetup.Service
+	net       *netcheck.Checker
+	hub       *logstream.Hub
+	log       *slog.Logger
+	now       func() time.Time
+	reach     *reach.Resolver
+	handler   http.Handler
+	banner    *banner.Service
+	firewall  *firewall.Service
+	progress  func(operation string) Progress
+	scripts   Scripts
+	agents    Agents
+	prober    Prober
+	gate      *gate.Gate
+	router    *mux.Router // the route table, for the OpenAPI coverage test
+	detect    detectCache
+	mon       Monitoring
+	fleet     *fleet.Updater
+	edges     *edges.Service
+
 	// machineList: GET /api/machines's last answer (handlers_machines.go).
 	machineList encodedList
-	cfg         *config.Config
-	auth        *auth.Service
-	audit       *audit.Recorder
-	totp        *totp.Service
-	sshkeys     *sshkeys.Service
-	machines    *machines.Service
-	revtunnel   RevtunnelServer
-	health      func(*http.Request) error
-	units       units.Manager
-	ui          http.Handler
-	setup       *localsetup.Service
-	net         *netcheck.Checker
-	hub         *logstream.Hub
-	log         *slog.Logger
-	now         func() time.Time
-	reach       *reach.Resolver
-	handler     http.Handler
-	banner      *banner.Service
-	firewall    *firewall.Service
-	progress    func(operation string) Progress
-	scripts     Scripts
-	agents      Agents
-	prober      Prober
-	gate        *gate.Gate
-	router      *mux.Router // the route table, for the OpenAPI coverage test
-	detect      detectCache
-	mon         Monitoring
-	fleet       *fleet.Updater
-	edges       *edges.Service
 }
 
 // New builds the Server and its route table.

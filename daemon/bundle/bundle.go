@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -61,8 +62,8 @@ func Version(staticDir string) (string, error) {
 		return "", err
 	}
 	key := versionKey{p, fi.Size(), fi.ModTime().UnixNano(), inode(fi)}
-	if v, ok := versions.Load(key); ok {
-		return v.(string), nil
+	if last := lastVersion.Load(); last != nil && last.key == key {
+		return last.version, nil
 	}
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -79,8 +80,7 @@ func Version(staticDir string) (string, error) {
 	// ticks of a few milliseconds, so a file rewritten in place within one
 	// tick, with a version of the same length, would keep its key.
 	if int64(len(b)) == fi.Size() && time.Since(fi.ModTime()) > time.Second {
-		versions.Clear() // one version per file is all anyone asks for
-		versions.Store(key, v)
+		lastVersion.Store(&readVersion{key, v})
 	}
 	return v, nil
 }
@@ -92,8 +92,15 @@ type versionKey struct {
 	ino         uint64
 }
 
-// versions holds the version read from each VERSION file state.
-var versions sync.Map
+// readVersion is a version read and the file state it was read from.
+type readVersion struct {
+	key     versionKey
+	version string
+}
+
+// lastVersion is the last version read (one VERSION file is all a daemon
+// asks about).
+var lastVersion atomic.Pointer[readVersion]
 
 func inode(fi fs.FileInfo) uint64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
