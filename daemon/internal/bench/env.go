@@ -184,18 +184,7 @@ func (p *Proc) CPU() time.Duration {
 	if p == nil || p.Cmd.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	return statCPU(p.Cmd.Process.Pid, false)
 }
 
 // cpuOf sums the processor time of ps.
@@ -211,22 +200,30 @@ func cpuOf(ps ...*Proc) time.Duration {
 // since boot (/proc/stat: all but idle and iowait), or 0 where it cannot be
 // read.
 func machineCPU() time.Duration {
+	return procStatBusy(func(name string) bool { return name == "cpu" })
+}
+
+// procStatBusy sums the busy time (all but idle and iowait) of the
+// /proc/stat lines whose name ("cpu" for the whole machine, "cpuN" for
+// one processor) pick accepts; 0 where it cannot be read.
+func procStatBusy(pick func(name string) bool) time.Duration {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0
-	}
 	var busy int64
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 { // idle, iowait
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || !pick(f[0]) {
 			continue
 		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
+		for i, v := range f[1:9] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			n, _ := strconv.ParseInt(v, 10, 64)
+			busy += n
+		}
 	}
 	return time.Duration(busy) * time.Second / userHZ
 }

@@ -489,7 +489,6 @@ func (w *World) APIThroughput() Row {
 		Baseline: "bare net/http handler in a process of its own, same body, same run",
 	}
 	fail := func(err error) Row { row.Measured = "error: " + err.Error(); return row }
-	cookie := "Cookie: " + w.Daemon.SessionCookie()
 	req, _ := http.NewRequest("GET", w.Daemon.Base+"/api/machines", nil)
 	req.Header.Set("Cookie", w.Daemon.SessionCookie())
 	resp, err := http.DefaultClient.Do(req)
@@ -511,11 +510,10 @@ func (w *World) APIThroughput() Row {
 	}
 	defer bare.Kill(syscall.SIGTERM)
 	paths := []vpsPath{
-		{"API", w.Daemon.Base + "/api/machines", "", []vpsProc{{"daemon", w.Daemon.CPU}}},
-		{"bare", "http://" + addr + "/", "", []vpsProc{{"handler", bare.CPU}}},
+		{"API", w.Daemon.Base + "/api/machines", []string{"Cookie: " + w.Daemon.SessionCookie()}, []vpsProc{{"daemon", w.Daemon.CPU}}},
+		{"bare", "http://" + addr + "/", nil, []vpsProc{{"handler", bare.CPU}}},
 	}
-	// The session cookie goes with the API's turns only.
-	ls, err := w.measureWithHeaders(paths, [][]string{{cookie}, nil}, 2, 32)
+	ls, err := w.measurePaths(paths, 2, 32)
 	if err != nil {
 		return fail(err)
 	}
@@ -554,12 +552,17 @@ func (w *World) TCPThroughput() Row {
 		for j, port := range ports {
 			var b float64
 			c0 := cpuOf(vps[j]...)
-			v0, r0, t0 := setBusy(w.cpus.VPS), setBusy(w.cpus.Rest), time.Now()
+			busy := j == 0 && w.pinnedNow
+			var v0, r0 time.Duration
+			if busy {
+				v0, r0 = setBusy(w.cpus.VPS), setBusy(w.cpus.Rest)
+			}
+			t0 := time.Now()
 			if b, err = iperf(port, 1); err != nil {
 				break
 			}
 			spent[j] += cpuOf(vps[j]...) - c0
-			if j == 0 && w.pinnedNow {
+			if busy {
 				vpsBusy += setBusy(w.cpus.VPS) - v0
 				restBusy += setBusy(w.cpus.Rest) - r0
 				wall += time.Since(t0)

@@ -215,29 +215,10 @@ func (w *World) pinLabel() string {
 }
 
 // setBusy is the time the CPUs of set have been busy since boot
-// (/proc/stat's cpuN lines: all but idle and iowait).
+// (/proc/stat's cpuN lines).
 func setBusy(set unix.CPUSet) time.Duration {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	var busy int64
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 || !strings.HasPrefix(f[0], "cpu") || f[0] == "cpu" {
-			continue
-		}
-		n, err := strconv.Atoi(f[0][3:])
-		if err != nil || !set.IsSet(n) {
-			continue
-		}
-		for i, v := range f[1:9] {
-			if i == 3 || i == 4 { // idle, iowait
-				continue
-			}
-			t, _ := strconv.ParseInt(v, 10, 64)
-			busy += t
-		}
-	}
-	return time.Duration(busy) * time.Second / userHZ
+	return procStatBusy(func(name string) bool {
+		n, err := strconv.Atoi(strings.TrimPrefix(name, "cpu"))
+		return err == nil && set.IsSet(n)
+	})
 }

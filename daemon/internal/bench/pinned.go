@@ -14,12 +14,12 @@ type vpsProc struct {
 }
 
 // vpsPath is one way from the load to the origin: where the load goes (URL
-// and Host) and the VPS's processes on the way.
+// and headers, "Host: ..." among them) and the VPS's processes on the way.
 type vpsPath struct {
-	name  string
-	url   string
-	host  string
-	procs []vpsProc
+	name    string
+	url     string
+	headers []string
+	procs   []vpsProc
 }
 
 // pathLoad is what a path carried over all its turns.
@@ -72,11 +72,6 @@ func (l pathLoad) describe(p vpsPath) string {
 // a second until each has had the whole duration, and reads each VPS
 // process's processor time around its path's turns.
 func (w *World) measurePaths(paths []vpsPath, threads, conns int) ([]pathLoad, error) {
-	return w.measureWithHeaders(paths, make([][]string, len(paths)), threads, conns)
-}
-
-// measureWithHeaders is measurePaths with more headers for each path.
-func (w *World) measureWithHeaders(paths []vpsPath, more [][]string, threads, conns int) ([]pathLoad, error) {
 	turns := max(1, int(w.opts.Duration/time.Second))
 	out := make([]pathLoad, len(paths))
 	for i := range out {
@@ -88,12 +83,12 @@ func (w *World) measureWithHeaders(paths []vpsPath, more [][]string, threads, co
 			for j, pr := range p.procs {
 				before[j] = pr.cpu()
 			}
-			busy0, t0 := setBusy(w.cpus.VPS), time.Now()
-			headers := append([]string(nil), more[i]...)
-			if p.host != "" {
-				headers = append(headers, "Host: "+p.host)
+			var busy0 time.Duration
+			if w.pinnedNow {
+				busy0 = setBusy(w.cpus.VPS)
 			}
-			l, err := runWrk(p.url, threads, conns, time.Second, headers...)
+			t0 := time.Now()
+			l, err := runWrk(p.url, threads, conns, time.Second, p.headers...)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p.name, err)
 			}
@@ -130,11 +125,11 @@ func (w *World) HTTPPinned() Row {
 	caddy := vpsProc{"Caddy", w.Caddy.CPU}
 	sshdPID := w.peers.SSHD.Cmd.Process.Pid
 	paths := []vpsPath{
-		{"tunnel", caddyURL, tunnelHost, []vpsProc{caddy, {"frps", w.FRPS.CPU}, {"daemon", w.Daemon.CPU}}},
-		{"Caddy alone", caddyURL, directHost, []vpsProc{caddy}},
-		{"OpenSSH `ssh -R` behind Caddy", caddyURL, sshHost, []vpsProc{caddy, {"sshd", func() time.Duration { return treeCPU(sshdPID) }}}},
-		{"frp's own HTTP vhost", fmt.Sprintf("http://127.0.0.1:%d/", w.peers.VhostPort), vhostHost, []vpsProc{{"frps", w.peers.VhostFRPS.CPU}}},
-		{relayPair + " behind Caddy", caddyURL, relayHost, []vpsProc{caddy, {"relay", w.RelayHTTP.Procs[1].CPU}}},
+		{"tunnel", caddyURL, []string{"Host: " + tunnelHost}, []vpsProc{caddy, {"frps", w.FRPS.CPU}, {"daemon", w.Daemon.CPU}}},
+		{"Caddy alone", caddyURL, []string{"Host: " + directHost}, []vpsProc{caddy}},
+		{"OpenSSH `ssh -R` behind Caddy", caddyURL, []string{"Host: " + sshHost}, []vpsProc{caddy, {"sshd", func() time.Duration { return treeCPU(sshdPID) }}}},
+		{"frp's own HTTP vhost", fmt.Sprintf("http://127.0.0.1:%d/", w.peers.VhostPort), []string{"Host: " + vhostHost}, []vpsProc{{"frps", w.peers.VhostFRPS.CPU}}},
+		{relayPair + " behind Caddy", caddyURL, []string{"Host: " + relayHost}, []vpsProc{caddy, {"relay", w.RelayHTTP.Procs[1].CPU}}},
 	}
 	ls, err := w.measurePaths(paths, w.cpus.Rest.Count(), 50)
 	if err != nil {
