@@ -169,6 +169,17 @@ func (w *World) Pin(on bool) error {
 			return w.cpus.Rest
 		}
 	}
+	// Caddy starts again on its set, named explicitly: a child takes the
+	// affinity of the bench's thread that starts it, which may be pinned.
+	caddyCPUs, had := cpuList(set(onVPS)), w.caddyCPUs
+	if had == "" {
+		had = cpuList(w.cpus.All)
+	}
+	if w.Caddy != nil && caddyCPUs != had {
+		if err := w.startCaddy(caddyCPUs); err != nil {
+			return fmt.Errorf("restart Caddy on CPU %s: %w", caddyCPUs, err)
+		}
+	}
 	for _, x := range w.pinnable() {
 		if x.p == nil || x.p.Cmd.Process == nil {
 			continue

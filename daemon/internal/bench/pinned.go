@@ -31,6 +31,10 @@ type pathLoad struct {
 	// busy and wall: the VPS's CPUs' busy time and the wall time of the
 	// path's turns (when pinned: how near the VPS was to its limit).
 	busy, wall time.Duration
+	// restBusy: the other CPUs' (the load's, frpc's and the origin's)
+	// busy time over the same turns, summed over those CPUs.
+	restBusy time.Duration
+	restCPUs int
 }
 
 // total is the VPS's processor time over all turns.
@@ -61,6 +65,9 @@ func (l pathLoad) describe(p vpsPath) string {
 	s := fmt.Sprintf("%.0f req/s, VPS CPU %.1f µs per request (%s)", l.rate, l.perReq(), strings.Join(parts, " + "))
 	if l.wall > 0 && l.busy > 0 {
 		s += fmt.Sprintf(", VPS CPU %.0f%% busy", 100*float64(l.busy)/float64(l.wall))
+		if l.restCPUs > 0 {
+			s += fmt.Sprintf(" (the load's side %.0f%%)", 100*float64(l.restBusy)/float64(l.wall)/float64(l.restCPUs))
+		}
 	}
 	if l.failed > 0 {
 		s += fmt.Sprintf(", %d failed", l.failed)
@@ -83,9 +90,9 @@ func (w *World) measurePaths(paths []vpsPath, threads, conns int) ([]pathLoad, e
 			for j, pr := range p.procs {
 				before[j] = pr.cpu()
 			}
-			var busy0 time.Duration
+			var busy0, rest0 time.Duration
 			if w.pinnedNow {
-				busy0 = setBusy(w.cpus.VPS)
+				busy0, rest0 = setBusy(w.cpus.VPS), setBusy(w.cpus.Rest)
 			}
 			t0 := time.Now()
 			l, err := runWrk(p.url, threads, conns, time.Second, p.headers...)
@@ -97,6 +104,8 @@ func (w *World) measurePaths(paths []vpsPath, threads, conns int) ([]pathLoad, e
 			}
 			if w.pinnedNow {
 				out[i].busy += setBusy(w.cpus.VPS) - busy0
+				out[i].restBusy += setBusy(w.cpus.Rest) - rest0
+				out[i].restCPUs = w.cpus.Rest.Count()
 				out[i].wall += time.Since(t0)
 			}
 			out[i].rate += l.Rate / float64(turns)

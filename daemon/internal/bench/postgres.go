@@ -155,7 +155,7 @@ func PostgresAPI(o Options) Row {
 		cookie := http.Header{"Cookie": []string{d.SessionCookie()}}
 		return func(dur time.Duration) load {
 			c0, p0 := d.CPU(), o.pgCPU()
-			l := attack(d.Base+"/api/machines", cookie, 0, 50, dur)
+			l := attack(d.Base+"/api/machines", cookie, 50, dur)
 			cpu[i] += d.CPU() - c0
 			if i == 1 {
 				pgServerCPU += o.pgCPU() - p0
