@@ -318,7 +318,7 @@ func clientSchema(dir string) table {
 		},
 		"proxies": arrayOf{table{
 			"name":       ident,
-			"type":       oneOf{"tcp"},
+			"type":       oneOf{"tcp", "udp"},
 			"localIP":    loopback{},
 			"localPort":  port,
 			"remotePort": port,

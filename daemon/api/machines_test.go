@@ -374,13 +374,15 @@ func TestTunnelsValidation(t *testing.T) {
 		{`{"name":"web","kind":"http","local_port":80,"subdomain":"web"}`, "machine_id is required"},
 		{`{"machine_id":` + mid + `,"kind":"http","local_port":80,"subdomain":"web"}`, "name is required"},
 		{`{"machine_id":` + mid + `,"name":"web","local_port":80}`, "kind is required"},
-		{`{"machine_id":` + mid + `,"name":"web","kind":"udp","local_port":80}`, `kind must be "http" or "tcp"`},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"sctp","local_port":80}`, `kind must be "http", "tcp" or "udp"`},
 		{`{"machine_id":` + mid + `,"name":"web","kind":"http","subdomain":"web"}`, "local_port is required"},
 		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":70000,"subdomain":"web"}`, "local_port must be between 1 and 65535"},
 		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80}`, "subdomain is required for http tunnels"},
 		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80,"subdomain":"-web"}`, "subdomain must be a hostname label: lowercase letters, digits and inner hyphens"},
-		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80,"subdomain":"web","public":true}`, "public is only for tcp tunnels"},
+		{`{"machine_id":` + mid + `,"name":"web","kind":"http","local_port":80,"subdomain":"web","public":true}`, "public is only for tcp and udp tunnels"},
 		{`{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"subdomain":"db"}`, "subdomain is only for http tunnels"},
+		{`{"machine_id":` + mid + `,"name":"game","kind":"udp","local_port":27015,"subdomain":"game"}`, "subdomain is only for http tunnels"},
+		{`{"machine_id":` + mid + `,"name":"game","kind":"udp","local_port":0}`, "local_port must be between 1 and 65535"},
 		{`{"machine_id":` + mid + `,"name":"a b","kind":"tcp","local_port":5432}`, "name must be a hostname label: lowercase letters, digits and inner hyphens"},
 		{`{"machine_id":999,"name":"db","kind":"tcp","local_port":5432}`, "machine 999 does not exist"},
 	}
@@ -400,6 +402,16 @@ func TestTunnelsValidation(t *testing.T) {
 	if db["subdomain"] != nil || db["public"] != true {
 		t.Fatalf("tcp tunnel = %v", db)
 	}
+	game := e.data(t, post(`{"machine_id":`+mid+`,"name":"game","kind":"udp","local_port":27015,"public":true}`), 201)
+	if game["kind"] != "udp" || game["subdomain"] != nil || game["public"] != true || game["address"] != fmt.Sprintf("127.0.0.1:%v", game["remote_port"]) {
+		t.Fatalf("udp tunnel = %v", game)
+	}
+	conf := e.do(req{method: "GET", path: "/api/machines/" + mid + "/revtunnel-client", cookie: e.cookie})
+	if !strings.Contains(conf.Body.String(), fmt.Sprintf("name = 'tunnel-%v'\ntype = 'udp'\nlocalIP = '127.0.0.1'\nlocalPort = 27015\nremotePort = %v\n", game["id"], game["remote_port"])) {
+		t.Fatalf("client config without the udp proxy:\n%s", conf.Body)
+	}
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + fmt.Sprint(game["id"]), body: `{"subdomain":"game"}`, cookie: e.cookie}), 400, "subdomain is only for http tunnels")
+	e.data(t, e.do(req{method: "DELETE", path: "/api/tunnels/" + fmt.Sprint(game["id"]), cookie: e.cookie}), 200)
 	id := fmt.Sprint(db["id"])
 	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"kind":"http"}`, cookie: e.cookie}), 400, "kind cannot be changed; delete the tunnel and create another")
 	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"local_port":0}`, cookie: e.cookie}), 400, "local_port must be between 1 and 65535")

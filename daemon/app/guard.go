@@ -66,9 +66,14 @@ func (a *App) firewallPorts(ctx context.Context, dashboard net.Addr) (firewall.P
 	}
 	for _, t := range ts {
 		// A paused public tunnel is closed like a private one.
-		if t.Kind == "tcp" && t.Public && !t.Paused {
+		switch {
+		case t.Kind == "tcp" && t.Public && !t.Paused:
 			p.PublicTCPPorts = append(p.PublicTCPPorts, t.RemotePort)
-		} else {
+		case t.Kind == "udp" && t.Public && !t.Paused:
+			p.PublicUDPPorts = append(p.PublicUDPPorts, t.RemotePort)
+		case t.Kind == "udp":
+			// Nothing to drop: frps's UDP listener is on loopback.
+		default:
 			p.PrivatePorts = append(p.PrivatePorts, t.RemotePort)
 		}
 	}

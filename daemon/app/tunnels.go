@@ -74,7 +74,8 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 // PublishRulesetPath keeps the applied publish table (nft -f loads it).
 const PublishRulesetPath = "/etc/tunnelsvc/publish.nft"
 
-// publishParams: bind_ip and the ports of public tcp tunnels (not paused).
+// publishParams: bind_ip and the ports of public tcp and udp tunnels (not
+// paused).
 func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
 	bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
 	if err != nil {
@@ -86,8 +87,11 @@ func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
 	}
 	p := publish.Params{BindIP: bind}
 	for _, t := range ts {
-		if t.Kind == "tcp" && t.Public && !t.Paused {
+		switch {
+		case t.Kind == "tcp" && t.Public && !t.Paused:
 			p.Ports = append(p.Ports, t.RemotePort)
+		case t.Kind == "udp" && t.Public && !t.Paused:
+			p.UDPPorts = append(p.UDPPorts, t.RemotePort)
 		}
 	}
 	return p, nil

@@ -174,7 +174,7 @@ func (s *Service) apply(ctx context.Context, p Progress) error {
 		return err
 	}
 	p.Line("info", fmt.Sprintf("firewall: ruleset for control port %d, %d private and %d public tunnel ports, dashboard port %d (private: %t)",
-		ports.ControlPort, len(ports.PrivatePorts), len(ports.PublicTCPPorts), ports.DashboardPort, ports.DashboardPrivate))
+		ports.ControlPort, len(ports.PrivatePorts), len(ports.PublicTCPPorts)+len(ports.PublicUDPPorts), ports.DashboardPort, ports.DashboardPrivate))
 	old, oldErr := os.ReadFile(s.path)
 	if err := s.nftFile(ctx, script, true, "nft -c refused the ruleset: "); err != nil {
 		return err

@@ -33,6 +33,8 @@ var goldenCases = []struct {
 		DashboardPort: 7380, BindIP: "203.0.113.5",
 	}},
 	{"bind6.golden", firewall.Ports{ControlPort: 7000, PublicTCPPorts: []int{20001}, BindIP: "2001:db8::5"}},
+	{"udp.golden", firewall.Ports{ControlPort: 7000, PrivatePorts: []int{20002}, PublicTCPPorts: []int{20001}, PublicUDPPorts: []int{20004, 20003, 443}}},
+	{"udp-bind4.golden", firewall.Ports{ControlPort: 7000, PublicUDPPorts: []int{20003}, BindIP: "203.0.113.5"}},
 }
 
 // TestRenderGolden compares each rendered ruleset with its golden file,

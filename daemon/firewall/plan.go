@@ -43,6 +43,9 @@ func warnings(pl Plan) []string {
 	if len(pl.PublicTunnelTCP) > 0 && pl.BindIP != "" {
 		w = append(w, "Public tcp tunnels ("+list(pl.PublicTunnelTCP)+") are accepted only on "+pl.BindIP+".")
 	}
+	if len(pl.PublicTunnelUDP) > 0 && pl.BindIP != "" {
+		w = append(w, "Public udp tunnels ("+list(pl.PublicTunnelUDP)+") are accepted only on "+pl.BindIP+".")
+	}
 	w = append(w, "Undo from a console on the server: nft delete table inet tunnelsvc")
 	return w
 }

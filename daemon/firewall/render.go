@@ -22,6 +22,10 @@ type Ports struct {
 	PrivatePorts []int
 	// PublicTCPPorts are public TCP tunnel ports.
 	PublicTCPPorts []int
+	// PublicUDPPorts are public UDP tunnel ports. Private UDP tunnel
+	// ports need no rule: frps listens on loopback, and only package
+	// publish's DNAT of a public port reaches it.
+	PublicUDPPorts []int
 	// DashboardPort is the dashboard's own listener (0 when unknown).
 	DashboardPort int
 	// DashboardPrivate keeps the dashboard port loopback-only (spec §2,
@@ -44,7 +48,9 @@ type Plan struct {
 	// OpenUDP: HTTP/3 (443) unless 443 is private.
 	OpenUDP []int `json:"open_udp"`
 	// PublicTunnelTCP are public tcp tunnels, accepted on BindIP when set.
-	PublicTunnelTCP []int  `json:"public_tunnel_tcp"`
+	PublicTunnelTCP []int `json:"public_tunnel_tcp"`
+	// PublicTunnelUDP are public udp tunnels, accepted on BindIP when set.
+	PublicTunnelUDP []int  `json:"public_tunnel_udp"`
 	BindIP          string `json:"bind_ip"`
 	// PrivateTCP are dropped unless they come from the box itself.
 	PrivateTCP []int `json:"private_tcp"`
@@ -70,6 +76,9 @@ func MakePlan(p Ports) (Plan, error) {
 		return Plan{}, err
 	}
 	if err := check("public tunnel port", p.PublicTCPPorts...); err != nil {
+		return Plan{}, err
+	}
+	if err := check("public udp tunnel port", p.PublicUDPPorts...); err != nil {
 		return Plan{}, err
 	}
 	var open []int
@@ -104,11 +113,16 @@ func MakePlan(p Ports) (Plan, error) {
 	public := slices.DeleteFunc(sortedUnique(p.PublicTCPPorts), func(n int) bool {
 		return slices.Contains(private, n) || slices.Contains(open, n)
 	})
+	// UDP has no open ports but 443 (HTTP/3), which no tunnel port is.
+	publicUDP := slices.DeleteFunc(sortedUnique(p.PublicUDPPorts), func(n int) bool { return n == 443 })
 	private = sortedUnique(private)
-	pl := Plan{OpenTCP: open, OpenUDP: []int{}, PublicTunnelTCP: public, PrivateTCP: private,
+	pl := Plan{OpenTCP: open, OpenUDP: []int{}, PublicTunnelTCP: public, PublicTunnelUDP: publicUDP, PrivateTCP: private,
 		DashboardPort: p.DashboardPort, DashboardPrivate: p.DashboardPrivate && p.DashboardPort != 0, bind: bind}
 	if pl.PublicTunnelTCP == nil {
 		pl.PublicTunnelTCP = []int{}
+	}
+	if pl.PublicTunnelUDP == nil {
+		pl.PublicTunnelUDP = []int{}
 	}
 	if pl.PrivateTCP == nil {
 		pl.PrivateTCP = []int{}
@@ -156,16 +170,22 @@ table inet tunnelsvc {
 	if len(pl.OpenUDP) > 0 {
 		b.WriteString("\t\tudp dport 443 accept comment \"HTTP/3\"\n")
 	}
-	if len(public) > 0 {
+	for _, pub := range []struct {
+		proto, comment string
+		ports          []int
+	}{{"tcp", "public tunnels", public}, {"udp", "public udp tunnels", pl.PublicTunnelUDP}} {
+		if len(pub.ports) == 0 {
+			continue
+		}
 		switch {
 		case !bind.IsValid():
-			fmt.Fprintf(&b, "\t\ttcp dport %s accept comment \"public tunnels\"\n", set(public))
+			fmt.Fprintf(&b, "\t\t%s dport %s accept comment %q\n", pub.proto, set(pub.ports), pub.comment)
 		case bind.Is4():
 			// The original destination: package publish DNATs these
 			// packets to frps's listener on 127.0.0.1 before input.
-			fmt.Fprintf(&b, "\t\tct original ip daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
+			fmt.Fprintf(&b, "\t\tct original ip daddr %s %s dport %s accept comment %q\n", bind, pub.proto, set(pub.ports), pub.comment)
 		default:
-			fmt.Fprintf(&b, "\t\tip6 daddr %s tcp dport %s accept comment \"public tunnels\"\n", bind, set(public))
+			fmt.Fprintf(&b, "\t\tip6 daddr %s %s dport %s accept comment %q\n", bind, pub.proto, set(pub.ports), pub.comment)
 		}
 	}
 	b.WriteString("\t}\n}\n")

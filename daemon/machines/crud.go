@@ -523,7 +523,7 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 			}
 		}
 		out.Reachability = &r
-	case "tcp":
+	case "tcp", "udp":
 		a := net.JoinHostPort(c.x.tcpHost(t), strconv.Itoa(t.RemotePort))
 		out.Address = &a
 	}
@@ -569,7 +569,7 @@ func tunnelStatus(t store.Tunnel, m store.Machine, now time.Time) (string, strin
 // PausedReason is a paused tunnel's status_reason.
 const PausedReason = "paused: closed on the tunnel server and the web proxy until it is resumed"
 
-// tcpHost is where a tcp tunnel's port is reached: this server's public
+// tcpHost is where a tcp or udp tunnel's port is reached: this server's public
 // name when the tunnel is public and listeners bind outside loopback, else
 // the VPS's loopback (reach it over SSH).
 func (x Exposure) tcpHost(t store.Tunnel) string {
@@ -653,16 +653,16 @@ func validateTunnel(t store.Tunnel) error {
 			return err
 		}
 		if t.Public {
-			return InputError("public is only for tcp tunnels")
+			return InputError("public is only for tcp and udp tunnels")
 		}
-	case "tcp":
+	case "tcp", "udp":
 		if t.Subdomain != "" {
 			return InputError("subdomain is only for http tunnels")
 		}
 	case "":
 		return InputError("kind is required")
 	default:
-		return InputError(`kind must be "http" or "tcp"`)
+		return InputError(`kind must be "http", "tcp" or "udp"`)
 	}
 	if t.LocalPort < 1 || t.LocalPort > 65535 {
 		return InputError("local_port must be between 1 and 65535")

@@ -1,11 +1,11 @@
-// Package publish makes public tcp tunnels reachable from outside while
+// Package publish makes public tcp and udp tunnels reachable from outside while
 // frps binds every tunnel listener on loopback.
 //
 // frps has a single proxyBindAddr for all proxies, and machines' SSH and
 // agent ports and HTTP tunnels' back ends must never listen outside (the
 // daemon itself reaches agents on 127.0.0.1). So frps always binds
 // 127.0.0.1, and a public tunnel's port is published by the kernel: our own
-// nftables table `ip tunnelsvc_publish` DNATs TCP to that port, arriving on
+// nftables table `ip tunnelsvc_publish` DNATs TCP or UDP to that port, arriving on
 // the bind address (or any local address when bind_ip is empty), to
 // 127.0.0.1. Linux routes such packets to loopback only with
 // net.ipv4.conf.all.route_localnet=1, which would also let a neighbour on the
@@ -51,24 +51,26 @@ type Params struct {
 	// BindIP, when set, is the only address public tunnels are published
 	// on; empty means every local address.
 	BindIP string
-	// Ports are the public tcp tunnels' ports (frps listens on 127.0.0.1).
-	Ports []int
+	// Ports are the public tcp tunnels' ports, UDPPorts the public udp
+	// tunnels' (frps listens on 127.0.0.1 for both).
+	Ports    []int
+	UDPPorts []int
 }
 
 // ErrIPv6Bind refuses to publish on an IPv6 bind address (a bad setting,
 // not a failure).
-var ErrIPv6Bind = errors.New("public tcp tunnels are published over IPv4 only (frps listens on 127.0.0.1, and Linux cannot forward IPv6 to loopback): set an IPv4 bind_ip or clear it, or make the tcp tunnels private")
+var ErrIPv6Bind = errors.New("public tcp and udp tunnels are published over IPv4 only (frps listens on 127.0.0.1, and Linux cannot forward IPv6 to loopback): set an IPv4 bind_ip or clear it, or make those tunnels private")
 
 // Render returns the nft script that replaces our table in one
 // transaction. It is an error to publish with an IPv6 bind address.
 func Render(p Params) (string, error) {
-	ports := slices.Clone(p.Ports)
-	slices.Sort(ports)
-	ports = slices.Compact(ports)
-	for _, n := range ports {
-		if n < 1 || n > 65535 {
-			return "", fmt.Errorf("public tunnel port %d is not a port (1-65535)", n)
-		}
+	ports, err := portSet(p.Ports)
+	if err != nil {
+		return "", err
+	}
+	udp, err := portSet(p.UDPPorts)
+	if err != nil {
+		return "", err
 	}
 	match, out := `fib daddr type local`, `ip daddr != 127.0.0.0/8 fib daddr type local`
 	if p.BindIP != "" {
@@ -81,13 +83,8 @@ func Render(p Params) (string, error) {
 		}
 		match, out = "ip daddr "+a.String(), "ip daddr "+a.String()
 	}
-	s := make([]string, len(ports))
-	for i, n := range ports {
-		s[i] = strconv.Itoa(n)
-	}
-	set := "{ " + strings.Join(s, ", ") + " }"
 	var b strings.Builder
-	b.WriteString(`# Managed by tunnelsvc: publishes public tcp tunnels, whose frps listeners are
+	b.WriteString(`# Managed by tunnelsvc: publishes public tunnels, whose frps listeners are
 # on 127.0.0.1 only, by DNAT. Rewritten on every tunnel or bind_ip change.
 # Undo by hand: nft delete table ip tunnelsvc_publish
 table ip tunnelsvc_publish
@@ -96,12 +93,19 @@ table ip tunnelsvc_publish {
 	chain prerouting {
 		type nat hook prerouting priority dstnat; policy accept;
 `)
-	fmt.Fprintf(&b, "\t\tiif != \"lo\" %s tcp dport %s dnat to 127.0.0.1 comment \"public tunnels\"\n", match, set)
+	each := func(f string, a ...any) {
+		for _, pr := range []struct{ proto, set, what string }{{"tcp", ports, "public tunnels"}, {"udp", udp, "public udp tunnels"}} {
+			if pr.set != "" {
+				fmt.Fprintf(&b, f, append(a, pr.proto, pr.set, pr.what)...)
+			}
+		}
+	}
+	each("\t\tiif != \"lo\" %s %s dport %s dnat to 127.0.0.1 comment \"%s\"\n", match)
 	b.WriteString(`	}
 	chain output {
 		type nat hook output priority -100; policy accept;
 `)
-	fmt.Fprintf(&b, "\t\t%s tcp dport %s dnat to 127.0.0.1 comment \"public tunnels, from this box\"\n", out, set)
+	each("\t\t%s %s dport %s dnat to 127.0.0.1 comment \"%s, from this box\"\n", out)
 	b.WriteString(`	}
 	chain guard {
 		type filter hook input priority filter - 10; policy accept;
@@ -110,6 +114,25 @@ table ip tunnelsvc_publish {
 }
 `)
 	return b.String(), nil
+}
+
+// portSet is ports as an nft set ("{ 1, 2 }"), sorted, each once; "" for
+// none.
+func portSet(ports []int) (string, error) {
+	ps := slices.Clone(ports)
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	s := make([]string, len(ps))
+	for i, n := range ps {
+		if n < 1 || n > 65535 {
+			return "", fmt.Errorf("public tunnel port %d is not a port (1-65535)", n)
+		}
+		s[i] = strconv.Itoa(n)
+	}
+	if len(s) == 0 {
+		return "", nil
+	}
+	return "{ " + strings.Join(s, ", ") + " }", nil
 }
 
 const removeScript = "table ip tunnelsvc_publish\ndelete table ip tunnelsvc_publish\n"
@@ -159,7 +182,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading public tunnels: %w", err)
 	}
-	if len(p.Ports) == 0 {
+	if len(p.Ports) == 0 && len(p.UDPPorts) == 0 {
 		return s.remove(ctx)
 	}
 	script, err := Render(p)

@@ -39,6 +39,11 @@ var frps, frpc string
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "echo":
+		// The same port echoes datagrams too (the udp tunnels' service).
+		if err := udpEcho("127.0.0.1:" + os.Getenv("PORT")); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
 		serveHelper(func(l net.Listener) {
 			for {
 				c, err := l.Accept()
@@ -77,8 +82,49 @@ func serveHelper(serve func(net.Listener)) {
 	bufio.NewReader(os.Stdin).ReadString('\n')
 }
 
+// udpEcho sends every datagram arriving on addr back to its sender.
+func udpEcho(addr string) error {
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.WriteTo(buf[:n], from)
+		}
+	}()
+	return nil
+}
+
+// udpOpen says whether a datagram sent to addr comes back, trying three
+// times (a datagram may be lost; three in a row on a veth are not).
+func udpOpen(addr string) bool {
+	c, err := net.Dial("udp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	buf := make([]byte, 64)
+	for try := 0; try < 3; try++ {
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return false
+		}
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		if n, err := c.Read(buf); err == nil && string(buf[:n]) == "ping\n" {
+			return true
+		}
+	}
+	return false
+}
+
 // probeHelper prints, per target, "open" when a line sent there comes back
-// (through frps, frpc and the echo server), else "closed".
+// (through frps, frpc and the echo server), else "closed". A target
+// "udp:host:port" is probed with datagrams.
 func probeHelper(targets []string) {
 	var wg sync.WaitGroup
 	res := make([]string, len(targets))
@@ -87,6 +133,12 @@ func probeHelper(targets []string) {
 		go func() {
 			defer wg.Done()
 			res[i] = t + " closed"
+			if addr, ok := strings.CutPrefix(t, "udp:"); ok {
+				if udpOpen(addr) {
+					res[i] = t + " open"
+				}
+				return
+			}
 			c, err := net.DialTimeout("tcp", t, 800*time.Millisecond)
 			if err != nil {
 				return
@@ -112,6 +164,8 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		{"any-address", publish.Params{Ports: []int{20004, 20003, 20004}}},
 		{"bind-ip", publish.Params{BindIP: "203.0.113.10", Ports: []int{20003}}},
+		{"udp", publish.Params{Ports: []int{20003}, UDPPorts: []int{20006, 20005}}},
+		{"udp-only-bind-ip", publish.Params{BindIP: "203.0.113.10", UDPPorts: []int{20005}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := publish.Render(c.p)
@@ -227,7 +281,7 @@ func expect(t *testing.T, ns, when string, want map[string]string) {
 // a "client" namespace joined to it by veth: a machine's SSH and agent ports
 // and a private tunnel are never reachable from outside, whatever bind_ip
 // says, and are on 127.0.0.1 where the daemon reaches them; a public tcp
-// tunnel is reachable on every address, or only on bind_ip when it is set,
+// or udp tunnel is reachable on every address, or only on bind_ip when it is set,
 // and no longer once it is not public.
 func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	needTools(t)
@@ -268,6 +322,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 
 	const echoPort, pluginPort, frpsPort = 9000, 7381, 7000
 	const sshPort, agentPort, privPort, pubPort = 20001, 20002, 20003, 20004
+	const udpPriv, udpPub = 20005, 20006
 	helper(t, vps, "echo", echoPort)
 	helper(t, vps, "plugin", pluginPort)
 	server, err := frpconf.ServerConfig(frpconf.ServerParams{BindPort: frpsPort, PluginAddr: fmt.Sprintf("127.0.0.1:%d", pluginPort),
@@ -283,6 +338,8 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 		Tunnels: []store.Tunnel{
 			{ID: 3, MachineID: 1, Kind: "tcp", LocalPort: echoPort, RemotePort: privPort},
 			{ID: 4, MachineID: 1, Kind: "tcp", Public: true, LocalPort: echoPort, RemotePort: pubPort},
+			{ID: 5, MachineID: 1, Kind: "udp", LocalPort: echoPort, RemotePort: udpPriv},
+			{ID: 6, MachineID: 1, Kind: "udp", Public: true, LocalPort: echoPort, RemotePort: udpPub},
 		},
 		CA: string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: clientPath,
 	})
@@ -301,8 +358,9 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 
 	lo := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 	at := func(ip string, p int) string { return fmt.Sprintf("%s:%d", ip, p) }
+	udp := func(ip string, p int) string { return fmt.Sprintf("udp:%s:%d", ip, p) }
 	testutil.Eventually(t, 15*time.Second, "every tunnel carries bytes on the vps's loopback", func() error {
-		for k, v := range probe(t, vps, lo(sshPort), lo(agentPort), lo(privPort), lo(pubPort)) {
+		for k, v := range probe(t, vps, lo(sshPort), lo(agentPort), lo(privPort), lo(pubPort), udp("127.0.0.1", udpPriv), udp("127.0.0.1", udpPub)) {
 			if v != "open" {
 				return fmt.Errorf("%s %s", k, v)
 			}
@@ -310,7 +368,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 		return nil
 	})
 
-	params := publish.Params{Ports: []int{pubPort}}
+	params := publish.Params{Ports: []int{pubPort}, UDPPorts: []int{udpPub}}
 	svc := publish.New(publish.Options{
 		Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", vps}, Timeout: 20 * time.Second},
 		RulesetPath: filepath.Join(dir, "publish.nft"),
@@ -328,6 +386,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	expect(t, cli, "before publishing", map[string]string{
 		at("10.199.77.1", sshPort): "closed", at("10.199.77.1", agentPort): "closed",
 		at("10.199.77.1", privPort): "closed", at("10.199.77.1", pubPort): "closed",
+		udp("10.199.77.1", udpPriv): "closed", udp("10.199.77.1", udpPub): "closed",
 	})
 
 	// bind_ip empty: the public tunnel on every address, nothing else.
@@ -337,6 +396,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	expect(t, cli, "published on every address", map[string]string{
 		at("10.199.77.1", pubPort): "open", at("10.199.77.3", pubPort): "open",
 		at("10.199.77.1", sshPort): "closed", at("10.199.77.1", agentPort): "closed", at("10.199.77.1", privPort): "closed",
+		udp("10.199.77.1", udpPub): "open", udp("10.199.77.3", udpPub): "open", udp("10.199.77.1", udpPriv): "closed",
 	})
 	if routeLocalnet() != "1" {
 		t.Fatal("route_localnet not turned on while a tunnel is published")
@@ -367,6 +427,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	expect(t, cli, "published on bind_ip", map[string]string{
 		at("10.199.77.3", pubPort): "open", at("10.199.77.1", pubPort): "closed",
 		at("10.199.77.3", sshPort): "closed", at("10.199.77.3", agentPort): "closed", at("10.199.77.3", privPort): "closed",
+		udp("10.199.77.3", udpPub): "open", udp("10.199.77.1", udpPub): "closed", udp("10.199.77.3", udpPriv): "closed",
 	})
 	expect(t, vps, "on the vps itself", map[string]string{
 		lo(sshPort): "open", lo(agentPort): "open", lo(pubPort): "open", at("10.199.77.3", pubPort): "open",
@@ -379,7 +440,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 		RulesetPath: filepath.Join(dir, "firewall.nft"),
 		Ports: func(context.Context) (firewall.Ports, error) {
 			return firewall.Ports{ControlPort: frpsPort, PrivatePorts: []int{sshPort, agentPort, privPort},
-				PublicTCPPorts: []int{pubPort}, BindIP: "10.199.77.3"}, nil
+				PublicTCPPorts: []int{pubPort}, PublicUDPPorts: []int{udpPub}, BindIP: "10.199.77.3"}, nil
 		},
 	})
 	rec := testutil.NewProgress()
@@ -389,6 +450,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	}
 	expect(t, cli, "published on bind_ip, firewall in svc mode", map[string]string{
 		at("10.199.77.3", pubPort): "open", at("10.199.77.1", pubPort): "closed", at("10.199.77.3", sshPort): "closed",
+		udp("10.199.77.3", udpPub): "open", udp("10.199.77.3", udpPriv): "closed",
 	})
 
 	// An IPv6 bind address cannot publish: nothing changes, and the
@@ -404,7 +466,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	if err := svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, cli, "unpublished", map[string]string{at("10.199.77.3", pubPort): "closed"})
+	expect(t, cli, "unpublished", map[string]string{at("10.199.77.3", pubPort): "closed", udp("10.199.77.3", udpPub): "closed"})
 	if routeLocalnet() != "0" {
 		t.Fatal("route_localnet left on with no public tunnel")
 	}

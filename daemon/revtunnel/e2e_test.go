@@ -121,9 +121,22 @@ type event struct {
 	MachineID             int64 `json:"machine_id"`
 }
 
-// TestRealEngine runs the daemon's API, its frps plugin, a real frps and
-// real frpc processes on 127.0.0.1, with configs the daemon rendered.
-func TestRealEngine(t *testing.T) {
+// engine is the daemon's API and frps plugin with a real frps, on
+// 127.0.0.1, ready for machines to register and run real frpc.
+type engine struct {
+	ctx           context.Context
+	st            *store.Store
+	c, anon       *client
+	ports         store.PortRange
+	server        *testutil.Proc
+	echoPort      int
+	register      func(name string) registration
+	runClient     func(name, conf string) *testutil.Proc
+	machineByName func(name string) map[string]any
+	hasEvent      func(kind, contains string) error
+}
+
+func startEngine(t *testing.T) *engine {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := store.Open(ctx, filepath.Join(dir, "data"))
@@ -188,7 +201,6 @@ func TestRealEngine(t *testing.T) {
 		}
 		return err
 	})
-	frpsPID := server.Cmd.Process.Pid
 
 	register := func(name string) registration {
 		var tok struct{ Token string }
@@ -231,6 +243,19 @@ func TestRealEngine(t *testing.T) {
 		}
 		return fmt.Errorf("no %s event mentioning %q", kind, contains)
 	}
+
+	return &engine{ctx: ctx, st: st, c: c, anon: anon, ports: ports, server: server, echoPort: echoPort,
+		register: register, runClient: runClient, machineByName: machineByName, hasEvent: hasEvent}
+}
+
+// TestRealEngine runs the daemon's API, its frps plugin, a real frps and
+// real frpc processes on 127.0.0.1, with configs the daemon rendered.
+func TestRealEngine(t *testing.T) {
+	e := startEngine(t)
+	ctx, st, c, ports, server, echoPort := e.ctx, e.st, e.c, e.ports, e.server, e.echoPort
+	register, runClient, machineByName, hasEvent := e.register, e.runClient, e.machineByName, e.hasEvent
+	frpsPID := server.Cmd.Process.Pid
+	var rmsg struct{ Message string }
 
 	// 1. A machine registered through POST /api/bootstrap carries bytes
 	// through its SSH tunnel port.

@@ -351,12 +351,19 @@ const (
 // unless it is closing, not a paused tunnel. It returns the tunnel id for
 // tunnel proxies (0 otherwise).
 func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (int64, error) {
+	id, _, err := p.ownedAs(ctx, m, name, remotePort, checkPort, u)
+	return id, err
+}
+
+// ownedAs is owned, and also the proxy type the proxy must have: tcp for
+// the ssh and agent proxies, its kind's (frpconf.ProxyType) for a tunnel.
+func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (int64, string, error) {
 	prefix := frpconf.User(m.ID) + "."
 	if !strings.HasPrefix(name, prefix) {
-		return 0, refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
+		return 0, "", refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
 	}
 	short := strings.TrimPrefix(name, prefix)
-	want, tunnelID := 0, int64(0)
+	want, tunnelID, typ := 0, int64(0), "tcp"
 	switch {
 	case short == frpconf.ProxySSH:
 		want = m.TunnelPort
@@ -365,26 +372,26 @@ func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remote
 	case strings.HasPrefix(short, "tunnel-"):
 		id, err := strconv.ParseInt(strings.TrimPrefix(short, "tunnel-"), 10, 64)
 		if err != nil {
-			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+			return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
 		t, err := p.tunnels.Get(p.Store, id, func() (store.Tunnel, error) { return p.Store.GetTunnel(ctx, id) })
 		if errors.Is(err, store.ErrNotFound) || (err == nil && t.MachineID != m.ID) {
-			return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+			return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
 		if err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		if t.Paused && u == opening {
-			return 0, refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
+			return 0, "", refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
 		}
-		want, tunnelID = t.RemotePort, t.ID
+		want, tunnelID, typ = t.RemotePort, t.ID, frpconf.ProxyType(t.Kind)
 	default:
-		return 0, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+		return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 	}
 	if checkPort && remotePort != want {
-		return 0, refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
+		return 0, "", refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
 	}
-	return tunnelID, nil
+	return tunnelID, typ, nil
 }
 
 func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
@@ -393,10 +400,14 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 		return err
 	}
 	tunnelID, err := func() (int64, error) {
-		if c.ProxyType != "tcp" {
-			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp", c.ProxyName, c.ProxyType))
+		if c.ProxyType != "tcp" && c.ProxyType != "udp" {
+			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp and udp", c.ProxyName, c.ProxyType))
 		}
-		return p.owned(ctx, m, c.ProxyName, c.RemotePort, true, opening)
+		id, typ, err := p.ownedAs(ctx, m, c.ProxyName, c.RemotePort, true, opening)
+		if err == nil && c.ProxyType != typ {
+			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, its tunnel is %s", c.ProxyName, c.ProxyType, typ))
+		}
+		return id, err
 	}()
 	var ref refusal
 	if errors.As(err, &ref) {

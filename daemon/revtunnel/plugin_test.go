@@ -181,11 +181,60 @@ func TestNewUserConnAfterDelete(t *testing.T) {
 	}
 }
 
-// proxyCall is frps's NewProxy or CloseProxy call for user's proxy on port.
+// proxyCall is frps's NewProxy or CloseProxy call for user's tcp proxy on
+// port.
 func proxyCall(op, user, proxy string, port int, metas map[string]string) string {
+	return proxyCallAs(op, user, proxy, "tcp", port, metas)
+}
+
+// proxyCallAs is proxyCall for a proxy of type typ.
+func proxyCallAs(op, user, proxy, typ string, port int, metas map[string]string) string {
 	m, _ := json.Marshal(metas)
-	return fmt.Sprintf(`{"version":"0.1.0","op":%q,"content":{"user":{"user":%q,"metas":%s},"proxy_name":%q,"proxy_type":"tcp","remote_port":%d}}`,
-		op, user, m, proxy, port)
+	return fmt.Sprintf(`{"version":"0.1.0","op":%q,"content":{"user":{"user":%q,"metas":%s},"proxy_name":%q,"proxy_type":%q,"remote_port":%d}}`,
+		op, user, m, proxy, typ, port)
+}
+
+// TestProxyTypeFollowsTheKind: a udp tunnel opens only as a udp proxy, a
+// tcp tunnel and the ssh port only as tcp ones, and no other type at all.
+func TestProxyTypeFollowsTheKind(t *testing.T) {
+	ctx := context.Background()
+	r := newPluginRig(t, store.PortRange{Lo: 20000, Hi: 20099})
+	m := r.register(t, "alpha", 1)
+	metas := map[string]string{"token": m.secret}
+	kind, name, local := "udp", "game", 27015
+	udp, err := r.svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &m.id, Name: &name, Kind: &kind, LocalPort: &local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := r.svc.Tunnel(ctx, m.tunnels[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mach, err := r.svc.Store.GetMachine(ctx, m.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	udpProxy, sshProxy := m.user+"."+frpconf.TunnelProxy(udp.ID), m.user+"."+frpconf.ProxySSH
+	const ok = `{"reject":false,"unchange":true}`
+	refused := func(proxy, typ, why string) string {
+		return fmt.Sprintf(`{"reject":true,"reject_reason":"proxy \"%s\": type \"%s\" is not allowed, %s","unchange":false}`, proxy, typ, why)
+	}
+	for _, c := range []struct {
+		proxy, typ string
+		port       int
+		want       string
+	}{
+		{udpProxy, "udp", udp.RemotePort, ok},
+		{udpProxy, "tcp", udp.RemotePort, refused(udpProxy, "tcp", "its tunnel is udp")},
+		{m.proxy(0), "udp", tcp.RemotePort, refused(m.proxy(0), "udp", "its tunnel is tcp")},
+		{sshProxy, "udp", mach.TunnelPort, refused(sshProxy, "udp", "its tunnel is tcp")},
+		{m.proxy(0), "http", tcp.RemotePort, refused(m.proxy(0), "http", "only tcp and udp")},
+	} {
+		w := r.call(proxyCallAs("NewProxy", m.user, c.proxy, c.typ, c.port, metas))
+		if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != c.want {
+			t.Errorf("NewProxy %s as %s: %d %s\nwant %s", c.proxy, c.typ, w.Code, got, c.want)
+		}
+	}
 }
 
 // TestPausedTunnelRefused: a paused tunnel's proxy is refused (NewProxy)

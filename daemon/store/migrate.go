@@ -99,6 +99,12 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	for _, m := range ms {
+		if !s.pg && strings.HasPrefix(m.sql, foreignKeysOff) {
+			if err := s.migrateForeignKeysOff(ctx, m); err != nil {
+				return err
+			}
+			continue
+		}
 		err := s.Tx(ctx, func(tx *Tx) error {
 			if err := tx.lockMigrations(ctx); err != nil {
 				return err
@@ -123,6 +129,72 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// foreignKeysOff opens a SQLite migration that rebuilds a table other
+// tables reference. SQLite changes a constraint only by rebuilding the
+// table, and with foreign keys on, dropping the old table would delete
+// every row that references it (ON DELETE CASCADE).
+const foreignKeysOff = "-- sqlite: foreign keys off\n"
+
+// migrateForeignKeysOff runs m as SQLite's documented procedure for
+// changing a table's schema: foreign keys off on one connection, the
+// migration in one transaction, PRAGMA foreign_key_check before the
+// commit (a broken reference rolls everything back), foreign keys on
+// again before the connection returns to the pool.
+func (s *Store) migrateForeignKeysOff(ctx context.Context, m migration) (err error) {
+	s.writer <- struct{}{}
+	defer func() { <-s.writer }()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// PRAGMA foreign_keys does nothing inside a transaction: it is set
+	// before BEGIN and restored after the end.
+	if _, err := conn.ExecContext(ctx, "PRAGMA foreign_keys = OFF"); err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	defer func() {
+		if _, e := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = ON"); e != nil && err == nil {
+			err = fmt.Errorf("%s: foreign keys back on: %w", m.name, e)
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil || n > 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	rows, err := tx.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	var broken []string
+	for rows.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fk int
+		if err := rows.Scan(&table, &rowid, &parent, &fk); err != nil {
+			rows.Close()
+			return err
+		}
+		broken = append(broken, fmt.Sprintf("%s row %d → %s", table, rowid.Int64, parent))
+	}
+	rows.Close()
+	if len(broken) > 0 {
+		return fmt.Errorf("%s: would leave %d broken references (%s); nothing was changed", m.name, len(broken), strings.Join(broken[:min(3, len(broken))], ", "))
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // lockMigrations makes concurrent migrations of one PostgreSQL database

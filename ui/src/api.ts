@@ -328,7 +328,7 @@ export interface Reachability {
   cert_error?: string;
 }
 export interface Tunnel {
-  id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp'; local_port: number;
+  id: number; machine_id: number; machine_name?: string; name: string; kind: 'http' | 'tcp' | 'udp'; local_port: number;
   subdomain?: string | null; public: boolean; remote_port?: number; created_at?: string;
   // active once the tunnel server accepted it; pending, error, offline or
   // paused otherwise, with status_reason saying why.

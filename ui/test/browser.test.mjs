@@ -429,6 +429,17 @@ function journey(size, viewport, opts = {}) {
         await form.getByRole('button', { name: 'Create tunnel' }).click();
         await page.getByRole('row').filter({ hasText: 'db' }).getByText(/^[\w.-]+:\d+$/).waitFor();
 
+        // A public UDP tunnel shows host:port, its kind and that it is public.
+        await form.getByLabel('Kind').selectOption('udp');
+        await name.fill('voip');
+        await form.getByLabel('Local port').fill('5060');
+        await form.getByLabel(/^Public/).check();
+        await form.getByRole('button', { name: 'Create tunnel' }).click();
+        const voip = page.getByRole('row').filter({ hasText: 'voip' });
+        await voip.getByText(/^[\w.-]+:\d+$/).waitFor();
+        await voip.locator('.badge').getByText('UDP', { exact: true }).waitFor();
+        await voip.getByText('public port', { exact: true }).waitFor();
+
         // Editing uses PATCH.
         const patched = page.waitForRequest((r) => r.method() === 'PATCH' && /\/api\/tunnels\/\d+$/.test(r.url()));
         await page.getByRole('button', { name: 'Edit wiki' }).click();

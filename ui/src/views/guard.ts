@@ -77,7 +77,7 @@ export function banTool(ctx: Ctx): HTMLElement {
 }
 
 interface FirewallPlan {
-  open_tcp?: number[]; open_udp?: number[]; public_tunnel_tcp?: number[]; bind_ip?: string;
+  open_tcp?: number[]; open_udp?: number[]; public_tunnel_tcp?: number[]; public_tunnel_udp?: number[]; bind_ip?: string;
   private_tcp?: number[]; dashboard_port?: number; dashboard_private?: boolean; warnings?: string[];
 }
 
@@ -90,7 +90,8 @@ async function svcPlan(ctx: Ctx): Promise<Child[]> {
     h('ul', null,
       h('li', null, `TCP ${ports(p.open_tcp)}`, p.dashboard_port && !p.dashboard_private ? ` (${p.dashboard_port} is this dashboard)` : ''),
       p.open_udp?.length ? h('li', null, `UDP ${ports(p.open_udp)}`) : null,
-      p.public_tunnel_tcp?.length ? h('li', null, `public tunnels: TCP ${ports(p.public_tunnel_tcp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null),
+      p.public_tunnel_tcp?.length ? h('li', null, `public tunnels: TCP ${ports(p.public_tunnel_tcp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null,
+      p.public_tunnel_udp?.length ? h('li', null, `public tunnels: UDP ${ports(p.public_tunnel_udp)}${p.bind_ip ? ` on ${p.bind_ip}` : ''}`) : null),
     p.private_tcp?.length ? h('p', null, `Only this server itself may reach TCP ${ports(p.private_tcp)}.`) : null,
     h('div', { class: 'callout' }, h('p', null, h('strong', null, 'Lock-out: '),
       p.warnings?.length ? 'read this first.' : 'if you reach this server on a port that is not listed (an SSH port other than 22, another service), you will be cut off.'),

@@ -19,7 +19,7 @@ import { reason } from '../words';
 export const LABEL = '[a-z0-9]([a-z0-9\\-]{0,61}[a-z0-9])?';
 const LABEL_MSG = 'Use letters, digits and hyphens (not first or last), at most 63 characters.';
 
-/** Where a tunnel is reached: a link for HTTP, host:port for TCP. */
+/** Where a tunnel is reached: a link for HTTP, host:port for TCP and UDP. */
 export function reachedAt(t: Tunnel): Child {
   if (t.kind === 'http') {
     if (t.url) return h('a', { href: t.url, target: '_blank', rel: 'noopener', class: 'url' }, t.url);
@@ -62,7 +62,8 @@ export function reachability(t: Tunnel): Child {
 function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
   const name = field('Name', { type: 'text', name: 'name', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.name },
     { hint: 'A hostname label, unique on its machine.', invalid: LABEL_MSG });
-  const kind = select('Kind', [['http', 'HTTP, published at https://<subdomain>.<domain>'], ['tcp', 'TCP, a port on the VPS']], { name: 'kind', disabled: kindFixed });
+  const kind = select('Kind', [['http', 'HTTP, published at https://<subdomain>.<domain>'], ['tcp', 'TCP, a port on the VPS'],
+    ['udp', 'UDP, a port on the VPS (games, DNS, VoIP, WireGuard)']], { name: 'kind', disabled: kindFixed });
   if (t.kind) kind.input.value = t.kind;
   const port = field('Local port', { type: 'number', name: 'local_port', min: 1, max: 65535, required: true, value: t.local_port },
     { hint: 'The port the service listens on, on the machine.', invalid: 'A port from 1 to 65535.' });
@@ -204,7 +205,7 @@ export const tunnelsView: View = (root, ctx) => {
       t.reachability?.error].join(' '),
     [
       { label: 'Machine', name: 'machine', options: [['', 'All machines']], match: (t, v) => String(t.machine_id) === v },
-      { label: 'Kind', name: 'kind', options: [['', 'HTTP and TCP'], ['http', 'HTTP'], ['tcp', 'TCP']], match: (t, v) => t.kind === v },
+      { label: 'Kind', name: 'kind', options: [['', 'Every kind'], ['http', 'HTTP'], ['tcp', 'TCP'], ['udp', 'UDP']], match: (t, v) => t.kind === v },
       { label: 'State', name: 'state', options: TUNNEL_STATES, match: inState },
     ],
     () => show());
