@@ -98,6 +98,8 @@ type World struct {
 
 	HTTPTunnel   Tunnel
 	IperfTunnel  Tunnel
+	UDPTunnel    Tunnel   // to udp, the machine's UDP service (udp.go)
+	udp          *udpSink
 	CaddyPort    int
 	caddyfile    string
 	caddyCPUs    string // the CPU list Caddy was started on ("": all)
@@ -284,6 +286,12 @@ func NewWorld(ctx context.Context, o Options) (*World, error) {
 	if w.IperfTunnel, err = d.AddTunnel(w.MachineID, "iperf", "tcp", w.IperfPort, ""); err != nil {
 		return nil, err
 	}
+	if w.udp, err = startUDPSink(); err != nil {
+		return nil, err
+	}
+	if w.UDPTunnel, err = d.AddTunnel(w.MachineID, "udp", "udp", w.udp.port(), ""); err != nil {
+		return nil, err
+	}
 	if err := w.StartClient(); err != nil {
 		return nil, err
 	}
@@ -404,6 +412,9 @@ func (w *World) Close() {
 	}
 	if w.origin != nil {
 		w.origin.Close()
+	}
+	if w.udp != nil {
+		w.udp.conn.Close()
 	}
 }
 

@@ -28,6 +28,7 @@ var Figures = []Figure{
 	{"openloop-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.HTTPOpenLoop) }},
 	{"tcp-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPPinned() }},
 	{"gate-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.GateCheck) }},
+	{"udp-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.UDPThroughput) }},
 	// The same, every process free to run on every CPU.
 	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
 	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.HTTPOpenLoop()) }},
