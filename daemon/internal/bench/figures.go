@@ -98,7 +98,7 @@ type World struct {
 
 	HTTPTunnel   Tunnel
 	IperfTunnel  Tunnel
-	UDPTunnel    Tunnel   // to udp, the machine's UDP service (udp.go)
+	UDPTunnel    Tunnel // to udp, the machine's UDP service (udp.go)
 	udp          *udpSink
 	CaddyPort    int
 	caddyfile    string
