@@ -549,3 +549,69 @@ func TestMachineListFollowsWritesAndHosts(t *testing.T) {
 		}
 	})
 }
+
+// TestTunnelTargets: an http tunnel served by two machines, through the
+// API: what is refused (and changes nothing), what is stored and shown,
+// and a PATCH that replaces the list.
+func TestTunnelTargets(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	a, _ := e.machine(t)
+	e.data(t, e.bootstrap(t, e.token(t), "standby"), 200)
+	ms := e.list(t, "/api/machines")
+	b := fmt.Sprint(ms[len(ms)-1].(map[string]any)["id"])
+	post := func(body string) resp {
+		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})
+	}
+	two := `"targets":[{"machine_id":` + a + `,"local_port":8080},{"machine_id":` + b + `,"local_port":8081}]`
+	for _, c := range []struct{ body, msg string }{
+		{`{"machine_id":` + a + `,"name":"db","kind":"tcp","local_port":5432,` + two + `}`, "targets are only for http tunnels"},
+		{`{"machine_id":` + a + `,"name":"db","kind":"tcp","local_port":5432,"balance":"failover"}`, "balance is only for http tunnels"},
+		{`{"machine_id":` + a + `,"name":"db","kind":"udp","local_port":53,"health":{"path":"/"}}`, "health is only for http tunnels"},
+		{`{"name":"web","kind":"http","subdomain":"web","targets":[]}`, "machine_id is required"},
+		{`{"machine_id":` + b + `,"name":"web","kind":"http","subdomain":"web",` + two + `}`, "targets[0] must be the tunnel's own machine (" + b + ")"},
+		{`{"machine_id":` + a + `,"name":"web","kind":"http","subdomain":"web","local_port":9,` + two + `}`, "local_port and targets[0].local_port differ"},
+		{`{"name":"web","kind":"http","subdomain":"web","targets":[{"machine_id":` + a + `,"local_port":8080},{"machine_id":999,"local_port":1}]}`, "targets[1]: machine 999 does not exist"},
+		{`{"name":"web","kind":"http","subdomain":"web","targets":[{"machine_id":` + a + `,"local_port":8080},{"machine_id":` + b + `,"local_port":0}]}`, "targets[1].local_port must be between 1 and 65535"},
+		{`{"name":"web","kind":"http","subdomain":"web","targets":[{"machine_id":` + a + `,"local_port":8080},{"machine_id":` + a + `,"local_port":8080}]}`, "targets[1] repeats targets[0]"},
+		{`{"name":"web","kind":"http","subdomain":"web",` + two + `,"balance":"random"}`, `balance must be "failover" or "round_robin"`},
+		{`{"name":"web","kind":"http","subdomain":"web",` + two + `,"health":{"path":"healthz"}}`, "health.path must start with / and hold only letters, digits and . _ ~ % / = & ? - (at most 200 characters)"},
+		{`{"name":"web","kind":"http","subdomain":"web",` + two + `,"health":{"path":"/h","interval_s":4000}}`, "health.interval_s must be between 1 and 3600"},
+		{`{"name":"web","kind":"http","subdomain":"web",` + two + `,"health":{"path":"/h","expect_status":42}}`, "health.expect_status must be an HTTP status between 100 and 599"},
+	} {
+		wantError(t, post(c.body), 400, c.msg)
+	}
+	if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
+		t.Fatalf("refused tunnels were stored: %v", ts)
+	}
+	web := e.data(t, post(`{"name":"web","kind":"http","subdomain":"web",`+two+`,"balance":"round_robin","health":{"path":"/healthz"}}`), 201)
+	targets := web["targets"].([]any)
+	first, second := targets[0].(map[string]any), targets[1].(map[string]any)
+	if fmt.Sprint(web["machine_id"]) != a || web["local_port"].(float64) != 8080 || web["balance"] != "round_robin" ||
+		fmt.Sprint(web["health"]) != "map[expect_status:0 interval_s:10 path:/healthz]" || len(targets) != 2 ||
+		first["remote_port"] != web["remote_port"] || fmt.Sprint(second["machine_id"]) != b || second["machine_name"] != "standby" ||
+		second["status"] != "pending" || second["remote_port"] == first["remote_port"] {
+		t.Fatalf("tunnel = %v", web)
+	}
+	if h := second["health"].(map[string]any); h["state"] != "unknown" || h["message"] != "not checked yet" {
+		t.Fatalf("health before any check = %v", h)
+	}
+	conf := e.do(req{method: "GET", path: "/api/machines/" + b + "/revtunnel-client", cookie: e.cookie})
+	if !strings.Contains(conf.Body.String(), fmt.Sprintf("localPort = 8081\nremotePort = %v\n", second["remote_port"])) {
+		t.Fatalf("standby's config does not open its part:\n%s", conf.Body)
+	}
+	id := fmt.Sprint(web["id"])
+	// A refused PATCH changes nothing.
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"targets":[{"machine_id":` + b + `,"local_port":1}]}`, cookie: e.cookie}),
+		400, "targets[0] must be the tunnel's own machine ("+a+")")
+	got := e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"targets":[{"machine_id":` + a + `,"local_port":8090}],"health":{"path":""}}`, cookie: e.cookie}), 200)
+	if len(got["targets"].([]any)) != 1 || got["local_port"].(float64) != 8090 || got["health"] != nil {
+		t.Fatalf("after the PATCH: %v", got)
+	}
+	if h := got["targets"].([]any)[0].(map[string]any)["health"].(map[string]any); !strings.HasPrefix(h["message"].(string), "no health check is set") {
+		t.Fatalf("health without a check = %v", h)
+	}
+	conf = e.do(req{method: "GET", path: "/api/machines/" + b + "/revtunnel-client", cookie: e.cookie})
+	if strings.Contains(conf.Body.String(), "target-") {
+		t.Fatalf("standby's config still opens a part:\n%s", conf.Body)
+	}
+}

@@ -64,6 +64,14 @@ func (a *App) firewallPorts(ctx context.Context, dashboard net.Addr) (firewall.P
 	if err != nil {
 		return p, err
 	}
+	// The other machines' ports of sites served by several.
+	targets, err := a.Store.ListTargets(ctx, 0)
+	if err != nil {
+		return p, err
+	}
+	for _, t := range targets {
+		p.PrivatePorts = append(p.PrivatePorts, t.RemotePort)
+	}
 	for _, t := range ts {
 		// A paused public tunnel is closed like a private one.
 		switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/health"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
@@ -59,6 +60,14 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
 	a.Loops.Loop("edge connections", a.watchConnections)
 	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
+	// The targets of sites served by several machines, checked as Caddy
+	// checks them, for the dashboard's words and the notifications.
+	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: time.Now, Domain: localsetup.Settings{Store: a.Store}.Domain,
+		Notify: sender.Notify}
+	if a.Machines != nil {
+		a.Machines.Health = checker
+	}
+	a.Loops.Loop("health checks", func(ctx context.Context) error { checker.Run(ctx); return nil })
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
 }
 

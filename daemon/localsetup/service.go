@@ -46,10 +46,19 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	if err != nil {
 		return nil, err
 	}
+	targets, err := t.Store.ListTargets(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	more := map[int64][]int{}
+	for _, tg := range targets {
+		more[tg.TunnelID] = append(more[tg.TunnelID], tg.RemotePort)
+	}
 	var out []webproxy.HTTPTunnel
 	for _, tn := range ts {
 		if tn.Kind == "http" && tn.Subdomain != "" && !tn.Paused {
-			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort})
+			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort, More: more[tn.ID], Balance: tn.Balance,
+				Health: webproxy.Health(tn.Health)})
 		}
 	}
 	return out, nil

@@ -405,11 +405,21 @@ func (s *Service) Delete(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	// The other machines serving its sites lose their part in them.
+	var others []int64
+	if ts, err := s.Store.ListTunnels(ctx, id); err == nil {
+		for _, t := range ts {
+			others = append(others, s.targetMachines(ctx, t.ID)...)
+		}
+	}
 	if err := s.Store.DeleteMachine(ctx, id); err != nil {
 		return err
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "deleted", MachineID: id, Message: fmt.Sprintf("machine %q deleted", m.Name)})
 	s.changed(id)
+	for _, o := range others {
+		s.changed(o)
+	}
 	return nil
 }
 
@@ -454,6 +464,11 @@ type Tunnel struct {
 	Access      string   `json:"access,omitempty"`
 	AllowIPs    []string `json:"allow_ips,omitempty"`
 	HasPassword bool     `json:"has_password,omitempty"`
+	// Targets, Balance and Health (http tunnels only): the machines
+	// serving the site, its own first (targets.go).
+	Targets []TargetView `json:"targets,omitempty"`
+	Balance string       `json:"balance,omitempty"`
+	Health  *HealthView  `json:"health,omitempty"`
 }
 
 // Reachability is an http tunnel's last probe through the web proxy.
@@ -476,6 +491,8 @@ type tunnelContext struct {
 	x        Exposure
 	machines map[int64]store.Machine
 	probes   map[int64]store.TunnelProbe
+	targets  map[int64][]store.Target // by tunnel
+	health   HealthResults
 	now      time.Time
 }
 
@@ -494,6 +511,18 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 		c.machines[m.ID] = m
 	}
 	c.now = s.now()
+	ts, err := s.Store.ListTargets(ctx, 0)
+	if err != nil {
+		return c, err
+	}
+	c.targets = map[int64][]store.Target{}
+	for _, t := range ts {
+		c.targets[t.TunnelID] = append(c.targets[t.TunnelID], t)
+	}
+	c.health = s.Health
+	if c.health == nil {
+		c.health = noHealth{}
+	}
 	c.probes, err = s.Store.TunnelProbes(ctx)
 	return c, err
 }
@@ -523,6 +552,11 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 			}
 		}
 		out.Reachability = &r
+		out.Balance = t.Balance
+		if t.Health.Path != "" {
+			out.Health = &HealthView{Path: t.Health.Path, IntervalS: t.Health.IntervalS, ExpectStatus: t.Health.ExpectStatus}
+		}
+		out.Targets = c.targetViews(t, out)
 	case "tcp", "udp":
 		a := net.JoinHostPort(c.x.tcpHost(t), strconv.Itoa(t.RemotePort))
 		out.Address = &a
@@ -598,6 +632,10 @@ type TunnelInput struct {
 	Access   *string   `json:"access"`
 	Password *string   `json:"password"`
 	AllowIPs *[]string `json:"allow_ips"`
+	// Several machines serving an http tunnel (targets.go).
+	Targets *[]TargetInput `json:"targets"`
+	Balance *string        `json:"balance"`
+	Health  *HealthInput   `json:"health"`
 }
 
 // Tunnels lists tunnels, of one machine when machineID is not 0.
@@ -699,6 +737,16 @@ func conflict(err error) error {
 // port. frps is not touched: the plugin accepts the new proxy as soon as
 // the machine's frpc asks for it.
 func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, error) {
+	// With targets, the first is the tunnel's own machine and port.
+	if in.Targets != nil && len(*in.Targets) > 0 {
+		first := (*in.Targets)[0]
+		if in.MachineID == nil {
+			in.MachineID = &first.MachineID
+		}
+		if in.LocalPort == nil {
+			in.LocalPort = &first.LocalPort
+		}
+	}
 	if in.MachineID == nil {
 		return Tunnel{}, InputError("machine_id is required")
 	}
@@ -716,6 +764,19 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
+	}
+	var targets *[]store.TargetSpec
+	if in.Targets != nil || in.Balance != nil || in.Health != nil {
+		ms, err := s.machineMap(ctx)
+		if err != nil {
+			return Tunnel{}, err
+		}
+		if _, ok := ms[t.MachineID]; !ok {
+			return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
+		}
+		if targets, err = planTargets(&t, in, ms); err != nil {
+			return Tunnel{}, err
+		}
 	}
 	access, err := planAccess(t, store.TunnelAccess{Access: "public"}, in)
 	if err != nil {
@@ -737,6 +798,16 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 			// Never leave a tunnel public that was asked for with a gate.
 			s.Store.DeleteTunnel(ctx, created.ID)
 			return Tunnel{}, err
+		}
+	}
+	if targets != nil && len(*targets) > 0 {
+		if _, err := s.Store.SetTargets(ctx, created.ID, *targets, s.Ports); err != nil {
+			// Nothing half made: the tunnel goes with its targets.
+			s.Store.DeleteTunnel(ctx, created.ID)
+			return Tunnel{}, targetsError(err)
+		}
+		for _, tg := range *targets {
+			s.changed(tg.MachineID)
 		}
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: created.MachineID, TunnelID: created.ID,
@@ -777,6 +848,17 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
+	var targets *[]store.TargetSpec
+	if in.Targets != nil || in.Balance != nil || in.Health != nil {
+		ms, err := s.machineMap(ctx)
+		if err != nil {
+			return Tunnel{}, err
+		}
+		if targets, err = planTargets(&t, in, ms); err != nil {
+			return Tunnel{}, err
+		}
+	}
+	before := s.targetMachines(ctx, t.ID)
 	cur, err := s.currentAccess(ctx, t.ID)
 	if err != nil {
 		return Tunnel{}, err
@@ -788,8 +870,12 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if err := access.hash(ctx); err != nil {
 		return Tunnel{}, err
 	}
-	if err := s.Store.UpdateTunnel(ctx, t); err != nil {
-		return Tunnel{}, conflict(err)
+	if err := s.Store.UpdateTunnelTargets(ctx, t, targets, s.Ports); err != nil {
+		return Tunnel{}, targetsError(err)
+	}
+	// The machines serving it before and after: their configs name it.
+	for _, id := range append(before, s.targetMachines(ctx, t.ID)...) {
+		s.changed(id)
 	}
 	if access.changed {
 		if err := s.Store.SetTunnelAccess(ctx, access.next); err != nil {
@@ -815,7 +901,8 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 // onlyPause reports whether in changes nothing but paused.
 func onlyPause(in TunnelInput) bool {
 	return in.Paused != nil && in.MachineID == nil && in.Name == nil && in.Kind == nil && in.LocalPort == nil &&
-		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil
+		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil &&
+		in.Targets == nil && in.Balance == nil && in.Health == nil
 }
 
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its
@@ -825,8 +912,12 @@ func (s *Service) DeleteTunnel(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
+	others := s.targetMachines(ctx, id)
 	if err := s.Store.DeleteTunnel(ctx, id); err != nil {
 		return err
+	}
+	for _, m := range others {
+		s.changed(m)
 	}
 	s.event(ctx, store.Event{Source: "tunnel", Kind: "deleted", MachineID: t.MachineID, TunnelID: t.ID,
 		Message: fmt.Sprintf("tunnel %q deleted", t.Name)})

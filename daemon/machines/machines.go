@@ -73,6 +73,9 @@ type Service struct {
 	Keys   KeySource
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Health gives the last health check of each target of tunnels served
+	// by several machines (nil: none shown).
+	Health HealthResults
 	// Limiter counts failed bootstraps per client address.
 	Limiter *auth.Limiter
 	// Ports is the range tunnel and agent ports come from.
@@ -313,7 +316,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true, HomeEdge: s.EdgeName,
 		// The machine installs this very config: it is generation 1, applied.
 		Config: func(m store.Machine) (string, string, error) {
-			c, err := s.renderClient(ca, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", nil)
+			c, err := s.renderClient(ca, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", nil, nil)
 			cfg = c
 			return ConfigDigest(c), host, err
 		},
@@ -432,11 +435,16 @@ func (s *Service) clientConfigFor(ctx context.Context, m store.Machine, secret s
 	if err != nil {
 		return "", err
 	}
-	return s.renderClient(ca, m, secret, e, edge, tunnels)
+	// Its parts in tunnels served by several machines.
+	targets, err := s.Store.ListTargets(ctx, m.ID)
+	if err != nil {
+		return "", err
+	}
+	return s.renderClient(ca, m, secret, e, edge, tunnels, targets)
 }
 
 // renderClient is clientConfigFor with the tunnel CA at hand.
-func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel) (string, error) {
+func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel, targets []store.Target) (string, error) {
 	admin, path := s.ClientAdminPort, s.ClientConfigPath
 	if admin == 0 {
 		admin = frpconf.DefaultAdminPort
@@ -451,7 +459,7 @@ func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, 
 	return frpconf.ClientConfig(frpconf.ClientParams{
 		ServerAddr: e.Host, ServerPort: e.Port, MachineID: m.ID, Secret: secret,
 		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
-		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels,
+		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels, Targets: targets,
 		AdminPort: admin,
 		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: path,
 	})

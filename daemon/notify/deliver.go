@@ -25,6 +25,10 @@ const (
 	KindLoginBurst     = "failed_login_burst"
 	KindDiskLow        = "data_disk_low"
 	KindDiskOK         = "data_disk_ok"
+	// A site served by several machines: every target failed its health
+	// check (the site is down), or one is healthy again.
+	KindSiteDown = "site_down"
+	KindSiteUp   = "site_up"
 )
 
 // Activity feed kinds of deliveries.

@@ -130,6 +130,7 @@ type engine struct {
 	ports         store.PortRange
 	server        *testutil.Proc
 	echoPort      int
+	svc           *machines.Service
 	register      func(name string) registration
 	runClient     func(name, conf string) *testutil.Proc
 	machineByName func(name string) map[string]any
@@ -244,7 +245,7 @@ func startEngine(t *testing.T) *engine {
 		return fmt.Errorf("no %s event mentioning %q", kind, contains)
 	}
 
-	return &engine{ctx: ctx, st: st, c: c, anon: anon, ports: ports, server: server, echoPort: echoPort,
+	return &engine{ctx: ctx, st: st, c: c, anon: anon, ports: ports, server: server, echoPort: echoPort, svc: svc,
 		register: register, runClient: runClient, machineByName: machineByName, hasEvent: hasEvent}
 }
 

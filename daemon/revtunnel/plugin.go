@@ -59,6 +59,7 @@ type Plugin struct {
 	// already known keep their tunnels and connections (store.Memo).
 	known   store.Memo[string, store.Machine]
 	tunnels store.Memo[int64, store.Tunnel]
+	targets store.Memo[int64, store.Target]
 
 	// seenMu guards seenAt: when each machine's last_seen was last
 	// written (see touch).
@@ -351,19 +352,27 @@ const (
 // unless it is closing, not a paused tunnel. It returns the tunnel id for
 // tunnel proxies (0 otherwise).
 func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (int64, error) {
-	id, _, err := p.ownedAs(ctx, m, name, remotePort, checkPort, u)
-	return id, err
+	o, err := p.ownedAs(ctx, m, name, remotePort, checkPort, u)
+	return o.tunnelID, err
 }
 
-// ownedAs is owned, and also the proxy type the proxy must have: tcp for
-// the ssh and agent proxies, its kind's (frpconf.ProxyType) for a tunnel.
-func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (int64, string, error) {
+// owner is whose a proxy is: a tunnel's (tunnelID), a target's (targetID)
+// or neither (the ssh and agent proxies), and the proxy type it must have:
+// tcp for the ssh and agent proxies and targets, its kind's
+// (frpconf.ProxyType) for a tunnel.
+type owner struct {
+	tunnelID, targetID int64
+	typ                string
+}
+
+// ownedAs is owned, with the whole owner.
+func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remotePort int, checkPort bool, u use) (owner, error) {
 	prefix := frpconf.User(m.ID) + "."
 	if !strings.HasPrefix(name, prefix) {
-		return 0, "", refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
+		return owner{}, refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
 	}
 	short := strings.TrimPrefix(name, prefix)
-	want, tunnelID, typ := 0, int64(0), "tcp"
+	want, tunnelID, targetID, typ := 0, int64(0), int64(0), "tcp"
 	switch {
 	case short == frpconf.ProxySSH:
 		want = m.TunnelPort
@@ -372,26 +381,42 @@ func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remo
 	case strings.HasPrefix(short, "tunnel-"):
 		id, err := strconv.ParseInt(strings.TrimPrefix(short, "tunnel-"), 10, 64)
 		if err != nil {
-			return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+			return owner{}, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
 		t, err := p.tunnels.Get(p.Store, id, func() (store.Tunnel, error) { return p.Store.GetTunnel(ctx, id) })
 		if errors.Is(err, store.ErrNotFound) || (err == nil && t.MachineID != m.ID) {
-			return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+			return owner{}, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 		}
 		if err != nil {
-			return 0, "", err
+			return owner{}, err
 		}
 		if t.Paused && u == opening {
-			return 0, "", refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
+			return owner{}, refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
 		}
 		want, tunnelID, typ = t.RemotePort, t.ID, frpconf.ProxyType(t.Kind)
+	case strings.HasPrefix(short, "target-"):
+		id, err := strconv.ParseInt(strings.TrimPrefix(short, "target-"), 10, 64)
+		if err != nil {
+			return owner{}, refusal(fmt.Sprintf("proxy %q is not a target of machine %d", name, m.ID))
+		}
+		t, err := p.targets.Get(p.Store, id, func() (store.Target, error) { return p.Store.GetTarget(ctx, id) })
+		if errors.Is(err, store.ErrNotFound) || (err == nil && t.MachineID != m.ID) {
+			return owner{}, refusal(fmt.Sprintf("proxy %q is not a target of machine %d", name, m.ID))
+		}
+		if err != nil {
+			return owner{}, err
+		}
+		if t.Paused && u == opening {
+			return owner{}, refusal(fmt.Sprintf("proxy %q: tunnel %d, which machine %d serves, is paused", name, t.TunnelID, m.ID))
+		}
+		want, targetID = t.RemotePort, t.ID
 	default:
-		return 0, "", refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
+		return owner{}, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 	}
 	if checkPort && remotePort != want {
-		return 0, "", refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
+		return owner{}, refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
 	}
-	return tunnelID, typ, nil
+	return owner{tunnelID: tunnelID, targetID: targetID, typ: typ}, nil
 }
 
 func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
@@ -399,15 +424,15 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return err
 	}
-	tunnelID, err := func() (int64, error) {
+	o, err := func() (owner, error) {
 		if c.ProxyType != "tcp" && c.ProxyType != "udp" {
-			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp and udp", c.ProxyName, c.ProxyType))
+			return owner{}, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, only tcp and udp", c.ProxyName, c.ProxyType))
 		}
-		id, typ, err := p.ownedAs(ctx, m, c.ProxyName, c.RemotePort, true, opening)
-		if err == nil && c.ProxyType != typ {
-			return 0, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, its tunnel is %s", c.ProxyName, c.ProxyType, typ))
+		o, err := p.ownedAs(ctx, m, c.ProxyName, c.RemotePort, true, opening)
+		if err == nil && c.ProxyType != o.typ {
+			return owner{}, refusal(fmt.Sprintf("proxy %q: type %q is not allowed, its tunnel is %s", c.ProxyName, c.ProxyType, o.typ))
 		}
-		return id, err
+		return o, err
 	}()
 	var ref refusal
 	if errors.As(err, &ref) {
@@ -419,7 +444,10 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return err
 	}
-	if tunnelID != 0 {
+	if o.targetID != 0 {
+		return p.targetStatus(ctx, m, o.targetID, "online", c.RemotePort)
+	}
+	if tunnelID := o.tunnelID; tunnelID != 0 {
 		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "online"); err != nil && !errors.Is(err, store.ErrNotFound) {
 			if !store.Unavailable(err) {
 				return err
@@ -432,6 +460,30 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	return nil
 }
 
+// targetStatus records a target's proxy opening (online) or closing
+// (offline) on port, as an event of its tunnel.
+func (p *Plugin) targetStatus(ctx context.Context, m store.Machine, targetID int64, status string, port int) error {
+	t, err := p.Store.GetTarget(ctx, targetID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || store.Unavailable(err) {
+			return nil
+		}
+		return err
+	}
+	if err := p.Store.SetTargetStatus(ctx, targetID, status); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if !store.Unavailable(err) {
+			return err
+		}
+		p.log().Warn("target status not recorded: the database is unavailable", "target", targetID, "err", err)
+	}
+	kind, msg := EventTunnelUp, fmt.Sprintf("machine %q's part of tunnel %d is up on port %d", m.Name, t.TunnelID, port)
+	if status != "online" {
+		kind, msg = EventTunnelDown, fmt.Sprintf("machine %q's part of tunnel %d is down", m.Name, t.TunnelID)
+	}
+	p.event(ctx, store.Event{Source: "tunnel", Kind: kind, MachineID: m.ID, TunnelID: t.TunnelID, Message: msg})
+	return nil
+}
+
 // closeProxy records a proxy going away. Closing the ssh proxy, which every
 // session has, means the machine disconnected. A deleted machine's proxies
 // close silently.
@@ -440,12 +492,15 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return nil
 	}
-	tunnelID, err := p.owned(ctx, m, c.ProxyName, 0, false, closing)
+	o, err := p.ownedAs(ctx, m, c.ProxyName, 0, false, closing)
 	if err != nil {
 		return nil
 	}
+	if o.targetID != 0 {
+		return p.targetStatus(ctx, m, o.targetID, "offline", 0)
+	}
 	now := p.now()
-	if tunnelID != 0 {
+	if tunnelID := o.tunnelID; tunnelID != 0 {
 		if err := p.Store.SetTunnelStatus(ctx, tunnelID, "offline"); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}

@@ -367,3 +367,73 @@ func TestPingWritesLastSeenAtMostEvery30s(t *testing.T) {
 		t.Fatalf("last_seen after a failed write = %v, want the next Ping's %v", seen(), clock)
 	}
 }
+
+// TestTargetProxies: a machine serving another machine's site opens its
+// part on its own port only, as a tcp proxy; no other machine may; a
+// paused site's parts are refused; the part's status follows its proxy.
+func TestTargetProxies(t *testing.T) {
+	ctx := context.Background()
+	r := newPluginRig(t, store.PortRange{Lo: 20000, Hi: 20099})
+	owner, standby := r.register(t, "alpha", 0), r.register(t, "beta", 0)
+	kind, name, sub, port := "http", "web", "web", 8080
+	web, err := r.svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &owner.id, Name: &name, Kind: &kind, Subdomain: &sub, LocalPort: &port,
+		Targets: &[]machines.TargetInput{{MachineID: owner.id, LocalPort: 8080}, {MachineID: standby.id, LocalPort: 8081}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := web.Targets[1]
+	targets, _ := r.svc.Store.TargetsOf(ctx, web.ID)
+	proxy := func(m pluginMachine) string { return m.user + "." + frpconf.TargetProxy(targets[0].ID) }
+	answer := func(body string) string {
+		t.Helper()
+		w := r.call(body)
+		if w.Code != 200 {
+			t.Fatalf("plugin: %d %s", w.Code, w.Body)
+		}
+		return strings.TrimSpace(w.Body.String())
+	}
+	const ok = `{"reject":false,"unchange":true}`
+	bm := map[string]string{"token": standby.secret}
+	if got := answer(proxyCallAs("NewProxy", standby.user, proxy(standby), "tcp", tg.RemotePort, bm)); got != ok {
+		t.Fatalf("the standby opening its part: %s", got)
+	}
+	if got, _ := r.svc.Tunnel(ctx, web.ID); got.Targets[1].Status != "active" {
+		t.Fatalf("the part after NewProxy: %+v", got.Targets[1])
+	}
+	if got := answer(newUserConn(standby.user, proxy(standby), bm)); got != ok {
+		t.Fatalf("a connection to the part: %s", got)
+	}
+	refused := func(m pluginMachine, why string) string {
+		return fmt.Sprintf(`{"reject":true,"reject_reason":"proxy \"%s\": %s","unchange":false}`, proxy(m), why)
+	}
+	for _, c := range []struct {
+		m         pluginMachine
+		typ       string
+		port      int
+		want      string
+		whoseName string
+	}{
+		{owner, "tcp", tg.RemotePort, fmt.Sprintf(`{"reject":true,"reject_reason":"proxy \"%s\" is not a target of machine %d","unchange":false}`, proxy(owner), owner.id), "alpha"},
+		{standby, "tcp", tg.RemotePort + 1, fmt.Sprintf(`{"reject":true,"reject_reason":"proxy \"%s\" may not bind port %d (machine %d owns %d for it)","unchange":false}`, proxy(standby), tg.RemotePort+1, standby.id, tg.RemotePort), "beta"},
+		{standby, "udp", tg.RemotePort, refused(standby, `type \"udp\" is not allowed, its tunnel is tcp`), "beta"},
+	} {
+		metas := map[string]string{"token": c.m.secret}
+		if got := answer(proxyCallAs("NewProxy", c.m.user, proxy(c.m), c.typ, c.port, metas)); got != c.want {
+			t.Errorf("NewProxy of the part by %s as %s on %d: %s\nwant %s", c.whoseName, c.typ, c.port, got, c.want)
+		}
+	}
+	paused := true
+	if _, err := r.svc.UpdateTunnel(ctx, web.ID, machines.TunnelInput{Paused: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	want := refused(standby, fmt.Sprintf("tunnel %d, which machine %d serves, is paused", web.ID, standby.id))
+	if got := answer(newUserConn(standby.user, proxy(standby), bm)); got != want {
+		t.Fatalf("a connection to a paused site's part: %s\nwant %s", got, want)
+	}
+	if got := answer(proxyCallAs("CloseProxy", standby.user, proxy(standby), "tcp", 0, bm)); got != ok {
+		t.Fatalf("CloseProxy: %s", got)
+	}
+	if got, _ := r.svc.Tunnel(ctx, web.ID); got.Targets[1].Status != "paused" {
+		t.Fatalf("the paused site's part: %+v", got.Targets[1])
+	}
+}

@@ -16,7 +16,7 @@ import (
 var copyTables = []string{
 	"settings", "sessions", "audit_log",
 	"totp_devices", "totp_enrollment", "backup_codes", "login_pending",
-	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes",
+	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets",
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
 }
@@ -24,7 +24,7 @@ var copyTables = []string{
 // identityTables are the tables whose id the database hands out.
 var identityTables = map[string]bool{
 	"audit_log": true, "backup_codes": true, "bootstrap_tokens": true, "machines": true,
-	"tunnels": true, "stale_token_attempts": true, "activity_events": true,
+	"tunnels": true, "tunnel_targets": true, "stale_token_attempts": true, "activity_events": true,
 	"edges": true, "edge_tokens": true, "auth_failures": true,
 }
 

@@ -587,6 +587,11 @@ func (s *Store) announce(err error, topics ...string) error {
 // DeleteMachine removes a machine, its tunnels and its ports at once.
 func (s *Store) DeleteMachine(ctx context.Context, id int64) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
+		// Its targets of other machines' tunnels, and its own tunnels'
+		// targets on other machines, with their ports.
+		if err := deleteTargets(ctx, tx, "machine_id = ? OR tunnel_id IN (SELECT id FROM tunnels WHERE machine_id = ?)", id, id); err != nil {
+			return err
+		}
 		if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE machine_id = ?", id); err != nil {
 			return err
 		}

@@ -23,14 +23,30 @@ type Tunnel struct {
 	// Paused: closed until resumed (left out of the client config and the
 	// Caddyfile, refused by the frps plugin).
 	Paused bool
+	// Balance picks among an http tunnel's targets (its own machine, then
+	// the rows of tunnel_targets): "failover" or "round_robin".
+	Balance string
+	// Health is the web proxy's active health check of each target
+	// (Path "" for none).
+	Health Health
 }
 
-const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused FROM tunnels"
+// Health is an http tunnel's active health check: GET Path on each target
+// every IntervalS seconds, healthy when it answers ExpectStatus (0: any
+// 2xx).
+type Health struct {
+	Path         string
+	IntervalS    int
+	ExpectStatus int
+}
+
+const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused, balance, health_path, health_interval_s, health_expect_status FROM tunnels"
 
 func scanTunnel(r rowScanner) (Tunnel, error) {
 	var t Tunnel
 	var created int64
-	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created, &t.Paused)
+	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created, &t.Paused,
+		&t.Balance, &t.Health.Path, &t.Health.IntervalS, &t.Health.ExpectStatus)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -74,8 +90,10 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 		if err != nil {
 			return err
 		}
-		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused)
-			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused)
+		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused,
+				balance, health_path, health_interval_s, health_expect_status)
+			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
+			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus)
 		if err != nil {
 			return tunnelConflict(err)
 		}
@@ -85,10 +103,25 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 	return out, s.announce(err, TopicTunnels)
 }
 
-// UpdateTunnel writes name, local_port, subdomain, public and paused of t.
+const updateTunnel = `UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ?,
+	balance = ?, health_path = ?, health_interval_s = ?, health_expect_status = ? WHERE id = ?`
+
+func updateTunnelArgs(t Tunnel) []any {
+	return []any{t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ID}
+}
+
+// balanceOr is b, or the default balance when it is empty.
+func balanceOr(b string) string {
+	if b == "" {
+		return "failover"
+	}
+	return b
+}
+
+// UpdateTunnel writes name, local_port, subdomain, public, paused, balance
+// and health of t.
 func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
-	res, err := s.exec(ctx, "UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ? WHERE id = ?",
-		t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, t.ID)
+	res, err := s.exec(ctx, updateTunnel, updateTunnelArgs(t)...)
 	if err != nil {
 		return tunnelConflict(err)
 	}
@@ -136,6 +169,9 @@ func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
 			if errors.Is(err, sql.ErrNoRows) {
 				return ErrNotFound
 			}
+			return err
+		}
+		if err := deleteTargets(ctx, tx, "tunnel_id = ?", id); err != nil {
 			return err
 		}
 		if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {

@@ -6,6 +6,7 @@ package webproxy
 import (
 	"bytes"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -22,11 +23,37 @@ const (
 )
 
 // HTTPTunnel is one published web service: <Subdomain>.<domain> proxied to
-// the tunnel's port on loopback.
+// the tunnel's port on loopback, and to its other targets' ports (More).
 type HTTPTunnel struct {
 	Subdomain string
 	Port      int
+	// More are the ports of the other machines serving the same site, in
+	// order; Balance ("failover", the default, or "round_robin") picks
+	// among Port and them.
+	More    []int
+	Balance string
+	// Health, when its Path is set, is Caddy's active health check of
+	// every target.
+	Health Health
 }
+
+// Health is an active health check: GET Path with the site's Host every
+// IntervalS seconds; a target is healthy when it answers ExpectStatus
+// (0: any 2xx).
+type Health struct {
+	Path         string
+	IntervalS    int
+	ExpectStatus int
+}
+
+// FailDuration is how long Caddy passes over a target after a request
+// to it failed (connection refused or closed: the machine or its service
+// is down), before its active health check, if any, says so.
+const FailDuration = "10s"
+
+// TryDuration bounds how long Caddy keeps trying other targets for one
+// request (GET and HEAD, and any request whose connection failed).
+const TryDuration = "5s"
 
 // Input is everything the Caddyfile is made from.
 type Input struct {
@@ -122,12 +149,7 @@ http://router.{{.Domain}}, http://*.{{.Domain}} {
 	{{template "gate" dict $ .}}
 {{- else}}
 	request_header -X-Forwarded-User
-	reverse_proxy 127.0.0.1:{{.Port}} {
-		transport http {
-			keepalive_idle_conns_per_host {{$.IdleConns}}
-			max_conns_per_host {{$.MaxConns}}
-		}
-	}
+	{{$.Proxy . "\t"}}
 {{- end}}
 }
 {{- end}}
@@ -166,6 +188,47 @@ const TunnelIdleConns = TunnelMaxConns
 // instead. Upgraded connections (WebSocket) count until they close.
 const TunnelMaxConns = 256
 
+// Proxy is t's reverse_proxy directive, its lines after the first at
+// indentation ind: the tunnel's own port, then its other targets' with
+// how to balance and retry among them, then the health check.
+func (v view) Proxy(t HTTPTunnel, ind string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "reverse_proxy 127.0.0.1:%d", t.Port)
+	for _, p := range t.More {
+		fmt.Fprintf(&b, " 127.0.0.1:%d", p)
+	}
+	b.WriteString(" {\n")
+	line := func(f string, a ...any) { b.WriteString(ind + "\t" + fmt.Sprintf(f, a...) + "\n") }
+	if len(t.More) > 0 {
+		policy := "first"
+		if t.Balance == "round_robin" {
+			policy = "round_robin"
+		}
+		line("lb_policy %s", policy)
+		line("lb_try_duration %s", TryDuration)
+		line("fail_duration %s", FailDuration)
+	}
+	if h := t.Health; h.Path != "" {
+		line("health_uri %s", h.Path)
+		line("health_interval %ds", h.IntervalS)
+		line("health_timeout %ds", min(h.IntervalS, 5))
+		if h.ExpectStatus != 0 {
+			line("health_status %d", h.ExpectStatus)
+		} else {
+			line("health_status 2xx")
+		}
+		line("health_headers {")
+		line("\tHost %s", v.Host(t.Subdomain))
+		line("}")
+	}
+	line("transport http {")
+	line("\tkeepalive_idle_conns_per_host %d", TunnelIdleConns)
+	line("\tmax_conns_per_host %d", TunnelMaxConns)
+	line("}")
+	b.WriteString(ind + "}")
+	return b.String()
+}
+
 // IdleConns is TunnelIdleConns, for the template.
 func (view) IdleConns() int { return TunnelIdleConns }
 
@@ -183,6 +246,27 @@ func (v view) Addr(sub string) string {
 	return host
 }
 
+// healthPath is what a health check's path may be: a path and query of
+// characters a Caddyfile token and a URL take as they are.
+var healthPath = regexp.MustCompile(`^/[A-Za-z0-9._~%/=&?-]{0,199}$`)
+
+// CheckHealth says what is wrong with h, in words an API answer can carry.
+func CheckHealth(h Health) error {
+	if h == (Health{}) {
+		return nil
+	}
+	if !healthPath.MatchString(h.Path) {
+		return fmt.Errorf("health.path must start with / and hold only letters, digits and . _ ~ %% / = & ? - (at most 200 characters)")
+	}
+	if h.IntervalS < 1 || h.IntervalS > 3600 {
+		return fmt.Errorf("health.interval_s must be between 1 and 3600")
+	}
+	if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
+		return fmt.Errorf("health.expect_status must be an HTTP status between 100 and 599")
+	}
+	return nil
+}
+
 // check refuses any value that its validator refuses (the API checked it
 // already; this catches anything that did not come through the API). The
 // validators admit no character that is special in a Caddyfile (space,
@@ -197,6 +281,17 @@ func (in Input) check() error {
 			return fmt.Errorf("subdomain %q: %w", t.Subdomain, err)
 		}
 		if err := validate.Port(t.Port); err != nil {
+			return fmt.Errorf("tunnel %s: %w", t.Subdomain, err)
+		}
+		for _, p := range t.More {
+			if err := validate.Port(p); err != nil {
+				return fmt.Errorf("tunnel %s target: %w", t.Subdomain, err)
+			}
+		}
+		if t.Balance != "" && t.Balance != "failover" && t.Balance != "round_robin" {
+			return fmt.Errorf("tunnel %s: balance %q", t.Subdomain, t.Balance)
+		}
+		if err := CheckHealth(t.Health); err != nil {
 			return fmt.Errorf("tunnel %s: %w", t.Subdomain, err)
 		}
 	}

@@ -74,7 +74,7 @@ func caddyValidate(t *testing.T, content []byte) error {
 }
 
 func TestGoldenCaddyfiles(t *testing.T) {
-	tunnels := []HTTPTunnel{{"wiki", 20011}, {"grafana", 20007}, {"nas-ui", 20003}}
+	tunnels := []HTTPTunnel{{Subdomain: "wiki", Port: 20011}, {Subdomain: "grafana", Port: 20007}, {Subdomain: "nas-ui", Port: 20003}}
 	cases := map[string]Input{
 		"no-tunnels": {Domain: "example.com", Dashboard: "127.0.0.1:7380"},
 		"tunnels":    {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels},
@@ -92,6 +92,14 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"edges": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Gate: "127.0.0.1:7382", RelayACME: true},
 		"edges-acme-ca": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: tunnels[:1], Gate: "127.0.0.1:7382", RelayACME: true,
 			ACMECA: "https://acme-staging-v02.api.letsencrypt.org/directory", ACMECARoot: "testdata/acme-root.pem"},
+		// Sites served by several machines: failover with a health check,
+		// round robin without, and a gated one.
+		"targets": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"grafana": GateOperator},
+			Tunnels: []HTTPTunnel{
+				{Subdomain: "wiki", Port: 20011, More: []int{20012, 20013}, Balance: "failover", Health: Health{Path: "/healthz?full=1", IntervalS: 5, ExpectStatus: 204}},
+				{Subdomain: "grafana", Port: 20007, More: []int{20008}, Balance: "round_robin", Health: Health{Path: "/api/health", IntervalS: 30}},
+				{Subdomain: "nas-ui", Port: 20003, More: []int{20004}, Balance: "round_robin"},
+			}},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -102,6 +110,27 @@ func TestGoldenCaddyfiles(t *testing.T) {
 			golden(t, name, got)
 			caddyAccepts(t, name, got)
 		})
+	}
+}
+
+// TestRenderRefusesBadTargets: a health check or balance the API would
+// refuse never reaches the Caddyfile.
+func TestRenderRefusesBadTargets(t *testing.T) {
+	for _, c := range []struct {
+		t    HTTPTunnel
+		want string
+	}{
+		{HTTPTunnel{Subdomain: "a", Port: 20001, More: []int{70000}}, "tunnel a target: "},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Balance: "random"}, `tunnel a: balance "random"`},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/x {", IntervalS: 5}}, "health.path must start with /"},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "healthz", IntervalS: 5}}, "health.path must start with /"},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/h", IntervalS: 0}}, "health.interval_s must be between 1 and 3600"},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/h", IntervalS: 5, ExpectStatus: 99}}, "health.expect_status must be an HTTP status"},
+	} {
+		_, err := Render(Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{c.t}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.t, err, c.want)
+		}
 	}
 }
 
@@ -146,7 +175,7 @@ func TestDeployKeepsCustomAndRefusesInvalid(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	custom := "extra.example.com {\n\trespond \"kept\"\n}\n"
 	os.WriteFile(path, []byte(strings.Replace(string(b), BeginCustom+"\n", BeginCustom+"\n"+custom, 1)), 0o644)
-	in.Tunnels = []HTTPTunnel{{"app", 20001}}
+	in.Tunnels = []HTTPTunnel{{Subdomain: "app", Port: 20001}}
 	if _, err := d.Deploy(ctx, in); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +188,7 @@ func TestDeployKeepsCustomAndRefusesInvalid(t *testing.T) {
 	// written, and the error carries caddy's own words.
 	broken := strings.Replace(string(b), custom, "extra.example.com {\n\tnot_a_directive\n}\n", 1)
 	os.WriteFile(path, []byte(broken), 0o644)
-	in.Tunnels = append(in.Tunnels, HTTPTunnel{"blog", 20002})
+	in.Tunnels = append(in.Tunnels, HTTPTunnel{Subdomain: "blog", Port: 20002})
 	_, err := d.Deploy(ctx, in)
 	var te *cmdrun.ToolError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "not_a_directive") {
@@ -185,7 +214,7 @@ func TestDeployRestoresOnReloadFailure(t *testing.T) {
 	}
 	before, _ := os.ReadFile(path)
 	units.reloadErr = errors.New("Job for caddy.service failed")
-	_, err := d.Deploy(ctx, Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{"x", 20001}}})
+	_, err := d.Deploy(ctx, Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{Subdomain: "x", Port: 20001}}})
 	if err == nil || !strings.Contains(err.Error(), "Job for caddy.service failed") {
 		t.Fatalf("err = %v", err)
 	}
@@ -254,7 +283,7 @@ func TestRealCaddyRoutesByHost(t *testing.T) {
 	port := testutil.FreePort(t)
 	file, err := Render(Input{
 		Domain: "example.test", Dashboard: dash.Listener.Addr().String(),
-		Tunnels: []HTTPTunnel{{"app", appPort}}, PlainHTTPPort: port, Admin: "off",
+		Tunnels: []HTTPTunnel{{Subdomain: "app", Port: appPort}}, PlainHTTPPort: port, Admin: "off",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +318,7 @@ func TestRealCaddyRelaysChallengesItDidNotOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	file, err := Render(Input{
-		Domain: "example.test", Dashboard: "127.0.0.1:1", Tunnels: []HTTPTunnel{{"app", 1}}, Admin: "off",
+		Domain: "example.test", Dashboard: "127.0.0.1:1", Tunnels: []HTTPTunnel{{Subdomain: "app", Port: 1}}, Admin: "off",
 		Gate: gate.Listener.Addr().String(), RelayACME: true, HTTPPort: httpPort, HTTPSPort: httpsPort,
 		ACMECA: fmt.Sprintf("https://127.0.0.1:%d/dir", nothing), Import: operator,
 	})
@@ -353,7 +382,7 @@ func TestRealCaddyBoundsConnectionsToATunnel(t *testing.T) {
 	port := testutil.FreePort(t)
 	file, err := Render(Input{
 		Domain: "example.test", Dashboard: "127.0.0.1:9",
-		Tunnels: []HTTPTunnel{{"app", app.Listener.Addr().(*net.TCPAddr).Port}}, PlainHTTPPort: port, Admin: "off",
+		Tunnels: []HTTPTunnel{{Subdomain: "app", Port: app.Listener.Addr().(*net.TCPAddr).Port}}, PlainHTTPPort: port, Admin: "off",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -40,9 +40,9 @@ func FuzzCaddyfile(f *testing.F) {
 		domain = strings.ToLower(strings.TrimSpace(domain))
 		sub1, sub2 = strings.ToLower(strings.TrimSpace(sub1)), strings.ToLower(strings.TrimSpace(sub2))
 		bind = strings.TrimSpace(bind)
-		in := Input{Domain: domain, Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{sub1, port}}}
+		in := Input{Domain: domain, Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{Subdomain: sub1, Port: port}}}
 		if sub2 != sub1 { // the store keeps subdomains unique
-			in.Tunnels = append(in.Tunnels, HTTPTunnel{sub2, port})
+			in.Tunnels = append(in.Tunnels, HTTPTunnel{Subdomain: sub2, Port: port})
 		}
 		accepted := validate.Domain(domain) == nil && validate.Label(sub1) == nil && validate.Label(sub2) == nil && validate.Port(port) == nil
 		if bind != "" {
@@ -64,9 +64,9 @@ func FuzzCaddyfile(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Render refused what the API accepts (%+v): %v", in, err)
 		}
-		base := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{"a", 20000}}}
+		base := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Tunnels: []HTTPTunnel{{Subdomain: "a", Port: 20000}}}
 		if len(in.Tunnels) == 2 {
-			base.Tunnels = append(base.Tunnels, HTTPTunnel{"b", 20001})
+			base.Tunnels = append(base.Tunnels, HTTPTunnel{Subdomain: "b", Port: 20001})
 		}
 		if in.BindIP != "" {
 			base.BindIP = "192.0.2.1"

@@ -19,12 +19,7 @@ const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 			}
 			@nocookie header_regexp Cookie ^$
 			request_header @nocookie -Cookie
-			reverse_proxy 127.0.0.1:{{.T.Port}} {
-				transport http {
-					keepalive_idle_conns_per_host {{.V.IdleConns}}
-					max_conns_per_host {{.V.MaxConns}}
-				}
-			}
+			{{.V.Proxy .T "\t\t\t"}}
 		}
 	}{{end}}`
 

@@ -10,7 +10,7 @@ import (
 // it (when caddy is installed).
 func TestGoldenGates(t *testing.T) {
 	in := Input{Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382",
-		Tunnels: []HTTPTunnel{{"wiki", 20011}, {"grafana", 20007}, {"nas-ui", 20003}},
+		Tunnels: []HTTPTunnel{{Subdomain: "wiki", Port: 20011}, {Subdomain: "grafana", Port: 20007}, {Subdomain: "nas-ui", Port: 20003}},
 		Gates:   map[string]GateMode{"grafana": GateOperator}}
 	got, err := Render(in)
 	if err != nil {
@@ -24,7 +24,7 @@ func TestGoldenGates(t *testing.T) {
 }
 
 func TestGatesNeedGateAddress(t *testing.T) {
-	_, err := Render(Input{Domain: "example.com", Tunnels: []HTTPTunnel{{"wiki", 20011}}, Gates: map[string]GateMode{"wiki": GateOperator}})
+	_, err := Render(Input{Domain: "example.com", Tunnels: []HTTPTunnel{{Subdomain: "wiki", Port: 20011}}, Gates: map[string]GateMode{"wiki": GateOperator}})
 	if err == nil {
 		t.Fatal("a gated tunnel rendered without a gate address")
 	}

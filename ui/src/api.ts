@@ -337,6 +337,14 @@ export interface Tunnel {
   paused?: boolean;
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
+  // HTTP: the machines serving it, its own first; how to pick; the check.
+  targets?: TunnelTarget[]; balance?: 'failover' | 'round_robin';
+  health?: { path: string; interval_s: number; expect_status: number };
+}
+export interface TunnelTarget {
+  machine_id: number; machine_name: string; local_port: number; remote_port: number;
+  status: 'active' | 'pending' | 'error' | 'offline' | 'paused';
+  health: { state: 'up' | 'down' | 'unknown'; message: string; checked_at?: string | null };
 }
 export interface StaleTokenAttempt {
   id: number; kind: 'bootstrap' | 'tunnel_credential'; created_at: string; first_seen?: string;

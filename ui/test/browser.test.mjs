@@ -440,6 +440,21 @@ function journey(size, viewport, opts = {}) {
         await voip.locator('.badge').getByText('UDP', { exact: true }).waitFor();
         await voip.getByText('public port', { exact: true }).waitFor();
 
+        // An HTTP site served twice (here by the same machine on two
+        // ports), failover, with a health check: each part is listed.
+        await form.getByLabel('Kind').selectOption('http');
+        await name.fill('pool');
+        await form.getByLabel('Local port').fill('8090');
+        await form.getByLabel('Subdomain').fill('pool');
+        await form.getByRole('button', { name: 'Add a machine' }).click();
+        await form.getByLabel('Its local port').fill('8091');
+        await form.getByLabel('Health check path').fill('/healthz');
+        await form.getByRole('button', { name: 'Create tunnel' }).click();
+        const pool = page.getByRole('row').filter({ hasText: 'pool' });
+        await pool.getByText('Served by 2 machines (failover, in this order), checked every 10 s at /healthz').waitFor();
+        await pool.locator('[data-target="nas-cellar"]').getByText(/:8091/).waitFor();
+        await pool.locator('[data-target="nas-cellar"]').first().getByText(/not checked yet/).waitFor();
+
         // Editing uses PATCH.
         const patched = page.waitForRequest((r) => r.method() === 'PATCH' && /\/api\/tunnels\/\d+$/.test(r.url()));
         await page.getByRole('button', { name: 'Edit wiki' }).click();

@@ -3,6 +3,7 @@
 // expiry); every TCP tunnel as host:port. Edited with PATCH in a dialog.
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { accessControl, accessLabel } from './tunnelAccess';
+import { targetsControl, targetsList } from './tunnelTargets';
 import type { Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
@@ -56,10 +57,10 @@ function probeResult(t: Tunnel): Child {
 
 /** The tunnel's state: its status when not active, then its last probe. */
 export function reachability(t: Tunnel): Child {
-  return h('div', { class: 'state' }, tunnelState(t), probeResult(t));
+  return h('div', { class: 'state' }, tunnelState(t), probeResult(t), targetsList(t));
 }
 
-function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
+function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => number) {
   const name = field('Name', { type: 'text', name: 'name', required: true, autocomplete: 'off', spellcheck: 'false', pattern: LABEL, maxlength: 63, value: t.name },
     { hint: 'A hostname label, unique on its machine.', invalid: LABEL_MSG });
   const kind = select('Kind', [['http', 'HTTP, published at https://<subdomain>.<domain>'], ['tcp', 'TCP, a port on the VPS'],
@@ -71,6 +72,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     { hint: 'The name under your domain.', invalid: LABEL_MSG });
   const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
   const access = accessControl(t);
+  const targets = targetsControl(t, kindFixed);
   for (const i of [name.input, sub.input]) {
     i.addEventListener('input', () => {
       const low = i.value.toLowerCase();
@@ -85,13 +87,14 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     sub.row.hidden = !http;
     pub.row.hidden = http;
     access.sync(http);
+    targets.sync(http);
   };
   kind.input.addEventListener('change', sync);
   sync();
   const body = () => {
     const http = kind.input.value === 'http';
     const b: Record<string, unknown> = { name: name.input.value.trim(), local_port: Number(port.input.value) };
-    if (http) Object.assign(b, { subdomain: sub.input.value.trim() }, access.body());
+    if (http) Object.assign(b, { subdomain: sub.input.value.trim() }, access.body(), targets.body({ machine_id: ownMachine(), local_port: Number(port.input.value) }));
     else b.public = pub.input.checked;
     if (!kindFixed) b.kind = kind.input.value;
     return b;
@@ -102,13 +105,15 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean) {
     for (const i of [name.input, port.input, sub.input]) i.value = '';
     pub.input.checked = false;
     access.reset();
+    targets.reset();
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows], body, name, reset };
+  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
   void modal(`Edit tunnel ${t.name}`, (box, close) => {
-    const f = tunnelFields(t, true);
+    const f = tunnelFields(t, true, () => t.machine_id);
+    void ctx.api.get<Machine[]>('/api/machines').then((ms) => f.setMachines(ms ?? []), () => undefined);
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel');
     const fm = form({ label: `Edit tunnel ${t.name}`, submit: 'Save changes' }, f.rows, async () => {
       const saved = await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
@@ -157,7 +162,7 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
 /** The form that adds a tunnel, to one machine or to a chosen one. */
 export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; setMachines: (ms: Machine[]) => void } {
   const sel = select('Machine', [], { name: 'machine_id', required: true });
-  const f = tunnelFields({ kind: 'http' }, false);
+  const f = tunnelFields({ kind: 'http' }, false, () => machineId ?? Number(sel.input.value));
   // Until the machines are known (a load can fail or time out) neither
   // the form nor "add a machine first" shows: that would not be true.
   const none = h('p', { class: 'muted', hidden: true }, 'Tunnels belong to a machine: ', h('a', { href: '#/machines' }, 'add a machine'), ' first.');
@@ -170,6 +175,7 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
     emit('tunnels');
   });
   const setMachines = (ms: Machine[]) => {
+    f.setMachines(ms);
     const cur = sel.input.value;
     clear(sel.input, ms.map((m) => h('option', { value: m.id }, m.name)));
     if (cur) sel.input.value = cur;
@@ -180,7 +186,11 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
   };
   const required = h('p', { class: 'muted small', hidden: true }, 'Fields marked * are required.');
   fm.form.hidden = true;
-  if (machineId) setMachines([]);
+  if (machineId) {
+    setMachines([]);
+    // The other machines a site may also be served by.
+    void ctx.api.get<Machine[]>('/api/machines').then((ms) => f.setMachines(ms ?? []), () => undefined);
+  }
   return { el: h('div', null, waiting, required, none, fm.form), setMachines };
 }
 
