@@ -71,12 +71,15 @@ func pathID(r *http.Request, name string) (int64, error) {
 // domainError maps the machines domain's errors to what the client sees.
 func domainError(err error, what string) error {
 	var in machines.InputError
+	var taken machines.ConflictError
 	var limited *auth.RateLimitedError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &in):
 		return Errorf(http.StatusBadRequest, "%s", in.Error())
+	case errors.As(err, &taken):
+		return Errorf(http.StatusConflict, "%s", taken.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return Errorf(http.StatusNotFound, "%s not found", what)
 	case errors.Is(err, store.ErrNameTaken):
@@ -624,4 +627,50 @@ func (s *Server) rejoinCommand(r *http.Request) (string, error) {
 		return "", Errorf(http.StatusBadRequest, "cannot build the rejoin command: the dashboard address %q is %v; open the dashboard by its host name or IP address, or set --base-url", base, err)
 	}
 	return machines.RejoinCommand(u), nil
+}
+
+// DomainDNS is what GET /api/tunnels/{id}/dns found for one of the
+// tunnel's own domains.
+type DomainDNS struct {
+	Domain     string `json:"domain"`
+	OK         bool   `json:"ok"`
+	ResolvedTo string `json:"resolved_to,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// checkTunnelDNS: GET /api/tunnels/{id}/dns checks that each of an http
+// tunnel's own domains resolves to this server, as check-dns does for
+// router.<domain>, all at once.
+func (s *Server) checkTunnelDNS(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "tunnel_id")
+	if err != nil {
+		return err
+	}
+	t, err := s.machines.Tunnel(r.Context(), id)
+	if err != nil {
+		return domainError(err, "tunnel")
+	}
+	if t.Kind != "http" {
+		return Errorf(http.StatusBadRequest, "only http tunnels have domains")
+	}
+	if t.URL == nil || *t.URL == "" || t.Subdomain == nil {
+		return Errorf(http.StatusBadRequest, "no domain is set yet: finish the set-up first")
+	}
+	domain := strings.TrimPrefix(*t.URL, "https://"+*t.Subdomain+".")
+	out := make([]DomainDNS, len(t.Domains))
+	var wg sync.WaitGroup
+	for i, d := range t.Domains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.net.CheckName(r.Context(), d.Name, domain)
+			out[i] = DomainDNS{Domain: d.Name, OK: res.OK, ResolvedTo: res.ResolvedTo, Message: res.Message}
+			if err != nil {
+				out[i].Message = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	writeData(w, http.StatusOK, out)
+	return nil
 }

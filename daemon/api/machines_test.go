@@ -17,7 +17,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -614,4 +616,71 @@ func TestTunnelTargets(t *testing.T) {
 	if strings.Contains(conf.Body.String(), "target-") {
 		t.Fatalf("standby's config still opens a part:\n%s", conf.Body)
 	}
+}
+
+// TestTunnelDomains: an http tunnel's own domains through the API: what is
+// refused (400 for a bad name, 409 for a name the dashboard or another
+// tunnel has) and changes nothing, the record to create, and the DNS check.
+func TestTunnelDomains(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return machines.Exposure{Domain: "example.com"}, nil }
+	dns := testutil.DNSServer(t, map[string]string{"router.example.com.": "203.0.113.10", "app.example.org.": "203.0.113.10", "elsewhere.example.org.": "198.51.100.7"})
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Revtunnel: e.rt,
+		SSHKeys: e.sshkeys, Net: &netcheck.Checker{DNSServer: dns}})
+	mid, _ := e.machine(t)
+	post := func(body string) resp {
+		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})
+	}
+	wiki := e.data(t, post(`{"machine_id":`+mid+`,"name":"wiki","kind":"http","local_port":80,"subdomain":"wiki","domains":["Wiki.Example.NET."]}`), 201)
+	if d := wiki["domains"].([]any)[0].(map[string]any); d["name"] != "wiki.example.net" || d["url"] != "https://wiki.example.net" ||
+		d["dns"] != "a CNAME record wiki.example.net → router.example.com (or an A/AAAA record with the same address as router.example.com)" {
+		t.Fatalf("domain = %v", d)
+	}
+	for _, c := range []struct {
+		body   string
+		status int
+		msg    string
+	}{
+		{`"kind":"tcp","local_port":81,"domains":["a.example.org"]`, 400, "domains are only for http tunnels"},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["localhost"]`, 400, `domains[0] "localhost" is not a fully qualified domain name`},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["a b.org"]`, 400, `domains[0] "a b.org" is not a fully qualified domain name`},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["a.example.org","A.example.org"]`, 400, "domains[1] repeats domains[0]"},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["app.example.com"]`, 400, "app.example.com is already this tunnel's address"},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["blog.example.com"]`, 400, `blog.example.com is under this server's domain: make "blog" the tunnel's subdomain instead`},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["router.example.com"]`, 409, "router.example.com is the dashboard's address"},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["wiki.example.com"]`, 409, `wiki.example.com is the address of tunnel "wiki"`},
+		{`"kind":"http","local_port":81,"subdomain":"app","domains":["wiki.example.net"]`, 409, `domain wiki.example.net is already used by tunnel "wiki"`},
+	} {
+		wantError(t, post(`{"machine_id":`+mid+`,"name":"app",`+c.body+`}`), c.status, c.msg)
+	}
+	if ts := e.list(t, "/api/tunnels"); len(ts) != 1 {
+		t.Fatalf("refused tunnels were stored: %v", ts)
+	}
+	app := e.data(t, post(`{"machine_id":`+mid+`,"name":"app","kind":"http","local_port":81,"subdomain":"app","domains":["app.example.org","elsewhere.example.org","nowhere.example.org"]}`), 201)
+	id := fmt.Sprint(app["id"])
+	// Taking another tunnel's domain by PATCH is refused too, and changes nothing.
+	wantError(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"domains":["wiki.example.net"]}`, cookie: e.cookie}), 409,
+		`domain wiki.example.net is already used by tunnel "wiki"`)
+	r := e.do(req{method: "GET", path: "/api/tunnels/" + id + "/dns", cookie: e.cookie})
+	if r.Code != 200 {
+		t.Fatalf("dns: %d %s", r.Code, r.Body)
+	}
+	got := fmt.Sprint(r.json(t)["data"])
+	for _, want := range []string{
+		"map[domain:app.example.org ok:true resolved_to:203.0.113.10]",
+		"map[domain:elsewhere.example.org message:elsewhere.example.org resolves to 198.51.100.7, not to this server (router.example.com is 203.0.113.10): add a CNAME record elsewhere.example.org → router.example.com (or an A/AAAA record with this server's address) ok:false resolved_to:198.51.100.7]",
+		"map[domain:nowhere.example.org message:nowhere.example.org does not resolve: add a CNAME record nowhere.example.org → router.example.com (or an A/AAAA record with this server's address) ok:false]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dns answer %s\nlacks %s", got, want)
+		}
+	}
+	wantError(t, e.do(req{method: "GET", path: "/api/tunnels/" + fmt.Sprint(e.data(t, post(`{"machine_id":`+mid+`,"name":"db","kind":"tcp","local_port":5432}`), 201)["id"]) + "/dns", cookie: e.cookie}),
+		400, "only http tunnels have domains")
+	patched := e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + id, body: `{"domains":[]}`, cookie: e.cookie}), 200)
+	if patched["domains"] != nil {
+		t.Fatalf("domains after clearing them: %v", patched["domains"])
+	}
+	// Now free, the name can go to another tunnel.
+	e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + fmt.Sprint(wiki["id"]), body: `{"domains":["wiki.example.net","app.example.org"]}`, cookie: e.cookie}), 200)
 }

@@ -159,6 +159,7 @@ func (s *Server) routes() http.Handler {
 	// Reachability through the web proxy, now (it is also probed in the
 	// background).
 	api("POST", "/api/tunnels/{tunnel_id}/probe", private, s.probeTunnel)
+	api("GET", "/api/tunnels/{tunnel_id}/dns", private, s.checkTunnelDNS)
 	api("DELETE", "/api/tunnels/{tunnel_id}", private, s.deleteTunnel)
 	// Operator access to a gated tunnel: public, since a browser without a
 	// dashboard session is told to sign in first rather than sent a 401.

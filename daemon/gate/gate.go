@@ -81,6 +81,9 @@ type site struct {
 	access string
 	hash   string
 	allow  []netip.Prefix
+	// own: host is one of the tunnel's own domains, not <sub>.<domain>
+	// (the same tunnel, gated alike, its sessions its own host's).
+	own bool
 }
 
 type table struct {
@@ -139,6 +142,10 @@ func (g *Gate) Reload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gate: reading tunnel access: %w", err)
 	}
+	owned, err := g.o.Store.TunnelDomains(ctx)
+	if err != nil {
+		return fmt.Errorf("gate: reading tunnel domains: %w", err)
+	}
 	next := &table{domain: strings.ToLower(domain), sites: make(map[string]*site, len(list))}
 	byID := make(map[int64]*site, len(list))
 	for _, a := range list {
@@ -154,11 +161,19 @@ func (g *Gate) Reload(ctx context.Context) error {
 		if next.domain != "" {
 			next.sites[s.host] = s
 		}
+		for _, d := range owned[a.TunnelID] {
+			o := *s
+			o.host, o.own = d, true
+			next.sites[d] = &o
+		}
 	}
 	// The tunnels whose sessions end: their shared tokens go first, so
 	// that no check re-reads one after this edge forgot it.
 	ended := map[int64]bool{}
 	for _, old := range g.tbl.Load().sites {
+		if old.own {
+			continue // its tunnel's own entry says
+		}
 		now, ok := byID[old.id]
 		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host {
 			ended[old.id] = true

@@ -269,3 +269,32 @@ func TestCallbackCode(t *testing.T) {
 		t.Fatalf("on another host: %d", w.Code)
 	}
 }
+
+// TestOwnDomainsGatedAlike: a tunnel's own domain is gated as its
+// subdomain is, with sessions of its own; removing the domain leaves the
+// tunnel's other sessions alone, and the name is no site any more.
+func TestOwnDomainsGatedAlike(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 0, map[string]string{"pw": gate.Password})
+	ds := []string{"wiki.example.org"}
+	if _, err := e.svc.UpdateTunnel(ctx, e.ids["pw"], machines.TunnelInput{Domains: &ds}); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.check("Wiki.Example.org", "", "", "/x"); w.Code != http.StatusFound || w.Header().Get("Location") != "/.tunnelsvc/login?next=%2Fx" {
+		t.Fatalf("own domain without a session: %d %v", w.Code, w.Header())
+	}
+	own, sub := e.signIn(t, "wiki.example.org"), e.signIn(t, "pw.example.com")
+	if w := e.check("wiki.example.org", gate.CookieName+"="+own, "", "/"); w.Code != 200 {
+		t.Fatalf("own domain with its session: %d", w.Code)
+	}
+	none := []string{}
+	if _, err := e.svc.UpdateTunnel(ctx, e.ids["pw"], machines.TunnelInput{Domains: &none}); err != nil {
+		t.Fatal(err)
+	}
+	if w := e.check("wiki.example.org", gate.CookieName+"="+own, "", "/"); w.Code != http.StatusForbidden {
+		t.Fatalf("a removed domain: %d", w.Code)
+	}
+	if w := e.check("pw.example.com", gate.CookieName+"="+sub, "", "/"); w.Code != 200 {
+		t.Fatalf("the subdomain's session after the domain went: %d", w.Code)
+	}
+}

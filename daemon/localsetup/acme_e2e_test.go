@@ -26,10 +26,11 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
-// machineWebApp registers a machine and gives it an HTTP tunnel named sub to
-// a web app on its loopback, through real frps and frpc. It returns when the
-// tunnel's port on the VPS side answers.
-func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub, answer string) {
+// machineWebApp registers a machine and gives it an HTTP tunnel named sub,
+// also served at its own domains, to a web app on its loopback, through
+// real frps and frpc. It returns when the tunnel's port on the VPS side
+// answers.
+func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub, answer string, domains ...string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +41,11 @@ func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub,
 
 	ts := startTunnelServer(t, ctx, st, dir, log)
 	kind, name := "http", sub
-	tun, err := ts.svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
+	in := machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub}
+	if len(domains) > 0 {
+		in.Domains = &domains
+	}
+	tun, err := ts.svc.CreateTunnel(ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +53,10 @@ func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub,
 }
 
 // TestHTTPSFromACMEServer: a machine's web app is served at
-// https://files.example.test through Caddy → frps → frpc with a certificate
+// https://files.example.test, and at the tunnel's own domain
+// https://files.example.org, through Caddy → frps → frpc with certificates
 // Caddy obtained from a real ACME server (Pebble), set through the ACME CA
-// setting, and curl verifies it against Pebble's root. Pebble validates
+// setting, and curl verifies them against Pebble's root. Pebble validates
 // the challenge for real: it resolves the name with a DNS server on
 // loopback and fetches the answer from Caddy's loopback ports.
 func TestHTTPSFromACMEServer(t *testing.T) {
@@ -66,10 +72,10 @@ func TestHTTPSFromACMEServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	machineWebApp(t, ctx, st, dir, "files", "machine web app")
+	machineWebApp(t, ctx, st, dir, "files", "machine web app", "files.example.org")
 
 	httpPort, httpsPort := testutil.QuietPort(t), testutil.QuietPort(t)
-	dns := testutil.DNSServer(t, map[string]string{"files.example.test.": "127.0.0.1", "router.example.test.": "127.0.0.1"})
+	dns := testutil.DNSServer(t, map[string]string{"files.example.test.": "127.0.0.1", "router.example.test.": "127.0.0.1", "files.example.org.": "127.0.0.1"})
 	pebble := testutil.StartPebble(t, pebbleBin, testutil.PebbleOptions{HTTPPort: httpPort, TLSPort: httpsPort, DNSServer: dns})
 
 	setup := &localsetup.Service{
@@ -147,5 +153,29 @@ func TestHTTPSFromACMEServer(t *testing.T) {
 	if out, err := exec.Command("curl", "-sS", "--max-time", "5", "--cacert", pebble.DirRootFile,
 		"--resolve", fmt.Sprintf("files.example.test:%d:127.0.0.1", httpsPort), url).CombinedOutput(); err == nil {
 		t.Fatalf("curl trusted the certificate under an unrelated root: %s", out)
+	}
+
+	// The tunnel's own domain: its own certificate, from the same CA.
+	orgURL := fmt.Sprintf("https://files.example.org:%d/own/", httpsPort)
+	testutil.Eventually(t, 90*time.Second, "https://files.example.org (the tunnel's own domain) through caddy", func() error {
+		out, err := exec.Command("curl", "-sS", "--max-time", "5", "--cacert", rootFile,
+			"--resolve", fmt.Sprintf("files.example.org:%d:127.0.0.1", httpsPort), orgURL).CombinedOutput()
+		body = string(out)
+		if err != nil {
+			return fmt.Errorf("curl: %v: %s", err, out)
+		}
+		return nil
+	})
+	if body != "machine web app, path /own/" {
+		t.Fatalf("at the tunnel's own domain: %q", body)
+	}
+	conn, err = tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort), &tls.Config{ServerName: "files.example.org", RootCAs: pool})
+	if err != nil {
+		t.Fatalf("the own domain's certificate does not verify against pebble's root: %v", err)
+	}
+	leaf = conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if leaf.VerifyHostname("files.example.org") != nil || !strings.Contains(leaf.Issuer.CommonName, "Pebble") {
+		t.Fatalf("own domain's certificate for %v issued by %q", leaf.DNSNames, leaf.Issuer.CommonName)
 	}
 }

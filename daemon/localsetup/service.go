@@ -54,11 +54,15 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	for _, tg := range targets {
 		more[tg.TunnelID] = append(more[tg.TunnelID], tg.RemotePort)
 	}
+	domains, err := t.Store.TunnelDomains(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []webproxy.HTTPTunnel
 	for _, tn := range ts {
 		if tn.Kind == "http" && tn.Subdomain != "" && !tn.Paused {
 			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort, More: more[tn.ID], Balance: tn.Balance,
-				Health: webproxy.Health(tn.Health)})
+				Health: webproxy.Health(tn.Health), Domains: domains[tn.ID]})
 		}
 	}
 	return out, nil

@@ -469,6 +469,8 @@ type Tunnel struct {
 	Targets []TargetView `json:"targets,omitempty"`
 	Balance string       `json:"balance,omitempty"`
 	Health  *HealthView  `json:"health,omitempty"`
+	// Domains are its own names besides <subdomain>.<domain> (domains.go).
+	Domains []DomainView `json:"domains,omitempty"`
 }
 
 // Reachability is an http tunnel's last probe through the web proxy.
@@ -492,6 +494,7 @@ type tunnelContext struct {
 	machines map[int64]store.Machine
 	probes   map[int64]store.TunnelProbe
 	targets  map[int64][]store.Target // by tunnel
+	domains  map[int64][]string       // by tunnel
 	health   HealthResults
 	now      time.Time
 }
@@ -518,6 +521,9 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 	c.targets = map[int64][]store.Target{}
 	for _, t := range ts {
 		c.targets[t.TunnelID] = append(c.targets[t.TunnelID], t)
+	}
+	if c.domains, err = s.Store.TunnelDomains(ctx); err != nil {
+		return c, err
 	}
 	c.health = s.Health
 	if c.health == nil {
@@ -557,6 +563,7 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 			out.Health = &HealthView{Path: t.Health.Path, IntervalS: t.Health.IntervalS, ExpectStatus: t.Health.ExpectStatus}
 		}
 		out.Targets = c.targetViews(t, out)
+		out.Domains = c.domainViews(t)
 	case "tcp", "udp":
 		a := net.JoinHostPort(c.x.tcpHost(t), strconv.Itoa(t.RemotePort))
 		out.Address = &a
@@ -634,8 +641,10 @@ type TunnelInput struct {
 	AllowIPs *[]string `json:"allow_ips"`
 	// Several machines serving an http tunnel (targets.go).
 	Targets *[]TargetInput `json:"targets"`
-	Balance *string        `json:"balance"`
-	Health  *HealthInput   `json:"health"`
+	// Domains are an http tunnel's own names (domains.go).
+	Domains *[]string    `json:"domains"`
+	Balance *string      `json:"balance"`
+	Health  *HealthInput `json:"health"`
 }
 
 // Tunnels lists tunnels, of one machine when machineID is not 0.
@@ -778,6 +787,10 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 			return Tunnel{}, err
 		}
 	}
+	domains, err := s.planDomains(ctx, t, in)
+	if err != nil {
+		return Tunnel{}, err
+	}
 	access, err := planAccess(t, store.TunnelAccess{Access: "public"}, in)
 	if err != nil {
 		return Tunnel{}, err
@@ -798,6 +811,12 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 			// Never leave a tunnel public that was asked for with a gate.
 			s.Store.DeleteTunnel(ctx, created.ID)
 			return Tunnel{}, err
+		}
+	}
+	if domains != nil && len(*domains) > 0 {
+		if err := s.Store.SetTunnelDomains(ctx, created.ID, *domains); err != nil {
+			s.Store.DeleteTunnel(ctx, created.ID)
+			return Tunnel{}, domainTaken(err)
 		}
 	}
 	if targets != nil && len(*targets) > 0 {
@@ -858,6 +877,10 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 			return Tunnel{}, err
 		}
 	}
+	domains, err := s.planDomains(ctx, t, in)
+	if err != nil {
+		return Tunnel{}, err
+	}
 	before := s.targetMachines(ctx, t.ID)
 	cur, err := s.currentAccess(ctx, t.ID)
 	if err != nil {
@@ -870,8 +893,8 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if err := access.hash(ctx); err != nil {
 		return Tunnel{}, err
 	}
-	if err := s.Store.UpdateTunnelTargets(ctx, t, targets, s.Ports); err != nil {
-		return Tunnel{}, targetsError(err)
+	if err := s.Store.UpdateTunnelParts(ctx, t, targets, domains, s.Ports); err != nil {
+		return Tunnel{}, targetsError(domainTaken(err))
 	}
 	// The machines serving it before and after: their configs name it.
 	for _, id := range append(before, s.targetMachines(ctx, t.ID)...) {
@@ -902,7 +925,7 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 func onlyPause(in TunnelInput) bool {
 	return in.Paused != nil && in.MachineID == nil && in.Name == nil && in.Kind == nil && in.LocalPort == nil &&
 		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil &&
-		in.Targets == nil && in.Balance == nil && in.Health == nil
+		in.Targets == nil && in.Balance == nil && in.Health == nil && in.Domains == nil
 }
 
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its

@@ -120,6 +120,45 @@ func (c *Checker) CheckDNS(ctx context.Context, domain string) (DNSResult, error
 	return DNSResult{OK: true, ResolvedTo: addrs[0].String(), Host: host}, nil
 }
 
+// CheckName checks that host, one of a tunnel's own domains, reaches this
+// server: it must resolve to an address router.<domain> resolves to (a
+// CNAME to router.<domain> does; so does an A or AAAA record with this
+// server's address). The message says what to change when it does not.
+func (c *Checker) CheckName(ctx context.Context, host, domain string) (DNSResult, error) {
+	router := "router." + domain
+	if !ValidHostname(host) || !ValidHostname(router) {
+		return DNSResult{}, ErrInvalidHost
+	}
+	want := fmt.Sprintf("add a CNAME record %s → %s (or an A/AAAA record with this server's address)", host, router)
+	ours, err := c.lookup(ctx, router)
+	if err != nil || len(ours) == 0 {
+		return DNSResult{Host: host, Message: fmt.Sprintf("%s, which %s should resolve like, does not resolve itself: fix it first (check-dns)", router, host)}, nil
+	}
+	addrs, err := c.lookup(ctx, host)
+	switch {
+	case err != nil:
+		var dnsErr *net.DNSError
+		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+			return DNSResult{Host: host, Message: fmt.Sprintf("%s does not resolve: %s", host, want)}, nil
+		}
+		if errors.As(err, &dnsErr) && dnsErr.IsTimeout {
+			return DNSResult{Host: host, Message: fmt.Sprintf("looking up %s timed out after %s", host, LookupTimeout)}, nil
+		}
+		return DNSResult{Host: host, Message: c.lookupFailure(host, err)}, nil
+	case len(addrs) == 0:
+		return DNSResult{Host: host, Message: fmt.Sprintf("%s has no address records: %s", host, want)}, nil
+	}
+	for _, a := range addrs {
+		for _, o := range ours {
+			if a == o {
+				return DNSResult{OK: true, Host: host, ResolvedTo: a.String()}, nil
+			}
+		}
+	}
+	return DNSResult{Host: host, ResolvedTo: addrs[0].String(), Message: fmt.Sprintf("%s resolves to %s, not to this server (%s is %s): %s",
+		host, addrs[0], router, ours[0], want)}, nil
+}
+
 // lookupFailure says in words why looking up host failed, for a failure
 // other than "no such name" and a timeout: which server and what it did.
 // The server is the one c asks (a DNSError names the system's, which

@@ -16,7 +16,7 @@ import (
 var copyTables = []string{
 	"settings", "sessions", "audit_log",
 	"totp_devices", "totp_enrollment", "backup_codes", "login_pending",
-	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets",
+	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets", "tunnel_domains",
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
 }

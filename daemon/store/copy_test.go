@@ -59,6 +59,7 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	must(s.SetTunnelAccess(ctx, TunnelAccess{TunnelID: tu.ID, Access: "password", PasswordHash: "$argon2id$pw", AllowIPs: []string{"192.0.2.0/24"}}))
 	_, err = s.SetTargets(ctx, tu.ID, []TargetSpec{{MachineID: m.ID, LocalPort: 8081}}, PortRange{Lo: 20000, Hi: 20100})
 	must(err)
+	must(s.SetTunnelDomains(ctx, tu.ID, []string{"app.example.org"}))
 	must(s.InsertStaleTokenAttempt(ctx, StaleTokenAttempt{CreatedAt: now, ClientAddr: "198.51.100.1", Reason: "unknown token"}))
 	must(s.InsertEvent(ctx, Event{CreatedAt: now, Source: "machine", Kind: "machine_registered", MachineID: m.ID, Message: "nas joined"}))
 	must(s.ApplyTraffic(ctx, now.Unix()/60, "2027-01-15", []TrafficObservation{{Proxy: "m1.ssh", MachineID: m.ID, DayIn: 10, DayOut: 20, Conns: 1}},

@@ -61,12 +61,17 @@ func (s *Store) SetTargets(ctx context.Context, tunnelID int64, want []TargetSpe
 	return out, s.announce(err, TopicTunnels)
 }
 
-// UpdateTunnelTargets is UpdateTunnel and, when want is not nil,
-// SetTargets, in one transaction: both or neither.
-func (s *Store) UpdateTunnelTargets(ctx context.Context, t Tunnel, want *[]TargetSpec, r PortRange) error {
+// UpdateTunnelParts is UpdateTunnel and, when they are not nil,
+// SetTargets and SetTunnelDomains, in one transaction: all or nothing.
+func (s *Store) UpdateTunnelParts(ctx context.Context, t Tunnel, want *[]TargetSpec, domains *[]string, r PortRange) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
 		if err := affectOne(tx.exec(ctx, updateTunnel, updateTunnelArgs(t)...)); err != nil {
 			return tunnelConflict(err)
+		}
+		if domains != nil {
+			if err := setDomains(ctx, tx, t.ID, *domains); err != nil {
+				return err
+			}
 		}
 		if want == nil {
 			return nil

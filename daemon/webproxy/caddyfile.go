@@ -35,6 +35,9 @@ type HTTPTunnel struct {
 	// Health, when its Path is set, is Caddy's active health check of
 	// every target.
 	Health Health
+	// Domains are the tunnel's own names, served (and certified) besides
+	// <Subdomain>.<domain>.
+	Domains []string
 }
 
 // Health is an active health check: GET Path with the site's Host every
@@ -144,7 +147,7 @@ http://router.{{.Domain}}, http://*.{{.Domain}} {
 }
 {{- range .Tunnels}}
 
-{{$.Addr .Subdomain}} {
+{{$.Addrs .}} {
 {{- if $.Gated .Subdomain}}
 	{{template "gate" dict $ .}}
 {{- else}}
@@ -238,6 +241,19 @@ func (view) MaxConns() int { return TunnelMaxConns }
 // Host is sub's host name.
 func (v view) Host(sub string) string { return sub + "." + v.Domain }
 
+// Addrs is t's site address list: its subdomain's, then its own domains'.
+func (v view) Addrs(t HTTPTunnel) string {
+	out := v.Addr(t.Subdomain)
+	for _, d := range t.Domains {
+		if v.PlainHTTPPort != 0 {
+			out += fmt.Sprintf(", http://%s:%d", d, v.PlainHTTPPort)
+		} else {
+			out += ", " + d
+		}
+	}
+	return out
+}
+
 func (v view) Addr(sub string) string {
 	host := sub + "." + v.Domain
 	if v.PlainHTTPPort != 0 {
@@ -286,6 +302,11 @@ func (in Input) check() error {
 		for _, p := range t.More {
 			if err := validate.Port(p); err != nil {
 				return fmt.Errorf("tunnel %s target: %w", t.Subdomain, err)
+			}
+		}
+		for _, d := range t.Domains {
+			if err := validate.Domain(d); err != nil || !strings.Contains(d, ".") {
+				return fmt.Errorf("tunnel %s: domain %q is not a fully qualified domain name", t.Subdomain, d)
 			}
 		}
 		if t.Balance != "" && t.Balance != "failover" && t.Balance != "round_robin" {

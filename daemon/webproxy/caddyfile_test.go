@@ -100,6 +100,12 @@ func TestGoldenCaddyfiles(t *testing.T) {
 				{Subdomain: "grafana", Port: 20007, More: []int{20008}, Balance: "round_robin", Health: Health{Path: "/api/health", IntervalS: 30}},
 				{Subdomain: "nas-ui", Port: 20003, More: []int{20004}, Balance: "round_robin"},
 			}},
+		// Tunnels with their own domains, one of them gated.
+		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck},
+			Tunnels: []HTTPTunnel{
+				{Subdomain: "wiki", Port: 20011, Domains: []string{"wiki.example.org", "docs.example.net"}},
+				{Subdomain: "blog", Port: 20012, Domains: []string{"blog.example.org"}},
+			}},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -121,6 +127,8 @@ func TestRenderRefusesBadTargets(t *testing.T) {
 		want string
 	}{
 		{HTTPTunnel{Subdomain: "a", Port: 20001, More: []int{70000}}, "tunnel a target: "},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Domains: []string{"x.org {"}}, `tunnel a: domain "x.org {" is not a fully qualified domain name`},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, Domains: []string{"localhost"}}, `tunnel a: domain "localhost" is not a fully qualified domain name`},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Balance: "random"}, `tunnel a: balance "random"`},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/x {", IntervalS: 5}}, "health.path must start with /"},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "healthz", IntervalS: 5}}, "health.path must start with /"},

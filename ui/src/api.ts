@@ -340,6 +340,8 @@ export interface Tunnel {
   // HTTP: the machines serving it, its own first; how to pick; the check.
   targets?: TunnelTarget[]; balance?: 'failover' | 'round_robin';
   health?: { path: string; interval_s: number; expect_status: number };
+  // HTTP: its own names besides url, each with the DNS record it needs.
+  domains?: { name: string; url: string; dns: string }[];
 }
 export interface TunnelTarget {
   machine_id: number; machine_name: string; local_port: number; remote_port: number;

@@ -449,8 +449,12 @@ function journey(size, viewport, opts = {}) {
         await form.getByRole('button', { name: 'Add a machine' }).click();
         await form.getByLabel('Its local port').fill('8091');
         await form.getByLabel('Health check path').fill('/healthz');
+        await form.getByLabel('Own domains').fill('Pool.Example.ORG');
         await form.getByRole('button', { name: 'Create tunnel' }).click();
         const pool = page.getByRole('row').filter({ hasText: 'pool' });
+        // Its own domain, with the record DNS needs.
+        await pool.getByRole('link', { name: 'https://pool.example.org' }).waitFor();
+        await pool.getByText('DNS: a CNAME record pool.example.org → router.example.test (or an A/AAAA record with the same address as router.example.test)').waitFor();
         await pool.getByText('Served by 2 machines (failover, in this order), checked every 10 s at /healthz').waitFor();
         await pool.locator('[data-target="nas-cellar"]').getByText(/:8091/).waitFor();
         await pool.locator('[data-target="nas-cellar"]').first().getByText(/not checked yet/).waitFor();

@@ -29,6 +29,16 @@ export function reachedAt(t: Tunnel): Child {
   return h('code', { class: 'url' }, t.address ?? `port ${t.remote_port ?? '?'}`);
 }
 
+/** An HTTP tunnel's own domains, each with the DNS record it needs. */
+function ownDomains(t: Tunnel): Child {
+  if (!t.domains?.length) return null;
+  return h('ul', { class: 'plain own-domains small' }, t.domains.map((d) => h('li', null,
+    h('a', { href: d.url, target: '_blank', rel: 'noopener', class: 'url' }, d.url), h('div', { class: 'muted' }, `DNS: ${d.dns}`))));
+}
+
+/** What GET /api/tunnels/{id}/dns found for one own domain. */
+interface DomainDNS { domain: string; ok: boolean; resolved_to?: string; message?: string }
+
 /** A tunnel that is not active yet (or any more), and why; null when active. */
 export function tunnelState(t: Tunnel): Child | null {
   if (!t.status || t.status === 'active') return null;
@@ -73,6 +83,9 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
   const access = accessControl(t);
   const targets = targetsControl(t, kindFixed);
+  const domains = field('Own domains', { type: 'text', name: 'domains', autocomplete: 'off', spellcheck: 'false', placeholder: 'app.example.org, www.example.org',
+    value: (t.domains ?? []).map((d) => d.name).join(', ') },
+  'Optional: names of your own domains this site is also served at, comma-separated. Point each at this server in DNS (a CNAME to router.<domain>); certificates follow.');
   for (const i of [name.input, sub.input]) {
     i.addEventListener('input', () => {
       const low = i.value.toLowerCase();
@@ -88,13 +101,18 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
     pub.row.hidden = http;
     access.sync(http);
     targets.sync(http);
+    domains.row.hidden = !http;
   };
   kind.input.addEventListener('change', sync);
   sync();
   const body = () => {
     const http = kind.input.value === 'http';
     const b: Record<string, unknown> = { name: name.input.value.trim(), local_port: Number(port.input.value) };
-    if (http) Object.assign(b, { subdomain: sub.input.value.trim() }, access.body(), targets.body({ machine_id: ownMachine(), local_port: Number(port.input.value) }));
+    if (http) {
+      Object.assign(b, { subdomain: sub.input.value.trim() }, access.body(), targets.body({ machine_id: ownMachine(), local_port: Number(port.input.value) }));
+      const ds = domains.input.value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+      if (ds.length || kindFixed) b.domains = ds;
+    }
     else b.public = pub.input.checked;
     if (!kindFixed) b.kind = kind.input.value;
     return b;
@@ -102,12 +120,12 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   // After a create: empty again but for the kind (and the machine), so a
   // second submit cannot collide with the tunnel just made.
   const reset = () => {
-    for (const i of [name.input, port.input, sub.input]) i.value = '';
+    for (const i of [name.input, port.input, sub.input, domains.input]) i.value = '';
     pub.input.checked = false;
     access.reset();
     targets.reset();
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines };
+  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
@@ -136,6 +154,12 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
     ['State', 'c-state'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']];
   return table(heads, ts.map((t) => {
     const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t, n));
+    const dns = t.domains?.length ? rowButton('Check DNS', t.name, (b) => void busy(b, n, async () => {
+      const rs = await ctx.api.get<DomainDNS[]>(`/api/tunnels/${t.id}/dns`);
+      const bad = (rs ?? []).filter((r) => !r.ok);
+      if (bad.length) throw new Error(bad.map((r) => r.message).join(' '));
+      n.ok(`${(rs ?? []).map((r) => r.domain).join(', ')}: DNS points at this server.`);
+    })) : null;
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
       await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`, undefined, { timeout: 20_000 });
       emit('tunnels');
@@ -153,9 +177,9 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
       h('div', { class: 'main-cell' },
         h('div', null, h('strong', { class: 'name' }, t.name), ' ', badge(t.kind.toUpperCase())),
         h('div', null, reachedAt(t), h('span', { class: 'muted small' }, ` → local port ${t.local_port}`)),
-        accessLabel(t)),
+        ownDomains(t), accessLabel(t)),
       ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'name' }, machineName(t))] : []),
-      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, probe, del)];
+      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, probe, dns, del)];
   }), 'No tunnels yet.', 'Tunnels', 'data-table');
 }
 

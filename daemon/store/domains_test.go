@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestTunnelDomainsBelongToOneTunnel: a domain is one tunnel's at most, a
+// refused change changes nothing, and deleting the tunnel frees its
+// domains, on both engines.
+func TestTunnelDomainsBelongToOneTunnel(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		r := PortRange{Lo: 30000, Hi: 30099}
+		m, err := s.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: time.Now(), Ports: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, sub := range []string{"wiki", "blog"} {
+			tu, err := s.InsertTunnel(ctx, Tunnel{MachineID: m.ID, Name: sub, Kind: "http", LocalPort: 80, Subdomain: sub}, r, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, tu.ID)
+		}
+		if err := s.SetTunnelDomains(ctx, ids[0], []string{"wiki.example.org", "docs.example.org"}); err != nil {
+			t.Fatal(err)
+		}
+		var taken *DomainTakenError
+		if err := s.SetTunnelDomains(ctx, ids[1], []string{"blog.example.org", "docs.example.org"}); !errors.As(err, &taken) || taken.Domain != "docs.example.org" ||
+			taken.TunnelID != ids[0] || !errors.Is(err, ErrConflict) {
+			t.Fatalf("another tunnel's domain: %v", err)
+		}
+		ds, err := s.TunnelDomains(ctx)
+		if err != nil || fmt.Sprint(ds) != fmt.Sprintf("map[%d:[docs.example.org wiki.example.org]]", ids[0]) {
+			t.Fatalf("domains after a refused change: %v %v", ds, err)
+		}
+		if owner, err := s.DomainOwner(ctx, "wiki.example.org"); err != nil || owner != ids[0] {
+			t.Fatalf("owner: %d %v", owner, err)
+		}
+		if err := s.DeleteTunnel(ctx, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DomainOwner(ctx, "wiki.example.org"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a deleted tunnel's domain: %v", err)
+		}
+		if err := s.SetTunnelDomains(ctx, ids[1], []string{"docs.example.org"}); err != nil {
+			t.Fatalf("a freed domain: %v", err)
+		}
+	})
+}
