@@ -144,7 +144,48 @@ func tunnelChanges(old, t machines.Tunnel, in machines.TunnelInput) string {
 		c.note("password removed")
 	}
 	c.add("allow list", allowWords(old.AllowIPs), allowWords(t.AllowIPs))
+	c.add("other machines", targetWords(old.Targets), targetWords(t.Targets))
+	c.add("balance", old.Balance, t.Balance)
+	c.add("health check", healthWords(old.Health), healthWords(t.Health))
+	c.add("own domains", domainWords(old.Domains), domainWords(t.Domains))
 	return c.String()
+}
+
+// targetWords lists the machines serving a site besides its own
+// ("standby:8081, nas-2:8080"; "none").
+func targetWords(ts []machines.TargetView) string {
+	if len(ts) < 2 {
+		return "none"
+	}
+	var parts []string
+	for _, t := range ts[1:] {
+		parts = append(parts, fmt.Sprintf("%s:%d", t.MachineName, t.LocalPort))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// healthWords is a health check in words ("none" when there is none).
+func healthWords(h *machines.HealthView) string {
+	if h == nil {
+		return "none"
+	}
+	status := "any 2xx"
+	if h.ExpectStatus != 0 {
+		status = fmt.Sprint(h.ExpectStatus)
+	}
+	return fmt.Sprintf("GET %s every %d s, %s", h.Path, h.IntervalS, status)
+}
+
+// domainWords lists a tunnel's own domains ("none").
+func domainWords(ds []machines.DomainView) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, d := range ds {
+		names = append(names, d.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // recordChanges records c under kind, unless nothing changed.

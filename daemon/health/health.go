@@ -92,13 +92,22 @@ func (c *Checker) log() *slog.Logger {
 	return c.Log
 }
 
-// Run checks every second which tunnels are due, until ctx ends.
+// Run checks every second which tunnels are due, until ctx ends. A
+// store that cannot be read is logged when that starts and when it ends,
+// not every second.
 func (c *Checker) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	failing := ""
 	for {
-		if err := c.Tick(ctx); err != nil && ctx.Err() == nil {
-			c.log().Warn("health checks: cannot read the tunnels", "err", err)
+		err := c.Tick(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != failing:
+			failing = err.Error()
+			c.log().Warn("health checks: cannot read the tunnels; the last results stay shown", "err", err)
+		case err == nil && failing != "":
+			failing = ""
+			c.log().Info("health checks: reading the tunnels again")
 		}
 		select {
 		case <-ctx.Done():
@@ -122,6 +131,16 @@ func (c *Checker) Tick(ctx context.Context) error {
 	ts, err := c.Store.ListTunnels(ctx, 0)
 	if err != nil {
 		return err
+	}
+	checked := false
+	for _, t := range ts {
+		checked = checked || (t.Kind == "http" && t.Health.Path != "")
+	}
+	c.mu.Lock()
+	nothing := !checked && len(c.results) == 0
+	c.mu.Unlock()
+	if nothing {
+		return nil // nothing to check, nothing to forget
 	}
 	targets, err := c.Store.ListTargets(ctx, 0)
 	if err != nil {
