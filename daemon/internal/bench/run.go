@@ -49,10 +49,10 @@ var Figures = []Figure{
 
 // means says, for the figures whose value speaks for itself, what it
 // means for an operator's VPS (%v: the row's value, in its unit). The
-// pinned open loop has none: its in-process generator shares the other
-// CPU with frpc and the origin, and its p99 spreads from run to run
-// (16, 130 and 338 ms in one `make bench`), so it says more about that
-// CPU than about a VPS.
+// pinned open loop has none: at 0.8 of the rate Caddy alone holds, the
+// tunnel needs about as much of the VPS's one CPU as there is (its row
+// gives the CPU per request of both), so its p99 is the length of a
+// queue that grows with the run, not a latency a VPS would show.
 var means = map[string]string{
 	"gate-pinned":     "An access gate checks a signed-in visitor in about %.0f µs (median): a gated site is not noticeably slower.",
 	"disconnect":      "A machine whose tunnel client stops shows offline in the dashboard within %.2g s.",
