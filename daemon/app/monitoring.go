@@ -63,7 +63,7 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	// The targets of sites served by several machines, checked as Caddy
 	// checks them, for the dashboard's words and the notifications.
 	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: time.Now, Domain: localsetup.Settings{Store: a.Store}.Domain,
-		Notify: sender.Notify}
+		Notify: sender.Notify, Lease: a.lease("health events", 3*time.Minute)}
 	if a.Machines != nil {
 		a.Machines.Health = checker
 	}
@@ -94,6 +94,16 @@ func (a *App) httpsSites(ctx context.Context) (string, []string, error) {
 	for _, t := range ts {
 		if t.Kind == "http" && t.Subdomain != "" {
 			names = append(names, t.Subdomain+"."+v.Domain)
+		}
+	}
+	// The tunnels' own domains: Caddy holds their certificates too.
+	own, err := a.Store.TunnelDomains(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, t := range ts {
+		if t.Kind == "http" && !t.Paused {
+			names = append(names, own[t.ID]...)
 		}
 	}
 	return net.JoinHostPort(host, "443"), names, nil

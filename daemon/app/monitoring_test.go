@@ -10,8 +10,8 @@ import (
 )
 
 // The certificate watcher asks the web proxy where it serves HTTPS, for
-// the dashboard's name and every HTTP tunnel's: nothing before install,
-// bind_ip once it is set.
+// the dashboard's name and every HTTP tunnel's, its own domains included:
+// nothing before install, bind_ip once it is set.
 func TestHTTPSSites(t *testing.T) {
 	ctx := context.Background()
 	a := testApp(t, "")
@@ -29,13 +29,14 @@ func TestHTTPSSites(t *testing.T) {
 		in := machines.TunnelInput{MachineID: &reg.MachineID, Name: &tu.name, Kind: &tu.kind, LocalPort: &port}
 		if tu.sub != "" {
 			in.Subdomain = &tu.sub
+			in.Domains = &[]string{"wiki.example.org"}
 		}
 		if _, err := a.Machines.CreateTunnel(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 	}
 	addr, names, err := a.httpsSites(ctx)
-	if err != nil || addr != "127.0.0.1:443" || !slices.Equal(names, []string{"router.example.com", "wiki.example.com"}) {
+	if err != nil || addr != "127.0.0.1:443" || !slices.Equal(names, []string{"router.example.com", "wiki.example.com", "wiki.example.org"}) {
 		t.Fatalf("after install: %q %v %v", addr, names, err)
 	}
 	if err := set.SetBindIP(ctx, "192.0.2.10"); err != nil {

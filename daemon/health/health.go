@@ -53,6 +53,10 @@ type Checker struct {
 	Now    func() time.Time
 	// Addr is where a tunnel port is reached (default 127.0.0.1:port).
 	Addr func(port int) string
+	// Lease, when set, says whether this edge holds the cluster's lease:
+	// every edge checks (each shows its own results), and only the holder
+	// records the changes and sends the notifications, once for all.
+	Lease func(ctx context.Context) bool
 
 	mu      sync.Mutex
 	results map[key]Result
@@ -247,6 +251,10 @@ func (c *Checker) checkTunnel(ctx context.Context, t store.Tunnel, host string, 
 	wasDown := c.allDown[t.ID]
 	c.allDown[t.ID] = up == 0
 	c.mu.Unlock()
+	told := len(events) > 0 || (up == 0) != wasDown
+	if told && c.Lease != nil && !c.Lease(ctx) {
+		return // another edge tells
+	}
 	for _, e := range events {
 		e.CreatedAt = c.now()
 		if err := c.Store.InsertEvent(ctx, e); err != nil && !store.Unavailable(err) {

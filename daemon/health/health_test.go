@@ -193,6 +193,16 @@ func TestTickRecordsChangesAndTellsWhenTheSiteIsDown(t *testing.T) {
 	if es := events(); len(es) != 3 || !strings.HasPrefix(es[0], `target_up: wiki.example.test on machine "standby" (port 81) is up: GET /healthz answered 200 OK in`) {
 		t.Fatalf("events: %q", es)
 	}
+	// Another edge holds the lease: this one keeps its results for its
+	// dashboard, and records and sends nothing.
+	c.Lease = func(context.Context) bool { return false }
+	up[1].Store(false)
+	up[0].Store(false)
+	tick(10 * time.Second)
+	if r, _ := c.Result(web.ID, ts[0].RemotePort); r.State != "down" || len(events()) != 3 || len(sent) != 2 {
+		t.Fatalf("without the lease: %+v, %d events, %d notifications", r, len(events()), len(sent))
+	}
+	c.Lease = nil
 	// No check any more: the results go.
 	web.Health = store.Health{}
 	if err := st.UpdateTunnel(ctx, web); err != nil {
