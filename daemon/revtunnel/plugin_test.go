@@ -103,6 +103,16 @@ func newUserConn(user, proxy string, metas map[string]string) string {
 		user, m, proxy)
 }
 
+// answer is the plugin's answer to body, which must be a 200.
+func (r *pluginRig) answer(t *testing.T, body string) string {
+	t.Helper()
+	w := r.call(body)
+	if w.Code != 200 {
+		t.Fatalf("plugin: %d %s", w.Code, w.Body)
+	}
+	return strings.TrimSpace(w.Body.String())
+}
+
 // call posts body to the plugin as frps does and returns the answer.
 func (r *pluginRig) call(body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest("POST", frpconf.PluginPath+"?op=NewUserConn", strings.NewReader(body))
@@ -253,14 +263,7 @@ func TestPausedTunnelRefused(t *testing.T) {
 		}
 		return tn.RemotePort
 	}
-	answer := func(body string) string {
-		t.Helper()
-		w := r.call(body)
-		if w.Code != 200 {
-			t.Fatalf("plugin: %d %s", w.Code, w.Body)
-		}
-		return strings.TrimSpace(w.Body.String())
-	}
+	answer := func(body string) string { t.Helper(); return r.answer(t, body) }
 	const ok = `{"reject":false,"unchange":true}`
 	pause := func(on bool) {
 		t.Helper()
@@ -384,14 +387,7 @@ func TestTargetProxies(t *testing.T) {
 	tg := web.Targets[1]
 	targets, _ := r.svc.Store.TargetsOf(ctx, web.ID)
 	proxy := func(m pluginMachine) string { return m.user + "." + frpconf.TargetProxy(targets[0].ID) }
-	answer := func(body string) string {
-		t.Helper()
-		w := r.call(body)
-		if w.Code != 200 {
-			t.Fatalf("plugin: %d %s", w.Code, w.Body)
-		}
-		return strings.TrimSpace(w.Body.String())
-	}
+	answer := func(body string) string { t.Helper(); return r.answer(t, body) }
 	const ok = `{"reject":false,"unchange":true}`
 	bm := map[string]string{"token": standby.secret}
 	if got := answer(proxyCallAs("NewProxy", standby.user, proxy(standby), "tcp", tg.RemotePort, bm)); got != ok {

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -15,30 +13,12 @@ import (
 func TestMachineVersionsUpgrade(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite3", dsn(filepath.Join(dir, DBFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &Store{db: db, writer: make(chan struct{}, 1)}
-	db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT '')`)
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.version >= 253 {
-			break
-		}
-		if _, err := db.Exec(m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-		db.Exec("INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name)
-	}
+	db := sqliteBefore(t, dir, 253)
 	if _, err := db.Exec(`INSERT INTO machines(name, username, created_at, secret_hash, secret_sealed, agent_token_hash, tunnel_port, agent_port, agent_local_port)
 		VALUES ('nas', 'u', 0, 's', '', 'a', 20001, 20002, 7000)`); err != nil {
 		t.Fatal(err)
 	}
-	old.Close()
+	db.Close()
 
 	s := openAt(t, dir)
 	m, err := s.GetMachine(ctx, 1)

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"path/filepath"
 	"testing"
 )
 
@@ -15,34 +13,14 @@ import (
 func TestUpgradeWithDuplicateMachineNames(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite3", dsn(filepath.Join(dir, DBFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &Store{db: db, writer: make(chan struct{}, 1)}
-	if _, err := db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT '')`); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.version >= 70 {
-			break
-		}
-		if _, err := db.Exec(m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-		db.Exec("INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name)
-	}
+	db := sqliteBefore(t, dir, 70)
 	for i, name := range []string{"pi", "PI", "nas", "pi"} {
 		if _, err := db.Exec(`INSERT INTO machines(name, username, created_at, secret_hash, secret_sealed, agent_token_hash, tunnel_port, agent_port, agent_local_port)
 			VALUES (?, 'u', 0, ?, '', ?, 0, 0, 0)`, name, "s"+name+string(rune('0'+i)), "a"+name+string(rune('0'+i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old.Close()
+	db.Close()
 
 	s, err := Open(ctx, dir)
 	if err != nil {

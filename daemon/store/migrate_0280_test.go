@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,27 +14,7 @@ import (
 func TestUpgradeToUDPTunnels(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := sql.Open("sqlite3", dsn(filepath.Join(dir, DBFile)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &Store{db: db, writer: make(chan struct{}, 1)}
-	if _, err := db.Exec(schemaMigrations[false]); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.version >= 280 {
-			break
-		}
-		if _, err := db.Exec(m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-		db.Exec("INSERT INTO schema_migrations(version, name) VALUES (?, ?)", m.version, m.name)
-	}
+	db := sqliteBefore(t, dir, 280)
 	for _, q := range []string{
 		`INSERT INTO machines(name, username, created_at, secret_hash, secret_sealed, agent_token_hash, tunnel_port, agent_port, agent_local_port)
 			VALUES ('nas', 'u', 0, 's', '', 'a', 0, 0, 0)`,
@@ -55,7 +33,7 @@ func TestUpgradeToUDPTunnels(t *testing.T) {
 	if _, err := db.Exec("INSERT INTO tunnels(machine_id, name, kind, local_port, remote_port, created_at) VALUES (1, 'dns', 'udp', 53, 20003, 8)"); err == nil {
 		t.Fatal("the old schema took a udp tunnel: the test starts from the wrong schema")
 	}
-	old.Close()
+	db.Close()
 
 	s, err := Open(ctx, dir)
 	if err != nil {
