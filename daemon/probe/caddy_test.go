@@ -3,9 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +20,7 @@ func TestProbeThroughRealCaddy(t *testing.T) {
 	if _, err := exec.LookPath("caddy"); err != nil {
 		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
 	}
-	dir := t.TempDir()
 	port := testutil.FreePort(t)
-	caddyfile := filepath.Join(dir, "Caddyfile")
 	conf := fmt.Sprintf(`{
 	admin off
 	auto_https disable_redirects
@@ -37,14 +33,7 @@ https://wiki.example.test:%d {
 	respond "wiki" 200
 }
 `, port)
-	if err := os.WriteFile(caddyfile, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("XDG_DATA_HOME", dir)
-	t.Setenv("XDG_CONFIG_HOME", dir)
-	t.Setenv("HOME", dir)
-	testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
-	testutil.WaitListening(t, port, 15*time.Second)
+	testutil.StartCaddy(t, []byte(conf), port)
 
 	st := newStore(t)
 	ids := addTunnels(t, st, "wiki", "grafana")

@@ -6,9 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -133,16 +131,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	caddyfile := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(caddyfile, file, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("XDG_DATA_HOME", dir)
-	t.Setenv("XDG_CONFIG_HOME", dir)
-	t.Setenv("HOME", dir)
-	testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
-	testutil.WaitListening(t, caddyPort, 15*time.Second)
+	testutil.StartCaddy(t, file, caddyPort)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func() answer {

@@ -241,3 +241,21 @@ func TunnelPorts(t testing.TB) int {
 	t.Cleanup(release)
 	return lo
 }
+
+// StartCaddy runs a real caddy on the Caddyfile file, with its data and
+// config (certificates, autosave) in a directory of the test's, and
+// returns once it listens on port.
+func StartCaddy(t *testing.T, file []byte, port int) *Proc {
+	t.Helper()
+	dir := t.TempDir()
+	caddyfile := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(caddyfile, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_DATA_HOME", dir)
+	t.Setenv("XDG_CONFIG_HOME", dir)
+	t.Setenv("HOME", dir)
+	p := Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
+	WaitListening(t, port, 15*time.Second)
+	return p
+}
