@@ -58,6 +58,8 @@ type Checker struct {
 	// records the changes and sends the notifications, once for all.
 	Lease func(ctx context.Context) bool
 
+	checked store.Memo[struct{}, []store.Tunnel]
+
 	mu      sync.Mutex
 	results map[key]Result
 	next    map[int64]time.Time // when each tunnel is checked next
@@ -132,16 +134,13 @@ type target struct {
 // Tick checks the targets of every tunnel whose check is due, each
 // tunnel's targets at once, and waits for them.
 func (c *Checker) Tick(ctx context.Context) error {
-	ts, err := c.Store.ListTunnels(ctx, 0)
+	// Read again only after a commit: most seconds nothing changed.
+	ts, err := c.checked.Get(c.Store, struct{}{}, func() ([]store.Tunnel, error) { return c.Store.ListCheckedTunnels(ctx) })
 	if err != nil {
 		return err
 	}
-	checked := false
-	for _, t := range ts {
-		checked = checked || (t.Kind == "http" && t.Health.Path != "")
-	}
 	c.mu.Lock()
-	nothing := !checked && len(c.results) == 0
+	nothing := len(ts) == 0 && len(c.results) == 0
 	c.mu.Unlock()
 	if nothing {
 		return nil // nothing to check, nothing to forget

@@ -36,6 +36,16 @@ func TestTargetsFollowTheirTunnelAndMachines(t *testing.T) {
 		if got, _ := s.GetTunnel(ctx, web.ID); got.Balance != "round_robin" || got.Health != (Health{"/healthz", 5, 204}) {
 			t.Fatalf("tunnel read back: %+v", got)
 		}
+		plain, err := s.InsertTunnel(ctx, Tunnel{MachineID: ms[0].ID, Name: "plain", Kind: "http", LocalPort: 81, Subdomain: "plain"}, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.ListCheckedTunnels(ctx); err != nil || len(got) != 1 || got[0].ID != web.ID {
+			t.Fatalf("checked tunnels: %+v %v", got, err)
+		}
+		if err := s.DeleteTunnel(ctx, plain.ID); err != nil {
+			t.Fatal(err)
+		}
 		ts, err := s.SetTargets(ctx, web.ID, []TargetSpec{{ms[1].ID, 8080}, {ms[2].ID, 8081}}, r)
 		if err != nil {
 			t.Fatal(err)
@@ -69,6 +79,9 @@ func TestTargetsFollowTheirTunnelAndMachines(t *testing.T) {
 		}
 		if got, _ := s.GetTarget(ctx, ts[0].ID); !got.Paused {
 			t.Fatal("a paused tunnel's target is not paused")
+		}
+		if got, _ := s.ListCheckedTunnels(ctx); len(got) != 0 {
+			t.Fatalf("a paused tunnel is checked: %+v", got)
 		}
 		if err := s.SetTargetStatus(ctx, ts[0].ID, "online"); err != nil {
 			t.Fatal(err)

@@ -161,6 +161,26 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 	return out, rows.Err()
 }
 
+// ListCheckedTunnels returns the http tunnels that have a health check and
+// are not paused, oldest first: the few the health checker reads every
+// second, without reading every tunnel.
+func (s *Store) ListCheckedTunnels(ctx context.Context) ([]Tunnel, error) {
+	rows, err := s.query(ctx, tunnelSelect+" WHERE kind = 'http' AND health_path != '' AND paused = 0 ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Tunnel{}
+	for rows.Next() {
+		t, err := scanTunnel(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
 // DeleteTunnel removes a tunnel and frees its port.
 func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
