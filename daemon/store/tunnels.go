@@ -145,6 +145,11 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 	if machineID != 0 {
 		q, args = tunnelSelect+" WHERE machine_id = ? ORDER BY id", []any{machineID}
 	}
+	return s.queryTunnels(ctx, q, args...)
+}
+
+// queryTunnels reads the tunnels query q selects (tunnelSelect and more).
+func (s *Store) queryTunnels(ctx context.Context, q string, args ...any) ([]Tunnel, error) {
 	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -165,20 +170,7 @@ func (s *Store) ListTunnels(ctx context.Context, machineID int64) ([]Tunnel, err
 // are not paused, oldest first: the few the health checker reads every
 // second, without reading every tunnel.
 func (s *Store) ListCheckedTunnels(ctx context.Context) ([]Tunnel, error) {
-	rows, err := s.query(ctx, tunnelSelect+" WHERE kind = 'http' AND health_path != '' AND paused = 0 ORDER BY id")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []Tunnel{}
-	for rows.Next() {
-		t, err := scanTunnel(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return s.queryTunnels(ctx, tunnelSelect+" WHERE kind = 'http' AND health_path != '' AND paused = 0 ORDER BY id")
 }
 
 // DeleteTunnel removes a tunnel and frees its port.
