@@ -292,6 +292,9 @@ func clientSchema(dir string) table {
 			"additionalScopes": arrayOf{oneOf{"HeartBeats", "NewWorkConns"}, 2},
 		},
 		"transport": table{
+			// tcp: straight to frps's port; wss: through the web proxy on
+			// the HTTPS port (frpconf.TransportWSS). Both pin the CA below.
+			"protocol":          oneOf{"tcp", "wss"},
 			"heartbeatInterval": integer{-1, 3600},
 			"heartbeatTimeout":  integer{-1, 3600},
 			// Rendered by the reconnect work (frpconf.TCPMuxKeepalive).

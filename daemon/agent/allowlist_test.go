@@ -25,8 +25,20 @@ import (
 // rendered is a config exactly as the daemon renders it for a machine.
 func rendered(t *testing.T, path string) string {
 	t.Helper()
+	return renderedOver(t, path, "")
+}
+
+// renderedOver is rendered for a transport (frpconf.TransportWSS: through
+// the web proxy on port 443).
+func renderedOver(t *testing.T, path, transport string) string {
+	t.Helper()
+	port := 7000
+	if transport == frpconf.TransportWSS {
+		port = 443
+	}
 	cfg, err := frpconf.ClientConfig(frpconf.ClientParams{
-		ServerAddr: "vps.example.com", ServerPort: 7000, MachineID: 7, Secret: "s3cr3t-of-machine-7",
+		Transport: transport, ServerPort: port,
+		ServerAddr: "vps.example.com", MachineID: 7, Secret: "s3cr3t-of-machine-7",
 		SSHLocalPort: 22, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
 		Tunnels:    []store.Tunnel{{ID: 3, LocalPort: 8080, RemotePort: 20003}, {ID: 4, LocalPort: 5432, RemotePort: 20004}},
 		CA:         selfSigned(t),
@@ -70,6 +82,9 @@ func TestApplierRefusesWhatTheDaemonNeverRenders(t *testing.T) {
 		{"CA file outside frpc's directory", base + "[transport.tls]\ntrustedCaFile = \"/etc/shadow\"\n", "transport.tls.trustedCaFile"},
 		{"CA file climbing out", base + "[transport.tls]\ntrustedCaFile = \"" + dir + "/../../etc/shadow\"\n", "transport.tls.trustedCaFile"},
 		{"template", base + "user = \"{{ .Envs.HOME }}\"\n", "template"},
+		// kcp and quic are frpc transports too, on UDP, which frps here
+		// does not offer; only the two the daemon renders pass.
+		{"another transport", base + "[transport]\nprotocol = \"kcp\"\n", "transport.protocol"},
 		// frpc reads a file with a [common] section as its legacy INI
 		// format (log_file, admin assets...), whatever TOML sees in it.
 		{"legacy INI hidden in a string", base + "user = '''\n[common]\nlog_file = /etc/x\n'''\n", "user"},
@@ -136,7 +151,12 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 	if !strings.Contains(good, "tcpMuxKeepaliveInterval = ") {
 		t.Fatalf("the rendered config has no tcpMuxKeepaliveInterval:\n%s", good)
 	}
-	for _, cfg := range []string{good} {
+	// Through the web proxy on 443: the same pinning, another protocol.
+	wss := renderedOver(t, path, frpconf.TransportWSS)
+	if !strings.Contains(wss, "protocol = 'wss'") || !strings.Contains(wss, "serverPort = 443") || !strings.Contains(wss, "trustedCaFile = '"+path+"'") {
+		t.Fatalf("the wss config:\n%s", wss)
+	}
+	for _, cfg := range []string{wss, good} {
 		if err := a.Apply(context.Background(), []byte(cfg)); err != nil {
 			t.Fatalf("refused a rendered config: %v\n%s", err, cfg)
 		}

@@ -281,12 +281,13 @@ func (a ClientsApplier) applyEdge(ctx context.Context, e EdgeClient, primary str
 }
 
 // serverOf is what a running frpc cannot take by a reload: the server's
-// address and port and the CA it pins (frpc reload applies proxies only).
+// address, port and transport and the CA it pins (frpc reload applies
+// proxies only).
 func serverOf(config []byte) string {
 	var keep []string
 	for _, line := range strings.Split(string(config), "\n") {
 		t := strings.TrimSpace(line)
-		for _, k := range []string{"serverAddr", "serverPort", "transport.tls.trustedCaFile", "transport.tls.serverName", "trustedCaFile", "serverName"} {
+		for _, k := range []string{"serverAddr", "serverPort", "transport.protocol", "protocol", "transport.tls.trustedCaFile", "transport.tls.serverName", "trustedCaFile", "serverName"} {
 			if strings.HasPrefix(t, k+" ") || strings.HasPrefix(t, k+"=") {
 				keep = append(keep, t)
 			}

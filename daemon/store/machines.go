@@ -149,6 +149,11 @@ type Machine struct {
 	// HomeEdge is the edge the machine joined through ("" when unknown):
 	// its main tunnel client dials that edge.
 	HomeEdge string
+	// Transport is how the daemon renders the machine's tunnel client to
+	// reach the tunnel server: "tcp" (its port) or "wss" (the web proxy on
+	// 443). TransportSeen is how the machine last logged in ("" before its
+	// first login) and TransportAddr the address it came from then.
+	Transport, TransportSeen, TransportAddr string
 }
 
 // AgentReport is what a machine's agent reported about the software it
@@ -359,7 +364,7 @@ const machineSelect = `SELECT id, name, username, status, created_at, last_seen,
 	config_push_ok, config_push_message, config_push_at, COALESCE(ssh_key_id, ''), agent_outdated,
 	config_desired_gen, config_desired_hash, config_applied_gen, config_pending_since, config_applied_server,
 	agent_version, client_version, bundle_version, arch, agent_capabilities, versions_at,
-	update_state, update_target, update_error, update_at, home_edge FROM machines`
+	update_state, update_target, update_error, update_at, home_edge, transport, transport_seen, transport_addr FROM machines`
 
 type rowScanner interface{ Scan(...any) error }
 
@@ -373,7 +378,8 @@ func scanMachine(r rowScanner) (Machine, error) {
 		&pushOK, &pushMsg, &pushAt, &m.SSHKeyID, &m.AgentOutdated,
 		&m.Config.DesiredGen, &m.Config.DesiredHash, &m.Config.AppliedGen, &pendingSince, &m.Config.AppliedServer,
 		&m.Report.AgentVersion, &m.Report.ClientVersion, &m.Report.BundleVersion, &m.Report.Arch, &caps, &reportAt,
-		&m.Update.State, &m.Update.Target, &m.Update.Error, &updateAt, &m.HomeEdge)
+		&m.Update.State, &m.Update.Target, &m.Update.Error, &updateAt, &m.HomeEdge,
+		&m.Transport, &m.TransportSeen, &m.TransportAddr)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
 	}
@@ -464,6 +470,28 @@ func (s *Store) RenameMachine(ctx context.Context, id int64, name string) error 
 func (s *Store) SetMachineStatus(ctx context.Context, id int64, status string, seen time.Time) error {
 	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET status = ?, last_seen = COALESCE(?, last_seen) WHERE id = ?",
 		status, nullTime(seen), id)), TopicMachines)
+}
+
+// SetMachineTransport sets how machine id's tunnel client is rendered to
+// reach the tunnel server ("tcp" or "wss"); ErrNotFound when it does not
+// exist.
+func (s *Store) SetMachineTransport(ctx context.Context, id int64, transport string) error {
+	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET transport = ? WHERE id = ?", transport, id)), TopicMachines)
+}
+
+// SetMachineTransportSeen records how machine id just logged in to the
+// tunnel server and from where; nothing is written (or announced) when
+// both are what is recorded.
+func (s *Store) SetMachineTransportSeen(ctx context.Context, id int64, transport, addr string) error {
+	res, err := s.exec(ctx, "UPDATE machines SET transport_seen = ?, transport_addr = ? WHERE id = ? AND (transport_seen <> ? OR transport_addr <> ?)",
+		transport, addr, id, transport, addr)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	return s.announce(nil, TopicMachines)
 }
 
 // TouchMachine updates last_seen only.

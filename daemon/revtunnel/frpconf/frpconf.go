@@ -255,7 +255,22 @@ type ClientParams struct {
 	// ConfigPath is where the config is installed on the machine (empty:
 	// DefaultClientConfigPath); it is also the trustedCaFile (see MetaCA).
 	ConfigPath string
+	// Transport is how frpc reaches frps: TransportTCP (""), straight to
+	// its bind port, or TransportWSS, as a WebSocket over TLS through the
+	// web proxy on the HTTPS port (ServerPort is then that port). Either
+	// way frpc pins the tunnel CA and sends the same credential.
+	Transport string
 }
+
+// Transports of a machine's tunnel client.
+const (
+	TransportTCP = "tcp"
+	TransportWSS = "wss"
+)
+
+// WebsocketPath is the path frpc's wss transport asks for (frp's
+// FrpWebsocketPath); the web proxy sends it to the daemon's bridge.
+const WebsocketPath = "/~!frp"
 
 // DefaultAdminPort is frpc's admin webServer port on machines (frp's own default).
 const DefaultAdminPort = 7400
@@ -323,6 +338,7 @@ type webServer struct {
 }
 
 type clientTransport struct {
+	Protocol                string    `toml:"protocol,omitempty"`
 	TCPMuxKeepaliveInterval int       `toml:"tcpMuxKeepaliveInterval"`
 	HeartbeatInterval       int       `toml:"heartbeatInterval"`
 	HeartbeatTimeout        int       `toml:"heartbeatTimeout"`
@@ -355,6 +371,9 @@ func (p ClientParams) check() error {
 	if err := validate.Hostname(p.ServerName); err != nil {
 		return fmt.Errorf("tunnel server name %q: %w", p.ServerName, err)
 	}
+	if p.Transport != "" && p.Transport != TransportTCP && p.Transport != TransportWSS {
+		return fmt.Errorf("transport %q is neither %q nor %q", p.Transport, TransportTCP, TransportWSS)
+	}
 	// frpc expands Go templates in every string; the PEM never has one.
 	if strings.Contains(p.CA, "{{") {
 		return fmt.Errorf("the tunnel CA certificate holds a template")
@@ -384,6 +403,16 @@ func (p ClientParams) check() error {
 	return nil
 }
 
+// protocol is frpc's transport.protocol for a transport: left out for the
+// direct one (frpc's default, tcp), so configs rendered before transports
+// existed are unchanged.
+func protocol(transport string) string {
+	if transport == TransportWSS {
+		return TransportWSS
+	}
+	return ""
+}
+
 // ClientConfig renders a machine's frpc TOML: its own secret, the ssh and
 // agent proxies, and one tcp proxy per tunnel that is not paused (a paused
 // one is only named in a comment). HTTP tunnels are tcp proxies
@@ -411,7 +440,7 @@ func ClientConfig(p ClientParams) (string, error) {
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
 		Metadatas:  clientMetas{Token: p.Secret, CA: strings.TrimSpace(p.CA) + "\n"},
-		Transport: clientTransport{TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
+		Transport: clientTransport{Protocol: protocol(p.Transport), TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
 			TLS: clientTLS{Enable: true, TrustedCaFile: path, ServerName: p.ServerName}},
 		WebServer: webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{
