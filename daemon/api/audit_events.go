@@ -19,6 +19,7 @@ const (
 	auditMachineRenamed    = "MACHINE_RENAMED"
 	auditMachineDeleted    = "MACHINE_DELETED"
 	auditMachineRejoined   = "MACHINE_REJOINED"
+	auditMachineTransport  = "MACHINE_TRANSPORT_CHOSEN"
 	auditAgentRestart      = "AGENT_TUNNEL_RESTARTED"
 	auditTunnelCreated     = "TUNNEL_CREATED"
 	auditTunnelUpdated     = "TUNNEL_UPDATED"

@@ -602,6 +602,39 @@ func (s *Server) rejoin(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// chooseTransport: POST /api/machines/transport (public, Bearer agent
+// token, rate-limited per address) {transport: "tcp" | "wss"}: the machine
+// says how its tunnel client can reach the tunnel server, and gets the
+// config to install.
+func (s *Server) chooseTransport(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Transport *string `json:"transport"`
+	}
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	if in.Transport == nil {
+		return Errorf(http.StatusBadRequest, "transport required (\"tcp\" or \"wss\")")
+	}
+	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, err := s.machines.ChooseTransport(r.Context(), machines.TransportRequest{
+		AgentToken: strings.TrimSpace(tok), Transport: *in.Transport, Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
+	})
+	var limited *auth.RateLimitedError
+	switch {
+	case errors.Is(err, machines.ErrInvalidToken):
+		return Errorf(http.StatusUnauthorized, "%s", rejoinRefused)
+	case errors.As(err, &limited):
+		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
+		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
+	case err != nil:
+		return domainError(err, "machine")
+	}
+	s.record(r, auditMachineTransport, fmt.Sprintf("machine #%d chose the %s transport", got.MachineID, got.Transport))
+	writeData(w, http.StatusOK, got)
+	return nil
+}
+
 // rejoinRefused is the 401 of a rejoin with a token no machine holds.
 const rejoinRefused = "unknown agent token: no machine holds it (deleted, or rejoined since); " +
 	"join this machine again with a new token from the dashboard (Machines > Add machine)"

@@ -125,6 +125,9 @@ func (s *Server) routes() http.Handler {
 	// its id, name, ports and tunnels: authenticated by its agent token,
 	// rate-limited per address like /api/bootstrap.
 	api("POST", "/api/machines/rejoin", public, s.rejoin)
+	// The machine's own choice of transport (the join falls back to 443 by
+	// itself): authenticated and rate-limited as the rejoin is.
+	api("POST", "/api/machines/transport", public, s.chooseTransport)
 	api("GET", "/api/machines", private, s.listMachines)
 	// Fleet updates (issue 26): registered before /api/machines/{machine_id},
 	// which would take "update" for an id. Progress goes to the log stream.

@@ -73,8 +73,12 @@ type App struct {
 	// Loops runs the background work; Close stops it.
 	Loops *Supervisor
 
-	Machines  *machines.Service
-	Plugin    *revtunnel.Plugin
+	Machines *machines.Service
+	Plugin   *revtunnel.Plugin
+	// Bridge carries machines on the wss transport to frps; WSSCert is
+	// the certificate the web proxy presents to them.
+	Bridge    *revtunnel.Bridge
+	WSSCert   *revtunnel.WSSCert
 	Revtunnel *revtunnel.Deployer
 	// Publish makes public tcp tunnels reachable (frps listens on loopback).
 	Publish *publish.Service

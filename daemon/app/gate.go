@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"net"
 	"net/http"
 	"time"
@@ -51,6 +52,8 @@ const gateReloadEvery = 5 * time.Second
 func (a *App) serveGate(l net.Listener) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(gate.ACMEChallengePath, &gate.ACMERelay{Peers: a.peerAddresses, Log: a.Log})
+	// Machines on the wss transport, from the web proxy's wss site.
+	mux.Handle(frpconf.WebsocketPath, a.Bridge)
 	mux.Handle("/", a.Gate.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	go srv.Serve(l)

@@ -39,6 +39,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Hub:               a.Hub,
 		Dashboard:         func() string { return loopbackOf(dashboard) },
 		Gate:              cfg.GateListen,
+		WSS:               a.WSSCert.Site,
 		OtherEdges:        a.otherEdges,
 		Run:               cmdrun.Exec{},
 		FRPS:              filepath.Join(cfg.BinDir, "frps"),

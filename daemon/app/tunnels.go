@@ -3,8 +3,10 @@ package app
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -42,7 +44,21 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
 	}
-	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge}
+	// Machines on the wss transport come through the web proxy on 443 and
+	// the gate listener; the bridge carries them on to frps over TLS.
+	a.Bridge = &revtunnel.Bridge{Log: a.Log, Dial: revtunnel.TLSDialer(
+		func(context.Context) (string, error) {
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.FRPSPort)), nil
+		},
+		func(ctx context.Context) ([]byte, error) {
+			c, err := ca.Load(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return c.CertPEM, nil
+		})}
+	a.WSSCert = &revtunnel.WSSCert{CA: ca, CertPath: cfg.SystemPath(revtunnel.WSSCertPath), KeyPath: cfg.SystemPath(revtunnel.WSSKeyPath), Now: time.Now}
+	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge, Bridge: a.Bridge}
 	a.Revtunnel = &revtunnel.Deployer{
 		Path:  cfg.SystemPath(revtunnel.ServerConfigPath),
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),
@@ -124,6 +140,11 @@ func (a *App) renewCertificates(ctx context.Context) error {
 			a.Log.Error("revtunnel-server: certificate check failed; the deployed certificate stays", "err", err)
 		} else {
 			a.Log.Info(msg)
+		}
+		// The wss site's certificate is checked, and renewed, as the
+		// Caddyfile is made (its serial is in it).
+		if a.follow != nil {
+			a.follow.Poke()
 		}
 	}
 }

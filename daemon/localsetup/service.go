@@ -145,6 +145,11 @@ type Service struct {
 	// the Caddyfile then sends the ACME challenges its Caddy did not
 	// order to the gate, which asks them (webproxy.Input.RelayACME).
 	OtherEdges func(ctx context.Context) (bool, error)
+	// WSS, when set, gives the wss transport's site (webproxy.Input.WSS),
+	// renewing its certificate when it must; it is served when Gate is set.
+	// A failure leaves the site out and is logged: the rest of the
+	// Caddyfile still follows the tunnels.
+	WSS func(ctx context.Context) (*webproxy.WSSSite, error)
 	// Gate is the access gate's loopback address (host:port); when Tunnels
 	// implements GateSource, every http tunnel's site is checked there.
 	Gate string
@@ -326,6 +331,15 @@ func (s *Service) ProxyInput(ctx context.Context) (in webproxy.Input, ok bool, e
 			if in.Gates, err = gs.HTTPGates(ctx); err != nil {
 				return in, false, err
 			}
+		}
+	}
+	if s.WSS != nil && s.Gate != "" {
+		in.Gate = s.Gate
+		site, err := s.WSS(ctx)
+		if err != nil {
+			s.Log.Error("the wss transport's site is left out of the Caddyfile: machines on port 443 cannot connect", "err", err)
+		} else {
+			in.WSS = site
 		}
 	}
 	if s.OtherEdges != nil && s.Gate != "" {

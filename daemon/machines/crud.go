@@ -44,6 +44,8 @@ type Machine struct {
 	BundleVersion string `json:"bundle_version"`
 	// Update says whether the machine runs the server's bundle.
 	Update UpdateView `json:"update"`
+	// Transport is how the machine reaches the tunnel server.
+	Transport TransportView `json:"transport"`
 	// Edges is what each edge of the cluster saw of the machine, in edge
 	// order (empty before any edge saw it); the machine is online when
 	// one edge that is up has it.
@@ -214,7 +216,8 @@ func toMachine(m store.Machine, x Exposure) Machine {
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
 		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m),
 		Config: configView(m), AgentVersion: m.Report.AgentVersion, ClientVersion: m.Report.ClientVersion,
-		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion), Edges: []EdgeView{}}
+		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion), Edges: []EdgeView{},
+		Transport: transportView(m)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
 		out.LastSeen = &seen
@@ -1033,7 +1036,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	if host == "" {
-		host = m.Config.AppliedServer
+		host = hostOfServer(m.Config.AppliedServer)
 	}
 	if _, err := validate.Host(host); err != nil {
 		return Rejoined{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
@@ -1071,7 +1074,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	if err != nil {
 		return Rejoined{}, err
 	}
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), false, host, s.now()); err != nil {
+	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), false, serverKey(host, transportOf(m)), s.now()); err != nil {
 		return Rejoined{}, err
 	}
 	if s.Redeliver != nil {
@@ -1081,7 +1084,8 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		Message: fmt.Sprintf("machine %q rejoined from %s with a fresh credential; it keeps tunnel port %d and %d tunnel(s)", m.Name, addrString(req.Client), m.TunnelPort, len(tunnels))})
 	return Rejoined{
 		Registration: Registration{MachineID: m.ID, TunnelPort: m.TunnelPort, VPSKey: vpsKey, ClientConfig: cfg,
-			AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort},
+			AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort,
+			Transport: transportOf(m), TunnelServer: s.tunnelServer(host)},
 		MachineID: m.ID, Name: m.Name, Username: m.Username, Rejoined: true,
 		ClientAddr: addrString(req.Client), OldClientAddr: m.ClientAddr, SSHKeyID: keyID, OldSSHKeyID: m.SSHKeyID,
 	}, nil

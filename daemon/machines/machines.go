@@ -86,6 +86,9 @@ type Service struct {
 	// dashboard by).
 	Reach    *reach.Resolver
 	FRPSPort int
+	// WSSPort is the web proxy's HTTPS port, where machines on the wss
+	// transport reach the tunnel server (0: DefaultWSSPort).
+	WSSPort int
 	// AgentLocalPort is where the agent listens on machines.
 	AgentLocalPort int
 	// SSHLocalPort is the machines' sshd port (22); tests point it at an
@@ -241,6 +244,24 @@ type Registration struct {
 	ClientConfig   string `json:"revtunnel_client_config"`
 	AgentToken     string `json:"agent_token"`
 	AgentLocalPort int    `json:"agent_local_port"`
+	// Transport is the one ClientConfig uses, and TunnelServer where the
+	// machine can reach the tunnel server on each: the join tries the
+	// direct port and, when it is closed, asks for wss (ChooseTransport).
+	Transport    string       `json:"transport"`
+	TunnelServer TunnelServer `json:"tunnel_server"`
+}
+
+// TunnelServer is where the tunnel server is reached: Host on Port
+// directly, or on WSSPort through the web proxy.
+type TunnelServer struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	WSSPort int    `json:"wss_port"`
+}
+
+// tunnelServer is where the home edge's tunnel server is, on host.
+func (s *Service) tunnelServer(host string) TunnelServer {
+	return TunnelServer{Host: host, Port: s.FRPSPort, WSSPort: s.wssPort()}
 }
 
 // RateLimitedError says how long an address must wait.
@@ -341,6 +362,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	return Registration{
 		MachineID: m.ID, TunnelPort: m.TunnelPort, VPSKey: vpsKey, ClientConfig: cfg,
 		AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort,
+		Transport: frpconf.TransportTCP, TunnelServer: s.tunnelServer(host),
 	}, nil
 }
 
@@ -456,8 +478,13 @@ func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, 
 		admin += 1 + int((e.ID-1)%500)
 		path = filepath.Join(filepath.Dir(path), agent.EdgeConfigFile(edge))
 	}
+	transport, port := transportOf(m), e.Port
+	if transport == frpconf.TransportWSS {
+		port = s.wssPort()
+	}
 	return frpconf.ClientConfig(frpconf.ClientParams{
-		ServerAddr: e.Host, ServerPort: e.Port, MachineID: m.ID, Secret: secret,
+		Transport:  transport,
+		ServerAddr: e.Host, ServerPort: port, MachineID: m.ID, Secret: secret,
 		SSHLocalPort: m.SSHLocalPort, TunnelPort: m.TunnelPort,
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels, Targets: targets,
 		AdminPort: admin,
@@ -562,7 +589,7 @@ func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, serv
 		return "", "", err
 	}
 	cfg, err = s.clientConfigFor(ctx, m, secret, target, "", tunnels)
-	return cfg, target.Host, err
+	return cfg, serverKey(target.Host, transportOf(m)), err
 }
 
 // mainTarget is where machine m's main client dials. On one edge of
@@ -585,7 +612,7 @@ func (s *Service) mainTarget(ctx context.Context, m store.Machine) (EdgeTarget, 
 		return EdgeTarget{}, err
 	}
 	if host == "" {
-		host = m.Config.AppliedServer
+		host = hostOfServer(m.Config.AppliedServer)
 	}
 	if host == "" {
 		return EdgeTarget{}, reach.ErrNoAddress

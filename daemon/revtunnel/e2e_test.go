@@ -135,6 +135,12 @@ type engine struct {
 	runClient     func(name, conf string) *testutil.Proc
 	machineByName func(name string) map[string]any
 	hasEvent      func(kind, contains string) error
+	// bridge is the plugin's wss bridge (to frps on frpsPort); dir is the
+	// test's directory and deployer writes frps's files.
+	bridge   *revtunnel.Bridge
+	frpsPort int
+	dir      string
+	deployer *revtunnel.Deployer
 }
 
 func startEngine(t *testing.T) *engine {
@@ -155,7 +161,8 @@ func startEngine(t *testing.T) *engine {
 	lo := testutil.TunnelPorts(t)
 	ports := store.PortRange{Lo: lo, Hi: lo + 199}
 
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
+	bridge := &revtunnel.Bridge{Log: log}
+	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log, Bridge: bridge})
 	t.Cleanup(plugin.Close)
 	pluginAddr := strings.TrimPrefix(plugin.URL, "http://")
 
@@ -171,6 +178,14 @@ func startEngine(t *testing.T) *engine {
 		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
 		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
 	}
+	bridge.Dial = revtunnel.TLSDialer(func(context.Context) (string, error) { return fmt.Sprintf("127.0.0.1:%d", frpsPort), nil },
+		func(ctx context.Context) ([]byte, error) {
+			ca, err := deployer.CA.Load(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return ca.CertPEM, nil
+		})
 	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
 		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: pluginAddr, Ports: ports,
 			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
@@ -246,7 +261,8 @@ func startEngine(t *testing.T) *engine {
 	}
 
 	return &engine{ctx: ctx, st: st, c: c, anon: anon, ports: ports, server: server, echoPort: echoPort, svc: svc,
-		register: register, runClient: runClient, machineByName: machineByName, hasEvent: hasEvent}
+		register: register, runClient: runClient, machineByName: machineByName, hasEvent: hasEvent,
+		bridge: bridge, frpsPort: frpsPort, dir: dir, deployer: deployer}
 }
 
 // TestRealEngine runs the daemon's API, its frps plugin, a real frps and

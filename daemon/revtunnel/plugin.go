@@ -50,6 +50,10 @@ type Plugin struct {
 	// is not known yet): a machine's status is then recorded per edge, and
 	// it is online while one edge that is up has it.
 	Edge func() (id int64, name string)
+	// Bridge, when set, is the wss bridge: a Login from one of its
+	// connections is a machine on the wss transport, from the address the
+	// bridge knows (frps reports the bridge's own).
+	Bridge *Bridge
 
 	// conns remembers the user connections NewUserConn let through.
 	conns store.Memo[userConnKey, struct{}]
@@ -300,17 +304,31 @@ func claimedMachine(user string) int64 {
 	return id
 }
 
+// via is how a Login reached frps: its transport and the machine's
+// address (host only).
+func (p *Plugin) via(clientAddress string) (transport, addr string) {
+	if a, ok := p.Bridge.Via(clientAddress); ok {
+		return frpconf.TransportWSS, a
+	}
+	addr = clientAddress
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		addr = host
+	}
+	return frpconf.TransportTCP, addr
+}
+
 func (p *Plugin) login(ctx context.Context, c loginContent) error {
+	transport, addr := p.via(c.ClientAddress)
+	if transport == frpconf.TransportWSS {
+		// What the log, the events and the stale-attempt list name.
+		c.ClientAddress = addr + " (over wss)"
+	}
 	m, err := p.machine(ctx, c.User, c.Metas)
 	var ref refusal
 	if errors.As(err, &ref) {
 		p.log().Warn("frp login refused", "user", c.User, "client", c.ClientAddress, "reason", string(ref))
 		p.event(ctx, store.Event{Source: "machine", Kind: EventLoginRefused, MachineID: claimedMachine(c.User),
 			Message: fmt.Sprintf("tunnel login as %q from %s refused: %s", c.User, c.ClientAddress, ref)})
-		addr := c.ClientAddress
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			addr = host
-		}
 		if werr := p.Store.InsertStaleTokenAttempt(context.WithoutCancel(ctx), store.StaleTokenAttempt{
 			Kind: store.StaleTunnelCredential, CreatedAt: p.now(), ClientAddr: addr,
 			Reason: fmt.Sprintf("tunnel login as %q refused: %s", c.User, ref),
@@ -329,6 +347,9 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 		// A known machine logs in from memory while the database is gone;
 		// its status is written at its next login or proxy change.
 		p.log().Warn("machine logged in while the database is unavailable; its status is not recorded", "machine", m.ID, "err", err)
+	}
+	if err := p.Store.SetMachineTransportSeen(ctx, m.ID, transport, addr); err != nil && !store.Unavailable(err) {
+		p.log().Warn("could not record how a machine connected", "machine", m.ID, "transport", transport, "err", err)
 	}
 	p.event(ctx, store.Event{Source: "machine", Kind: EventConnected, MachineID: m.ID,
 		Message: fmt.Sprintf("machine %q connected from %s", m.Name, c.ClientAddress)})

@@ -105,7 +105,27 @@ type Input struct {
 	// the others go to the gate, which asks the other edges (one hop).
 	// Only HTTP-01 is used then. Requires Gate.
 	RelayACME bool
+	// WSS, when set, serves frp's wss transport on the HTTPS port, for
+	// machines whose network lets only 443 out: the site of the name they
+	// pin (tunnelca.ServerName) presents the tunnel CA's certificate in
+	// these files and sends frpconf.WebsocketPath to the gate listener,
+	// where the daemon bridges it to frps. Requires Gate and automatic
+	// HTTPS (not PlainHTTPPort).
+	WSS *WSSSite
 }
+
+// WSSSite is the wss transport's site: its name, and the certificate and
+// key Caddy presents for it.
+type WSSSite struct {
+	Name, CertFile, KeyFile string
+	// Serial is the certificate's serial number (hex), written in a
+	// comment: a renewed certificate changes the file, so Caddy reloads
+	// and presents it.
+	Serial string
+}
+
+// WSSPath is the one path of the wss site (frp's FrpWebsocketPath).
+const WSSPath = "/~!frp"
 
 var caddyTmpl = template.Must(template.Must(template.New("Caddyfile").Funcs(template.FuncMap{
 	"dict": func(v view, t HTTPTunnel) gateView { return gateView{v, t} },
@@ -137,6 +157,23 @@ http://router.{{.Domain}}, http://*.{{.Domain}} {
 	}
 	handle {
 		redir https://{host}{{if .HTTPSPort}}:{{.HTTPSPort}}{{end}}{uri} 308
+	}
+}
+{{- end}}
+
+{{- if .WSS}}
+
+# Machines whose network lets only port 443 out reach the tunnel server
+# here (frp's wss transport). They pin the tunnel CA: this site presents
+# its certificate for the name they ask for, and the daemon carries the
+# connection on to the tunnel server. Certificate serial {{.WSS.Serial}}.
+{{.WSS.Name}} {
+	tls {{.WSS.CertFile}} {{.WSS.KeyFile}}
+	handle ` + WSSPath + ` {
+		reverse_proxy {{.Gate}}
+	}
+	handle {
+		respond "not found" 404
 	}
 }
 {{- end}}
@@ -262,6 +299,12 @@ func (v view) Addr(sub string) string {
 	return host
 }
 
+// hexSerial is a certificate serial number in hexadecimal.
+var hexSerial = regexp.MustCompile(`^[0-9a-f]{1,64}$`)
+
+// filePath is a file path a Caddyfile takes as one plain token.
+var filePath = regexp.MustCompile(`^[A-Za-z0-9._/][A-Za-z0-9._/-]{0,254}$`)
+
 // healthPath is what a health check's path may be: a path and query of
 // characters a Caddyfile token and a URL take as they are.
 var healthPath = regexp.MustCompile(`^/[A-Za-z0-9._~%/=&?-]{0,199}$`)
@@ -357,6 +400,22 @@ func Render(in Input) ([]byte, error) {
 	v.Paused = slices.Sorted(slices.Values(in.Paused))
 	if len(in.Gates) > 0 && in.Gate == "" {
 		return nil, fmt.Errorf("tunnels are gated but no gate address is set")
+	}
+	if w := in.WSS; w != nil {
+		if in.Gate == "" || in.PlainHTTPPort != 0 {
+			return nil, fmt.Errorf("the wss transport needs the gate's address and automatic HTTPS")
+		}
+		if err := validate.Hostname(w.Name); err != nil {
+			return nil, fmt.Errorf("wss site name %q: %w", w.Name, err)
+		}
+		if !hexSerial.MatchString(w.Serial) {
+			return nil, fmt.Errorf("wss certificate serial %q is not hexadecimal", w.Serial)
+		}
+		for _, f := range []string{w.CertFile, w.KeyFile} {
+			if !filePath.MatchString(f) {
+				return nil, fmt.Errorf("wss certificate file %q: a path of letters, digits and . _ - / only", f)
+			}
+		}
 	}
 	if in.RelayACME && (in.Gate == "" || in.PlainHTTPPort != 0) {
 		return nil, fmt.Errorf("relaying ACME challenges needs the gate's address and automatic HTTPS")

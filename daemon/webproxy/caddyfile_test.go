@@ -100,6 +100,11 @@ func TestGoldenCaddyfiles(t *testing.T) {
 				{Subdomain: "grafana", Port: 20007, More: []int{20008}, Balance: "round_robin", Health: Health{Path: "/api/health", IntervalS: 30}},
 				{Subdomain: "nas-ui", Port: 20003, More: []int{20004}, Balance: "round_robin"},
 			}},
+		// Machines on port 443 reach the tunnel server through the gate
+		// listener, with the tunnel CA's certificate (a real pair: caddy
+		// validate loads it).
+		"wss": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Tunnels: tunnels[:1],
+			WSS: &WSSSite{Name: "revtunnel-server.tunnelsvc.invalid", CertFile: "testdata/wss.crt", KeyFile: "testdata/wss.key", Serial: "1f2e3d"}},
 		// Tunnels with their own domains, one of them gated.
 		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck},
 			Tunnels: []HTTPTunnel{
