@@ -93,7 +93,7 @@ if [ "$REJOIN" = 0 ] && [ "$HAVE_TTY" = 0 ] && [ -z "${TUNNEL_MACHINE_NAME:-}" ]
 	die "no terminal (/dev/tty) to ask for the machine name; run it in a terminal, or set TUNNEL_MACHINE_NAME for an unattended install"
 fi
 
-for tool in curl sha256sum systemctl awk; do
+for tool in curl sha256sum systemctl awk timeout; do
 	command -v "$tool" >/dev/null 2>&1 || die "$tool is required but not installed (install it with your package manager)"
 done
 SYSTEMCTL=$(command -v systemctl)
@@ -301,6 +301,46 @@ AGENT_TOKEN=$(json_get agent_token "$TMP/response.json" || true)
 AGENT_PORT=$(json_get agent_local_port "$TMP/response.json" || true)
 info "registered: SSH reaches this machine through port $TUNNEL_PORT on the server"
 
+# --- how the tunnel client gets out ----------------------------------------
+# The tunnel server's own port first. A network that lets only HTTPS out
+# gets the wss transport: the same tunnel server, reached through the web
+# proxy on port 443, with the same credential and the same pinned CA.
+can_reach() {
+	# shellcheck disable=SC2016 # $0 and $1 are the inner shell's arguments
+	timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
+}
+TRANSPORT=$(json_get transport "$TMP/response.json" || echo tcp)
+TS_HOST=$(json_get host "$TMP/response.json" || true)
+TS_PORT=$(json_get port "$TMP/response.json" || true)
+WSS_PORT=$(json_get wss_port "$TMP/response.json" || true)
+WANT=$TRANSPORT
+if [ -n "$TS_HOST" ] && [ -n "$TS_PORT" ] && [ -n "$WSS_PORT" ]; then
+	if can_reach "$TS_HOST" "$TS_PORT"; then
+		WANT=tcp
+		info "the tunnel server answers at $TS_HOST:$TS_PORT: the tunnel client connects to it directly"
+	elif can_reach "$TS_HOST" "$WSS_PORT"; then
+		WANT=wss
+		info "$TS_HOST:$TS_PORT does not answer from here but $TS_HOST:$WSS_PORT does: the tunnel client connects over port $WSS_PORT (wss, through the web proxy)"
+	else
+		warn "neither $TS_HOST:$TS_PORT nor $TS_HOST:$WSS_PORT answers from here (a firewall on the way?): the tunnel client keeps trying $TRANSPORT"
+	fi
+fi
+if [ "$WANT" != "$TRANSPORT" ]; then
+	printf 'Authorization: Bearer %s\n' "$AGENT_TOKEN" >"$TMP/auth.header"
+	printf '{"transport":"%s"}' "$WANT" >"$TMP/transport.json"
+	status=$(curl -sS --connect-timeout 15 --max-time 60 -o "$TMP/transport-response.json" -w '%{http_code}' \
+		-X POST -H @"$TMP/auth.header" -H 'Content-Type: application/json' --data-binary @"$TMP/transport.json" \
+		"$BASE_URL/api/machines/transport") ||
+		die "could not reach $BASE_URL to switch the tunnel client to $WANT; run the join again"
+	if [ "$status" != 200 ]; then
+		msg=$(json_get error "$TMP/transport-response.json" 2>/dev/null || head -c 300 "$TMP/transport-response.json")
+		die "the server refused the $WANT transport (HTTP $status): ${msg:-no message}"
+	fi
+	json_get revtunnel_client_config "$TMP/transport-response.json" >"$TMP/client.toml" ||
+		die "the server's answer has no revtunnel_client_config"
+	TRANSPORT=$WANT
+fi
+
 # --- step 4: the server's key in authorized_keys -------------------------
 run_as_user() {
 	if [ "$(id -un)" = "$USERNAME" ]; then "$@"; else as_root runuser -u "$USERNAME" -- "$@"; fi
@@ -472,6 +512,9 @@ install_agent() {
 install_agent
 
 # --- step 8: done ----------------------------------------------------------
+if [ "$TRANSPORT" = wss ]; then
+	info "the tunnel client reaches the tunnel server over port ${WSS_PORT:-443} (wss, through the web proxy)"
+fi
 if [ "$REJOIN" = 1 ]; then
 	info "done: \"$NAME\" rejoined $BASE_URL with the server's agent and tunnel client; it kept its id, ports and tunnels, and the server now sends it its config"
 	[ -z "$LOG" ] || info "this run is logged in $LOG"

@@ -24,8 +24,12 @@ import (
 const (
 	docVPSIP     = "10.213.12.1"
 	docMachineIP = "10.213.12.2"
-	docDomain    = "example.test"
-	docNewDomain = "new.test"
+	// The machine behind a firewall that lets only 443 out, on a link of
+	// its own.
+	docVPSIP443     = "10.213.13.1"
+	docMachine443IP = "10.213.13.2"
+	docDomain       = "example.test"
+	docNewDomain    = "new.test"
 	// Pebble, inside the VPS, on its loopback.
 	docPebbleDir  = "https://127.0.0.1:14000/dir"
 	docPebbleMgmt = "https://127.0.0.1:15000"
@@ -461,6 +465,90 @@ func TestDocumentedPath(t *testing.T) {
 		if cmd, _ := tok["command"].(string); !strings.HasPrefix(cmd, "curl -fsSL https://router."+docNewDomain+"/static/bootstrap.sh ") {
 			t.Fatalf("join command after the change: %q", cmd)
 		}
+	})
+	step("a machine that can only get out on port 443", func(t *testing.T) {
+		m4 := testbed.Boot(t, "only443")
+		testbed.JoinOn(t, h, "eth1", docVPSIP443+"/24", m4, docMachine443IP+"/24")
+		m4.Must("sh", "-c", "printf '%s\\n' '"+docVPSIP443+" router."+docNewDomain+"' '127.0.1.1 only443' >>/etc/hosts")
+		m4.WriteFile("/usr/local/share/ca-certificates/pebble-root.crt", []byte(h.Must("curl", "-fsS", "--max-time", "5", "--cacert", docACMERoot, docPebbleMgmt+"/roots/0")), 0o644)
+		m4.MustWithin(3*time.Minute, "update-ca-certificates")
+		// The machine's own firewall: nothing leaves but HTTPS (and its
+		// own loopback).
+		m4.Must("sh", "-c", `nft -f - <<'EOF'
+table inet only443 {
+	chain output {
+		type filter hook output priority 0; policy drop;
+		oifname "lo" accept
+		ct state established,related accept
+		tcp dport 443 accept
+	}
+}
+EOF`)
+		if out, err := m4.Exec("curl", "-sS", "--max-time", "3", "-o", "/dev/null", "telnet://router."+docNewDomain+":7000"); err == nil {
+			t.Fatalf("the tunnel server's port is reachable from behind the firewall: %s", out)
+		}
+		// An sshd on its loopback, which the VPS's root reaches through the
+		// machine's tunnel.
+		h.Must("sh", "-c", "test -f /root/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519")
+		m4.Must("mkdir", "-p", "/root/.ssh", "/etc/dropbear-test")
+		m4.WriteFile("/root/.ssh/authorized_keys", []byte(h.Must("cat", "/root/.ssh/id_ed25519.pub")), 0o600)
+		m4.Must("chmod", "700", "/root/.ssh")
+		m4.Must("dropbearkey", "-t", "ed25519", "-f", "/etc/dropbear-test/host_ed25519")
+		m4.Must("systemd-run", "--unit=sshd-test", "/usr/sbin/dropbear", "-F", "-E", "-s", "-p", "127.0.0.1:22", "-r", "/etc/dropbear-test/host_ed25519")
+
+		tok := v.data("POST", "/api/bootstrap/tokens", `{}`, 200)
+		command, _ := tok["command"].(string)
+		t0 := time.Now()
+		out, err := m4.ExecInput([]byte("behind-443\n"), "script", "-qec", "cd /root && "+command, "/dev/null")
+		t.Logf("the join command behind the firewall (%s):\n%s", time.Since(t0).Round(time.Millisecond), out)
+		if err != nil || !strings.Contains(out, `"behind-443" is joined`) {
+			t.Fatalf("the join failed: %v\n%s", err, journal())
+		}
+		if !strings.Contains(out, "does not answer from here but router."+docNewDomain+":443 does") ||
+			!strings.Contains(out, "reaches the tunnel server over port 443 (wss, through the web proxy)") {
+			t.Fatalf("the join did not say it fell back to 443:\n%s", out)
+		}
+		var id4 int64
+		testutil.Eventually(t, 30*time.Second, "the machine online over 443", func() error {
+			for _, mm := range v.machines() {
+				if mm["name"] != "behind-443" {
+					continue
+				}
+				tr, _ := mm["transport"].(map[string]any)
+				if mm["status"] != "online" || tr["configured"] != "wss" || tr["seen"] != "wss" || tr["addr"] != docMachine443IP {
+					return fmt.Errorf("machine %v, transport %v", mm["status"], tr)
+				}
+				id4 = num(mm["id"])
+				return nil
+			}
+			return fmt.Errorf("no machine behind-443 in %v", v.machines())
+		})
+		conf := m4.Must("cat", "/etc/revtunnel/client.toml")
+		if !strings.Contains(conf, "protocol = 'wss'") || !strings.Contains(conf, "serverPort = 443") {
+			t.Fatalf("client.toml:\n%s", conf)
+		}
+		mm := machine(id4)
+		d := sshThroughTo(t, h, int(num(mm["tunnel_port"])), "only443", 30*time.Second, journal)
+		t.Logf("ssh through the machine's tunnel over 443: %s", d.Round(time.Millisecond))
+
+		m4.WriteFile("/srv/web/hello.txt", []byte("hello from behind 443\n"), 0o644)
+		m4.Must("systemd-run", "--unit=web", "-p", "WorkingDirectory=/srv/web",
+			"/usr/bin/python3", "-m", "http.server", "8080", "--bind", "127.0.0.1")
+		created := time.Now()
+		tun := v.data("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"web443","kind":"http","local_port":8080,"subdomain":"web443"}`, id4), 201)
+		testutil.Eventually(t, 30*time.Second, "the HTTP tunnel over 443 carries", func() error {
+			return carries(int(num(tun["remote_port"])), "hello from behind 443\n")
+		})
+		t.Logf("HTTP tunnel over 443 carrying %s after its create", time.Since(created).Round(time.Millisecond))
+		testutil.Eventually(t, 60*time.Second, "https://web443."+docNewDomain+" through caddy", func() error {
+			return throughCaddy("web443."+docNewDomain, "hello from behind 443\n")
+		})
+		testutil.Eventually(t, 20*time.Second, "config applied over 443", func() error {
+			if c := config(id4); c["state"] != "applied" {
+				return fmt.Errorf("config: %v", c)
+			}
+			return nil
+		})
 	})
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }

@@ -540,6 +540,12 @@ func TestPackage(t *testing.T) {
 // tunnel port on the VPS (a real ssh client and sshd, through frps and frpc), and returns how long that took.
 func sshThrough(t *testing.T, h *testbed.Host, port int, d time.Duration, journal func() string) time.Duration {
 	t.Helper()
+	return sshThroughTo(t, h, port, "machine", d, journal)
+}
+
+// sshThroughTo is sshThrough to the machine whose hostname is want.
+func sshThroughTo(t *testing.T, h *testbed.Host, port int, want string, d time.Duration, journal func() string) time.Duration {
+	t.Helper()
 	var last string
 	start := time.Now()
 	for time.Since(start) < d {
@@ -549,7 +555,7 @@ func sshThrough(t *testing.T, h *testbed.Host, port int, d time.Duration, journa
 			"-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR",
 			"-p", fmt.Sprint(port), "root@127.0.0.1", "hostname").CombinedOutput()
 		cancel()
-		if err == nil && strings.TrimSpace(string(out)) == "machine" {
+		if err == nil && strings.TrimSpace(string(out)) == want {
 			return time.Since(start)
 		}
 		last = fmt.Sprintf("%v: %s", err, out)

@@ -292,7 +292,12 @@ export interface Machine {
   update?: MachineUpdate;
   // What each edge of the cluster saw of it (empty before any did).
   edges?: MachineEdge[];
+  // How it reaches the tunnel server (issue 30; an older daemon leaves it out).
+  transport?: MachineTransport;
 }
+/** How a machine reaches the tunnel server: tcp (its own port) or wss
+ * (through the web proxy on 443), as configured and as last seen. */
+export interface MachineTransport { configured: 'tcp' | 'wss'; seen: '' | 'tcp' | 'wss'; addr: string; summary: string }
 /** One edge's view of a machine: online, offline, or edge_down (the edge
  * itself is not answering). */
 export interface MachineEdge { edge_id: number; edge: string; status: 'online' | 'offline' | 'edge_down'; last_seen?: string | null }

@@ -421,6 +421,10 @@ function journey(size, viewport, opts = {}) {
         const config = page.locator('[data-config-state="pending"]');
         await config.waitFor({ state: 'attached' });
         assert.match(await config.textContent(), /^pending since .+: .+/);
+        // And how it reaches the tunnel server: directly, not yet connected.
+        const transport = page.locator('[data-transport="tcp"]');
+        await transport.waitFor({ state: 'attached' });
+        assert.equal(await transport.textContent(), "Direct connects directly (tcp, to the tunnel server's port); not connected yet");
 
         // A TCP tunnel shows host:port.
         await form.getByLabel('Kind').selectOption('tcp');

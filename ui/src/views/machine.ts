@@ -75,6 +75,8 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'User'), h('dd', null, m.username),
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
         h('dt', null, 'Config'), h('dd', { 'data-config-state': m.config?.state ?? '' }, configLine(m)),
+        m.transport ? [h('dt', null, 'Transport'), h('dd', { 'data-transport': m.transport.seen || m.transport.configured },
+          m.transport.configured === 'wss' ? h('strong', null, 'Port 443 ') : 'Direct ', h('span', { class: 'muted small' }, m.transport.summary))] : null,
         // Several edges: what each one sees of the machine.
         (m.edges?.length ?? 0) > 1 ? [h('dt', null, 'Edges'), h('dd', null, h('ul', { class: 'edge-list' }, (m.edges ?? []).map((e) =>
           h('li', null, e.edge, ' ', machineEdgeBadge(e), e.last_seen ? [' ', h('span', { class: 'muted small' }, 'seen ', time(e.last_seen))] : null))))] : null,

@@ -186,7 +186,8 @@ function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null, 
     const versions = versionsLine(m);
     return [
       h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),
-        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : ''),
+        h('div', { class: 'muted small' }, `user ${m.username}`, m.tunnel_port ? ` · SSH port ${m.tunnel_port}` : '',
+          m.transport?.configured === 'wss' ? ' · over port 443' : ''),
         versions ? h('div', { class: 'muted small versions' }, versions) : null),
       h('div', { class: 'state' }, statusBadge(m), reason(m.status_reason), updateState(m)),
       time(m.last_seen), trafficCell(traffic?.machines[String(m.id)], traffic !== null), h('div', { class: 'row-actions' }, update, del)];
