@@ -132,16 +132,16 @@ func (d *Deployer) ensureCert(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("read the server host: %w", err)
 		}
 	}
-	return keepIssued(ca, tunnelca.Names(host), d.CertPath, d.KeyPath, -1, d.now())
+	return keepIssued(ca, tunnelca.Names(host), d.CertPath, d.KeyPath, d.now())
 }
 
 // keepIssued issues and writes a certificate from ca for names, and its
 // key, when the one at certPath is missing, not from ca, names other names,
 // has less than a third of its lifetime left or does not match the key at
 // keyPath. The key is written first (a certificate is never deployed
-// without its key), 0600, or 0640 with group keyGroup when it is not -1.
-// It returns why it renewed ("" when it kept the certificate).
-func keepIssued(ca *tunnelca.CA, names []string, certPath, keyPath string, keyGroup int, now time.Time) (string, error) {
+// without its key), 0600. It returns why it renewed ("" when it kept the
+// certificate).
+func keepIssued(ca *tunnelca.CA, names []string, certPath, keyPath string, now time.Time) (string, error) {
 	old, err := os.ReadFile(certPath)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("read %s: %w", certPath, err)
@@ -150,7 +150,7 @@ func keepIssued(ca *tunnelca.CA, names []string, certPath, keyPath string, keyGr
 	if why == "" {
 		key, err := os.ReadFile(keyPath)
 		if _, kerr := tls.X509KeyPair(old, key); err == nil && kerr == nil {
-			return "", keyReadableBy(keyPath, keyGroup)
+			return "", nil
 		}
 		why = "the key file is missing or does not match the certificate"
 	}
@@ -158,31 +158,13 @@ func keepIssued(ca *tunnelca.CA, names []string, certPath, keyPath string, keyGr
 	if err != nil {
 		return "", fmt.Errorf("issue a certificate for %s: %w", strings.Join(names, ", "), err)
 	}
-	mode := os.FileMode(0o600)
-	if keyGroup != -1 {
-		mode = 0o640
-	}
-	if err := atomicfile.Write(keyPath, keyPEM, mode); err != nil {
-		return "", err
-	}
-	if err := keyReadableBy(keyPath, keyGroup); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
 		return "", err
 	}
 	if err := atomicfile.Write(certPath, certPEM, 0o644); err != nil {
 		return "", err
 	}
 	return why, nil
-}
-
-// keyReadableBy gives key file path to group gid (-1: nothing to do).
-func keyReadableBy(path string, gid int) error {
-	if gid == -1 {
-		return nil
-	}
-	if err := os.Chown(path, -1, gid); err != nil {
-		return fmt.Errorf("give %s to group %d: %w", path, gid, err)
-	}
-	return os.Chmod(path, 0o640)
 }
 
 // Render returns the config as it would be deployed now, with the custom

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,26 +13,22 @@ import (
 )
 
 // The wss site's certificate and key, which Caddy presents to machines on
-// the wss transport (under --system-root). Not frps's: a key of its own,
-// readable by Caddy's group, which already holds every site's key.
+// the wss transport (under --system-root). Not frps's: a key of its own.
+// The daemon writes it for root alone (it keeps no capability to give a
+// file to another group); caddy.service's drop-in lets Caddy's group read
+// it before Caddy starts or reloads (packaging/caddy-run prepare), as
+// Caddy reads every other site's key.
 const (
 	WSSCertPath = "/etc/tunnelsvc/wss.crt"
 	WSSKeyPath  = "/etc/tunnelsvc/wss.key"
 )
-
-// WebProxyGroup is the group the web proxy (caddy.service) runs as.
-const WebProxyGroup = "caddy"
 
 // WSSCert keeps the wss site's certificate, issued by the tunnel CA for
 // tunnelca.ServerName (the name frpc pins on either transport).
 type WSSCert struct {
 	CA                *tunnelca.Authority
 	CertPath, KeyPath string
-	// Group names the group that reads the key (default WebProxyGroup);
-	// when the system has none, the key is root's alone (0600), as when
-	// Caddy runs as the daemon's user.
-	Group string
-	Now   func() time.Time
+	Now               func() time.Time
 
 	mu sync.Mutex
 }
@@ -56,7 +50,7 @@ func (w *WSSCert) Site(ctx context.Context) (*webproxy.WSSSite, error) {
 	if w.Now != nil {
 		now = w.Now()
 	}
-	if _, err := keepIssued(ca, []string{tunnelca.ServerName}, w.CertPath, w.KeyPath, w.gid(), now); err != nil {
+	if _, err := keepIssued(ca, []string{tunnelca.ServerName}, w.CertPath, w.KeyPath, now); err != nil {
 		return nil, fmt.Errorf("the wss site's certificate: %w", err)
 	}
 	certPEM, err := os.ReadFile(w.CertPath)
@@ -68,21 +62,4 @@ func (w *WSSCert) Site(ctx context.Context) (*webproxy.WSSSite, error) {
 		return nil, fmt.Errorf("the wss site's certificate %s: %w", w.CertPath, err)
 	}
 	return &webproxy.WSSSite{Name: tunnelca.ServerName, CertFile: w.CertPath, KeyFile: w.KeyPath, Serial: cert.SerialNumber.Text(16)}, nil
-}
-
-// gid is the key's group, looked up at each use (-1: none).
-func (w *WSSCert) gid() int {
-	name := w.Group
-	if name == "" {
-		name = WebProxyGroup
-	}
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		return -1
-	}
-	id, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1
-	}
-	return id
 }

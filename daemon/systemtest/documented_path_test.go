@@ -468,6 +468,14 @@ func TestDocumentedPath(t *testing.T) {
 	})
 	step("a machine that can only get out on port 443", func(t *testing.T) {
 		m4 := testbed.Boot(t, "only443")
+		t.Cleanup(func() {
+			if t.Failed() {
+				mo, _ := m4.Exec("journalctl", "--no-pager", "-n", "40", "-u", "revtunnel-client", "-u", "tunnel-agent")
+				cf, _ := h.Exec("grep", "-A", "12", "pin the tunnel CA", "/etc/tunnelsvc/Caddyfile")
+				ls, _ := h.Exec("ls", "-l", "/etc/tunnelsvc")
+				t.Logf("behind 443:\n%s\nthe wss site:\n%s\n%s\n%s", mo, cf, ls, journal())
+			}
+		})
 		testbed.JoinOn(t, h, "eth1", docVPSIP443+"/24", m4, docMachine443IP+"/24")
 		m4.Must("sh", "-c", "printf '%s\\n' '"+docVPSIP443+" router."+docNewDomain+"' '127.0.1.1 only443' >>/etc/hosts")
 		m4.WriteFile("/usr/local/share/ca-certificates/pebble-root.crt", []byte(h.Must("curl", "-fsS", "--max-time", "5", "--cacert", docACMERoot, docPebbleMgmt+"/roots/0")), 0o644)

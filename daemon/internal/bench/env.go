@@ -344,6 +344,12 @@ func StartDaemonArgs(bins Bins, dir string, n int, url string, extra ...string) 
 
 // Call sends a JSON request and decodes the envelope's data into out.
 func (d *Daemon) Call(c *http.Client, method, path string, body, out any) error {
+	return d.CallAuth(c, method, path, "", body, out)
+}
+
+// CallAuth is Call with a bearer token (a machine's agent token) when
+// token is not empty.
+func (d *Daemon) CallAuth(c *http.Client, method, path, token string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -355,6 +361,9 @@ func (d *Daemon) Call(c *http.Client, method, path string, body, out any) error 
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.Do(req)
 	if err != nil {

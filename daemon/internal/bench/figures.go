@@ -385,7 +385,10 @@ func (w *World) StartClient() error {
 func (w *World) get(host string) error { return w.getAt(w.CaddyPort, host) }
 
 // getAt checks that GET / for host at port answers the origin's body.
-func (w *World) getAt(port int, host string) error {
+func (w *World) getAt(port int, host string) error { return getHost(port, host) }
+
+// getHost checks that GET / for host at port answers the origin's body.
+func getHost(port int, host string) error {
 	req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
 	req.Host = host
 	resp, err := http.DefaultClient.Do(req)

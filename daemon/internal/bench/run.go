@@ -36,6 +36,7 @@ var Figures = []Figure{
 	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.GateCheck()) }},
 	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
 	{"silentcut", true, func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
+	{"wss", false, func(_ context.Context, o Options, _ *World) Row { return WSSTransport(o) }},
 	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
 	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
 	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
