@@ -56,6 +56,7 @@ var Figures = []Figure{
 // queue that grows with the run, not a latency a VPS would show.
 var means = map[string]string{
 	"gate-pinned":     "An access gate checks a signed-in visitor in about %.0f µs (median): a gated site is not noticeably slower.",
+	"wss":             "A machine that can only get out on port 443 (the wss transport, through Caddy and the daemon) gets about %.2g × the requests a second of a machine on the direct port.",
 	"disconnect":      "A machine whose tunnel client stops shows offline in the dashboard within %.2g s.",
 	"silentcut":       "A machine whose network goes silent (no reset, no close) shows offline within %.0f s.",
 	"coldstart":       "The dashboard answers %.0f ms after its first connection starts the daemon: it can stay stopped while unused.",
