@@ -32,6 +32,7 @@ declare -A need=(
   [rpm]=rpm                    # the package test reads the .rpm's metadata with rpm -qp
   [sshd]=openssh-server        # make bench: the OpenSSH reverse tunnel peer (its own sshd on a test port, never 22)
   [wrk]=wrk                    # make bench: the load generator lighter than the servers it measures
+  [jq]=jq                      # the API tokens test runs docs/api.md's CI script, which reads answers with jq
 )
 missing=()
 for cmd in "${!need[@]}"; do

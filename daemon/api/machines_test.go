@@ -83,7 +83,7 @@ func newMachinesEnvOn(t *testing.T, engine string, ports store.PortRange) *machi
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
 		Ports: ports, FRPSPort: 7000,
 	}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys})
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys, TOTP: e.totp})
 	me.cookie = e.setup()
 	return me
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -58,10 +59,30 @@ func apiHeaders(next http.Handler) http.Handler {
 
 // requireSession refuses a request without a live session cookie.
 func (s *Server) requireSession(next http.Handler) http.Handler {
+	return s.requireSessionOrToken(next, false)
+}
+
+// requireSessionOrToken refuses a request without a live session cookie,
+// unless tokens is set and it carries an API token its scope allows (see
+// withAPIToken).
+func (s *Server) requireSessionOrToken(next http.Handler, tokens bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.sessionToken(r)
 		if err != nil {
 			s.serveError(w, r, Internal("could not check the session", err))
+			return
+		}
+		if tok == "" && bearer(r) != "" && s.tokens != nil {
+			authed, err := s.withAPIToken(r, tokens)
+			if err != nil {
+				var limited *auth.RateLimitedError
+				if errors.As(err, &limited) {
+					err = loginError(w, err)
+				}
+				s.serveError(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, authed)
 			return
 		}
 		if tok == "" {

@@ -29,13 +29,16 @@ func (s *Server) routes() http.Handler {
 	r := mux.NewRouter()
 	api := func(method, path string, a access, fn handlerFunc) {
 		var h http.Handler = s.h(fn)
+		// API tokens (Authorization: Bearer) stand in for a session on
+		// the routes tokenUse allows.
+		tokens := tokenUse(path, a)
 		switch a {
 		case private:
-			h = s.requireSession(h)
+			h = s.requireSessionOrToken(h, tokens)
 		case untilSetup:
 			h = s.requireSessionAfterSetup(h)
 		case recent:
-			h = s.requireSession(s.requireRecentAuth(h))
+			h = s.requireSessionOrToken(s.requireRecentAuth(h), tokens)
 		}
 		r.Handle(path, h).Methods(method)
 	}
@@ -55,6 +58,12 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/setup", public, s.authSetup)
 	api("POST", "/api/auth/login", public, s.authLogin)
 	api("POST", "/api/auth/logout", public, s.authLogout)
+	// API tokens for automation: Authorization: Bearer on the routes
+	// their scope allows (tokenUse); managing them needs the operator's
+	// own session.
+	api("GET", "/api/tokens", private, s.listAPITokens)
+	api("POST", "/api/tokens", private, s.createAPIToken)
+	api("DELETE", "/api/tokens/{token_id}", private, s.revokeAPIToken)
 	// Sudo mode: what a step-up needs and until when this session counts
 	// as recently authenticated; passing one renews it.
 	api("GET", "/api/auth/step-up", private, s.stepUpStatus)

@@ -5,6 +5,7 @@ package api
 
 import (
 	_ "embed"
+	"github.com/tunnelsvc/tunnelsvc/daemon/apitokens"
 
 	"log/slog"
 	"net/http"
@@ -86,6 +87,9 @@ type Options struct {
 	// Monitoring serves /metrics, the traffic history and the notification
 	// settings.
 	Monitoring Monitoring
+	// APITokens keeps the operator's API tokens; nil builds one on the
+	// store.
+	APITokens *apitokens.Service
 	// UI serves everything outside /api and /healthz (the embedded SPA).
 	UI  http.Handler
 	Log *slog.Logger
@@ -123,6 +127,7 @@ type Server struct {
 	mon       Monitoring
 	fleet     *fleet.Updater
 	edges     *edges.Service
+	tokens    *apitokens.Service
 
 	// machineList: GET /api/machines's last answer (handlers_machines.go).
 	machineList encodedList
@@ -138,6 +143,10 @@ func New(o Options) *Server {
 	s.mon = o.Monitoring
 	s.fleet = o.Fleet
 	s.edges = o.Edges
+	s.tokens = o.APITokens
+	if s.tokens == nil && o.Auth != nil {
+		s.tokens = &apitokens.Service{Store: o.Auth.Store, Now: o.Now}
+	}
 	if s.edges == nil && o.Auth != nil && o.Config != nil {
 		cfg := o.Config
 		s.edges = &edges.Service{Store: o.Auth.Store, Self: func() (int64, string) { return 0, cfg.EdgeName },

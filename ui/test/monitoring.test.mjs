@@ -113,3 +113,46 @@ test('monitoring: metrics token, webhook settings and test delivery', { timeout:
   assert.equal(JSON.parse(received[0].body).kind, 'test');
   assert.deepEqual(problems, []);
 });
+
+test('API tokens: created and shown once, used as a bearer, read-only when read, revoked', { timeout: 120_000 }, async () => {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(15_000);
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  await page.goto(`${base}/#/security/tokens`);
+  const login = page.getByLabel(/^Password \*$/);
+  if (await login.isVisible().catch(() => false)) {
+    await login.fill(PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+  }
+  await page.getByRole('heading', { name: 'API tokens', level: 1 }).waitFor();
+  await page.getByText('No API tokens yet.').waitFor();
+
+  const form = page.getByRole('form', { name: 'New API token' });
+  await form.getByLabel(/^Name/).fill('grafana');
+  await form.getByLabel('Scope').selectOption('read');
+  await form.getByLabel(/^Expires in/).fill('30');
+  await form.getByRole('button', { name: 'Create token' }).click();
+  await page.getByText('API token “grafana” — shown only now.').waitFor();
+  const token = (await page.locator('.callout code.cmd').textContent()).trim();
+  assert.match(token, /^tsvc_/);
+  const row = page.getByRole('row').filter({ hasText: 'grafana' });
+  await row.getByText('read (GET only)').waitFor();
+
+  // The token reads, and only reads.
+  const auth = { Authorization: `Bearer ${token}` };
+  assert.equal((await fetch(`${base}/api/machines`, { headers: auth })).status, 200);
+  const post = await fetch(`${base}/api/bootstrap/tokens`, { method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' }, body: '{}' });
+  assert.equal(post.status, 403);
+  assert.match((await post.json()).error, /read-only/);
+  // Its use shows.
+  await page.reload();
+  await row.getByText(/from 127\.0\.0\.1/).waitFor();
+
+  await row.getByRole('button', { name: 'Revoke grafana' }).click();
+  await page.getByRole('alertdialog', { name: 'Revoke the API token “grafana”?' }).getByRole('button', { name: 'Revoke the token' }).click();
+  await page.getByText('Revoked “grafana”.').waitFor();
+  await page.getByText('No API tokens yet.').waitFor();
+  assert.equal((await fetch(`${base}/api/machines`, { headers: auth })).status, 401);
+  assert.deepEqual(problems, []);
+});

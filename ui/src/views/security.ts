@@ -6,6 +6,7 @@ import { busy, card, clear, h, notice, refill, select, table, time } from '../do
 import { banTool, firewall } from './guard';
 import { sshKeys } from './keys';
 import { twoFA } from './twofa';
+import { apiTokens } from './apitokens';
 import { monitoringCard } from './monitoring';
 
 // Each page's title, and a short name for the tabs on a phone (so six
@@ -13,6 +14,7 @@ import { monitoringCard } from './monitoring';
 const sections: Record<string, [string, (ctx: Ctx) => HTMLElement, string?]> = {
   '2fa': ['Two-factor authentication', twoFA, '2FA'],
   keys: ['SSH keys', sshKeys],
+  tokens: ['API tokens', apiTokens, 'Tokens'],
   ban: ['Ban tool', banTool],
   firewall: ['Firewall', firewall],
   monitoring: ['Metrics & notifications', monitoringCard, 'Metrics'],
