@@ -196,7 +196,17 @@ func (s *Server) writeStepUp(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return Internal("could not check the session", err)
 	}
-	writeData(w, http.StatusOK, stepUpView(req, until, s.now()))
+	v := stepUpView(req, until, s.now())
+	st, err := s.totp.Status(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	passkeys := false
+	for _, d := range st.Devices {
+		passkeys = passkeys || d.Type == "passkey"
+	}
+	v["passkey"] = passkeys
+	writeData(w, http.StatusOK, v)
 	return nil
 }
 
@@ -219,6 +229,9 @@ func stepUpView(requires string, until, now time.Time) map[string]any {
 func (s *Server) stepUp(w http.ResponseWriter, r *http.Request) error {
 	var body totp.Challenge
 	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if err := s.withRP(r, &body); err != nil {
 		return err
 	}
 	c := client(r)

@@ -111,6 +111,9 @@ func (s *Server) sshKeyDownload(w http.ResponseWriter, r *http.Request) error {
 	} else if err != nil {
 		return Internal("could not read the key", err)
 	}
+	if err := s.withRP(r, &body); err != nil {
+		return err
+	}
 	c := client(r)
 	// The audit log names the key, as every other key entry does.
 	if err := s.totp.StepUp(r.Context(), c, body, fmt.Sprintf("download SSH key %q (%s)", key.Name, id)); err != nil {

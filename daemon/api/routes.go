@@ -82,6 +82,14 @@ func (s *Server) routes() http.Handler {
 	api("DELETE", "/api/auth/2fa/devices/", private, s.twoFARemoveDevice) // no id: 400
 	api("DELETE", "/api/auth/2fa/devices", private, s.twoFARemoveDevice)  // no id: 400
 	api("POST", "/api/auth/2fa/backup-codes/regenerate", private, s.twoFARegenerate)
+	// Passkeys (WebAuthn) are 2FA devices too: registered with a session
+	// (an additional device needs a recent sign-in), and answering the
+	// login's second step or a step-up instead of a code.
+	api("POST", "/api/auth/passkeys/register/begin", private, s.passkeyRegisterBegin)
+	api("POST", "/api/auth/passkeys/register/finish", private, s.passkeyRegisterFinish)
+	api("POST", "/api/auth/login/passkey/begin", public, s.passkeyLoginBegin)
+	api("POST", "/api/auth/login/passkey", public, s.passkeyLogin)
+	api("POST", "/api/auth/step-up/passkey", private, s.passkeyStepUpBegin)
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
 

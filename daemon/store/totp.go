@@ -66,6 +66,17 @@ func (s *Store) CountTOTPDevices(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// secondFactorCount counts the second-factor devices: TOTP and passkeys.
+const secondFactorCount = "SELECT (SELECT COUNT(*) FROM totp_devices) + (SELECT COUNT(*) FROM passkeys)"
+
+// CountSecondFactors counts the second-factor devices of both kinds: 2FA
+// is on while there is one.
+func (s *Store) CountSecondFactors(ctx context.Context) (int, error) {
+	var n int
+	err := s.queryRow(ctx, secondFactorCount).Scan(&n)
+	return n, err
+}
+
 // UseTOTPStep records that device id accepted the code of time step step,
 // only if no code of that step or a later one was accepted before. It
 // reports whether it did: false means a replay (or a removed device).
@@ -120,7 +131,7 @@ func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes 
 			return ErrNotFound
 		}
 		var count int
-		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
+		if err := tx.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
 			return err
 		}
 		var used any
@@ -155,7 +166,7 @@ func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool,
 			return ErrNotFound
 		}
 		var count int
-		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&count); err != nil {
+		if err := tx.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
 			return err
 		}
 		if count > 0 {
@@ -171,10 +182,13 @@ func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool,
 // pending login, and reports how many devices there were.
 func (s *Store) DisableTOTP(ctx context.Context) (devices int, err error) {
 	err = s.Tx(ctx, func(tx *Tx) error {
-		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM totp_devices").Scan(&devices); err != nil {
+		if err := tx.queryRow(ctx, secondFactorCount).Scan(&devices); err != nil {
 			return err
 		}
 		if _, err := tx.exec(ctx, "DELETE FROM totp_devices"); err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, "DELETE FROM passkeys"); err != nil {
 			return err
 		}
 		if _, err := tx.exec(ctx, "DELETE FROM totp_enrollment"); err != nil {

@@ -139,7 +139,7 @@ func (s *Service) Confirm(ctx context.Context, c auth.Client, code, name string)
 		return nil, ErrInvalidCode
 	}
 	var hashes []store.BackupCode
-	if n, err := s.st.CountTOTPDevices(ctx); err != nil {
+	if n, err := s.st.CountSecondFactors(ctx); err != nil {
 		return nil, err
 	} else if n == 0 {
 		if backupCodes, hashes, err = s.newBackupCodes(ctx, c); err != nil {

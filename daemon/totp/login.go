@@ -2,6 +2,7 @@ package totp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,6 +106,12 @@ func (s *Service) Requirement(ctx context.Context) (string, error) {
 type Challenge struct {
 	Password string `json:"password"`
 	Code     string `json:"code"`
+	// Ceremony and Passkey answer a passkey prompt instead of a code
+	// (BeginPasskeyAssertion, for a step-up); RP is the relying party the
+	// API derived from the request.
+	Ceremony string          `json:"ceremony"`
+	Passkey  json.RawMessage `json:"passkey"`
+	RP       RP              `json:"-"`
 }
 
 // StepUp checks a fresh challenge before a sensitive action (action says
@@ -128,6 +135,9 @@ func (s *Service) StepUp(ctx context.Context, c auth.Client, ch Challenge, actio
 			s.log.Info("step-up failed", "action", action, "client", c.Addr)
 		}
 		return err
+	}
+	if len(ch.Passkey) > 0 {
+		return s.StepUpWithPasskey(ctx, c, ch.RP, ch.Ceremony, ch.Passkey, action)
 	}
 	if strings.TrimSpace(ch.Code) == "" {
 		return ErrCodeRequired

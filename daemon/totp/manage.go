@@ -88,14 +88,14 @@ func (s *Service) RemoveDevice(ctx context.Context, c auth.Client, id, code stri
 	if strings.TrimSpace(code) == "" {
 		return ErrCodeRequired
 	}
-	devices, err := s.st.ListTOTPDevices(ctx)
+	st, err := s.Status(ctx)
 	if err != nil {
 		return err
 	}
-	name, found := "", false
-	for _, d := range devices {
+	name, kind, found := "", "", false
+	for _, d := range st.Devices {
 		if d.ID == id {
-			name, found = d.Name, true
+			name, kind, found = d.Name, d.Type, true
 		}
 	}
 	if !found {
@@ -104,7 +104,12 @@ func (s *Service) RemoveDevice(ctx context.Context, c auth.Client, id, code stri
 	if _, err := s.checkManagementCode(ctx, c, code, "remove device "+id, id); err != nil {
 		return err
 	}
-	lastGone, err := s.st.DeleteTOTPDevice(ctx, id)
+	var lastGone bool
+	if kind == "passkey" {
+		lastGone, err = s.st.DeletePasskey(ctx, id)
+	} else {
+		lastGone, err = s.st.DeleteTOTPDevice(ctx, id)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return ErrDeviceNotFound
 	}

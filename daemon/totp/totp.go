@@ -78,7 +78,7 @@ var (
 // opposed to a missing field), which login and step-up answer with 401.
 func IsVerification(err error) bool {
 	return errors.Is(err, ErrInvalidCode) || errors.Is(err, ErrCodeReused) || errors.Is(err, ErrPendingInvalid) ||
-		errors.Is(err, ErrPendingOtherAddr)
+		errors.Is(err, ErrPendingOtherAddr) || errors.Is(err, ErrPasskeyRefused) || errors.Is(err, ErrCeremonyExpired)
 }
 
 // Options are the Service's dependencies; Log and Now default when nil.
@@ -118,13 +118,15 @@ func New(o Options) *Service {
 
 // Enabled reports whether at least one device is enrolled.
 func (s *Service) Enabled(ctx context.Context) (bool, error) {
-	n, err := s.st.CountTOTPDevices(ctx)
+	n, err := s.st.CountSecondFactors(ctx)
 	return n > 0, err
 }
 
 // Device is a device as the status endpoint shows it.
 type Device struct {
-	ID         string     `json:"id"`
+	ID string `json:"id"`
+	// Type is "totp" (an authenticator app) or "passkey" (WebAuthn).
+	Type       string     `json:"type"`
 	Name       string     `json:"name"`
 	CreatedAt  time.Time  `json:"created_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
@@ -147,9 +149,16 @@ func (s *Service) Status(ctx context.Context) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st := Status{Enabled: len(ds) > 0, Devices: []Device{}, BackupCodesRemaining: n}
+	ps, err := s.st.ListPasskeys(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Enabled: len(ds)+len(ps) > 0, Devices: []Device{}, BackupCodesRemaining: n}
 	for _, d := range ds {
-		st.Devices = append(st.Devices, Device{ID: d.ID, Name: d.Name, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt})
+		st.Devices = append(st.Devices, Device{ID: d.ID, Type: "totp", Name: d.Name, CreatedAt: d.CreatedAt, LastUsedAt: d.LastUsedAt})
+	}
+	for _, p := range ps {
+		st.Devices = append(st.Devices, Device{ID: p.ID, Type: "passkey", Name: p.Name, CreatedAt: p.CreatedAt, LastUsedAt: p.LastUsedAt})
 	}
 	return st, nil
 }

@@ -359,13 +359,13 @@ export interface StaleTokenAttempt {
 }
 export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
 export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }
-export interface TwoFADevice { id: string; name: string; created_at?: string; last_used_at?: string | null }
+export interface TwoFADevice { id: string; type?: 'totp' | 'passkey'; name: string; created_at?: string; last_used_at?: string | null }
 export interface TwoFAStatus { enabled: boolean; devices: TwoFADevice[]; backup_codes_remaining: number }
 export interface Enrollment { secret: string; qr_data_url: string }
 // Sudo mode (GET/POST /api/auth/step-up): sensitive changes answer 403
 // 'recent authentication required' unless recent is true; a step-up takes
 // {code} when requires is 'totp', else {password}.
-export interface StepUpState { requires: 'totp' | 'password'; recent: boolean; recent_until: string; window_seconds: number }
+export interface StepUpState { requires: 'totp' | 'password'; recent: boolean; recent_until: string; window_seconds: number; passkey?: boolean }
 export interface SSHKey {
   id: string; name: string; public_key: string; fingerprint?: string; is_default: boolean;
   created_at?: string; machine_count?: number;

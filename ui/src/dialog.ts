@@ -16,6 +16,9 @@ export interface AskOpts {
   code?: { label: string; hint?: string; secret?: boolean; backup?: boolean };
   /** Runs with the dialog open; its error is shown there. */
   action?: (code: string) => Promise<void>;
+  /** Another way to confirm (a passkey instead of the code): a button of
+   * its own whose action runs with the dialog open, as action does. */
+  alt?: { label: string; action: () => Promise<void> };
 }
 
 /** Resolves true when confirmed (and action succeeded), false when cancelled. */
@@ -30,11 +33,12 @@ export function ask(o: AskOpts): Promise<boolean> {
       : codeField(c.label, c.hint, c.backup);
     const ok = h('button', { type: 'submit', class: o.danger ? 'danger solid' : '' }, o.confirm);
     const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    const alt = o.alt ? h('button', { type: 'button', class: 'secondary' }, o.alt.label) : null;
     const f = h('form', { class: 'stack', novalidate: true },
       h('h2', { id: titleId }, o.title),
       o.body ? h('div', { class: 'dlg-body' }, o.body) : null,
       code?.row, n.el,
-      h('div', { class: 'actions end' }, cancel, ok));
+      h('div', { class: 'actions end' }, cancel, alt, ok));
     const d = h('dialog', { class: o.danger ? 'dlg danger' : 'dlg', 'aria-labelledby': titleId, role: o.danger ? 'alertdialog' : null }, f);
     let result = false;
     const close = () => d.close();
@@ -44,6 +48,11 @@ export function ask(o: AskOpts): Promise<boolean> {
       resolve(result);
     });
     cancel.addEventListener('click', close);
+    alt?.addEventListener('click', () => void busy([ok, cancel, alt], n, async () => {
+      await o.alt?.action();
+      result = true;
+      close();
+    }));
     f.addEventListener('submit', (ev) => {
       ev.preventDefault();
       if (!validate(f)) return;

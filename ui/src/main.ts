@@ -16,6 +16,7 @@ import { machineView } from './views/machine';
 import { machinesView } from './views/machines';
 import { overviewView } from './views/overview';
 import { securityView } from './views/security';
+import { usePasskey } from './passkey';
 import { tunnelsView } from './views/tunnels';
 
 const routes: Record<string, { title: string; view: View }> = {
@@ -92,6 +93,10 @@ api.onRecentAuth = () => stepping ??= (async () => {
       action: async (secret) => {
         await api.post<StepUpState>('/api/auth/step-up', totp ? { code: secret } : { password: secret });
       },
+      alt: st.passkey ? { label: 'Use a passkey', action: async () => {
+        const p = await usePasskey(api, '/api/auth/step-up/passkey');
+        await api.post<StepUpState>('/api/auth/step-up', { ceremony: p.ceremony, passkey: p.credential });
+      } } : undefined,
     });
   } catch {
     return false; // the change then says why it was refused

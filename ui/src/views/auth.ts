@@ -2,7 +2,8 @@
 // dialog, when the session expires mid-work).
 import { ApiError, describeError, isDiskFull, type Api, type LoginResult, type Message } from '../api';
 import type { View } from '../ctx';
-import { clear, codeField, field, form, h, type Field } from '../dom';
+import { busy, clear, codeField, field, form, h, notice, type Field } from '../dom';
+import { usePasskey } from '../passkey';
 
 export const setupView: View = (root, ctx) => {
   const pw = field('New password', { type: 'password', name: 'password', autocomplete: 'new-password', required: true, minlength: 8 },
@@ -75,7 +76,15 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       if (r) done(true);
     });
     const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
-    clear(box, heading?.('Two-factor authentication'), f.form, back, giveUp);
+    // A passkey answers the second step instead of a code.
+    const pn = notice();
+    const passkey = h('button', { type: 'button', class: 'secondary' }, 'Use a passkey');
+    passkey.addEventListener('click', () => void busy(passkey, pn, async () => {
+      const p = await usePasskey(api, '/api/auth/login/passkey/begin', { pending_token: pending });
+      await api.post<Message>('/api/auth/login/passkey', { pending_token: pending, ceremony: p.ceremony, credential: p.credential });
+      done(true);
+    }));
+    clear(box, heading?.('Two-factor authentication'), f.form, h('div', { class: 'actions' }, passkey), pn.el, back, giveUp);
     code.input.focus();
   };
   passwordStep();

@@ -1,6 +1,7 @@
 // SSH keys: the pairs machines trust, how many machines got each, and a
 // private-key download behind a step-up (a code, or the password).
-import { unwrap, type Message, type SSHKey } from '../api';
+import { unwrap, type Message, type SSHKey, type StepUpState } from '../api';
+import { usePasskey } from '../passkey';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
 import { badge, busy, card, checkbox, field, form, h, notice, refill, rowButton, saveFile, table } from '../dom';
@@ -12,18 +13,23 @@ export function sshKeys(ctx: Ctx): HTMLElement {
   const download = async (k: SSHKey) => {
     const info = await api.get<{ requires: string }>('/api/local/ssh-keys/challenge-info');
     const totp = info.requires === 'totp';
+    const st = totp ? await api.get<StepUpState>('/api/auth/step-up') : null;
+    const fetchKey = async (challenge: unknown) => {
+      const res = await api.send('POST', `/api/local/ssh-keys/${encodeURIComponent(k.id)}/download`, challenge);
+      if (!res.ok) await unwrap(res); // throws the server's message
+      saveFile('tunnel_id_rsa', await res.text(), 'application/octet-stream');
+      n.ok(`Downloaded the private key of ${k.name} as tunnel_id_rsa. Keep it private.`);
+    };
     await ask({
       title: `Download the private key of ${k.name}`,
       body: h('p', null, 'Anyone with this file can log in where the key is trusted. Confirm it is you.'),
       confirm: 'Download private key',
       code: totp ? { label: 'Code from your authenticator app' } : { label: 'Your login password', secret: true },
-      action: async (secret) => {
-        const res = await api.send('POST', `/api/local/ssh-keys/${encodeURIComponent(k.id)}/download`,
-          totp ? { code: secret } : { password: secret });
-        if (!res.ok) await unwrap(res); // throws the server's message
-        saveFile('tunnel_id_rsa', await res.text(), 'application/octet-stream');
-        n.ok(`Downloaded the private key of ${k.name} as tunnel_id_rsa. Keep it private.`);
-      },
+      action: (secret) => fetchKey(totp ? { code: secret } : { password: secret }),
+      alt: st?.passkey ? { label: 'Use a passkey', action: async () => {
+        const p = await usePasskey(api, '/api/auth/step-up/passkey');
+        await fetchKey({ ceremony: p.ceremony, passkey: p.credential });
+      } } : undefined,
     });
   };
   const load = () => busy([], n, async () => {

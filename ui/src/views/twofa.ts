@@ -5,6 +5,7 @@ import type { Enrollment, Message, TwoFAStatus } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
 import { dismiss, getSecret, keep } from '../secrets';
+import { addPasskey } from '../passkey';
 import { badge, busy, card, clear, codeField, copyBox, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
 
 // Turning 2FA off or issuing new backup codes takes a code from any
@@ -42,7 +43,7 @@ export function twoFA(ctx: Ctx): HTMLElement {
   const n = notice();
   const load = () => busy([], n, async () => {
     const s = await api.get<TwoFAStatus>('/api/auth/2fa/status');
-    const devices = table(['Device', 'Added', 'Last used', ''], (s.devices ?? []).map((d) => {
+    const devices = table(['Device', 'Kind', 'Added', 'Last used', ''], (s.devices ?? []).map((d) => {
       const rm = rowButton('Remove', d.name, () => void ask({
         title: `Remove ${d.name}?`,
         body: h('p', null, `Codes from ${d.name} stop working.`, (s.devices ?? []).length > 1
@@ -54,7 +55,7 @@ export function twoFA(ctx: Ctx): HTMLElement {
           await load();
         },
       }), 'danger small');
-      return [d.name, time(d.created_at), time(d.last_used_at), rm];
+      return [d.name, d.type === 'passkey' ? 'Passkey' : 'Authenticator app', time(d.created_at), time(d.last_used_at), rm];
     }), 'No devices.', 'Devices');
     const enroll = h('button', { type: 'button' }, s.enabled ? 'Add another device' : 'Turn on two-factor authentication');
     enroll.addEventListener('click', () => void busy(enroll, n, async () => {
@@ -83,10 +84,21 @@ export function twoFA(ctx: Ctx): HTMLElement {
         confirm.form));
       code.input.focus();
     }));
+    // A passkey (this device's, a security key, a phone) is a device too.
+    const pkName = field('Passkey name', { type: 'text', name: 'passkey_name', placeholder: 'Passkey', maxlength: 64, autocomplete: 'off' });
+    const addPk = form({ label: 'Add a passkey', submit: 'Add a passkey', className: 'inline' }, [pkName.row], async (pn) => {
+      const r = await addPasskey<Message & { backup_codes?: string[] }>(api, pkName.input.value.trim());
+      clear(codesBox, r.backup_codes?.length ? backupCodesBox(r.backup_codes) : null);
+      pn.ok(r.message);
+      n.ok(r.message || 'Passkey added.');
+      pkName.input.value = '';
+      await load();
+    });
     const parts: Node[] = [
       h('p', null, 'Status: ', badge(s.enabled ? 'on' : 'off', s.enabled ? 'good' : 'warn'),
         s.enabled ? ` · ${s.backup_codes_remaining} backup codes left` : ''),
       devices, h('div', { class: 'actions' }, enroll),
+      addPk.form,
       // The new-device form opens here, under its button, above Turn off.
       extra,
     ];
