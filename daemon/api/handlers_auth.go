@@ -56,7 +56,13 @@ func (s *Server) authStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return Internal("could not read the 2FA state", err)
 	}
-	writeData(w, http.StatusOK, map[string]bool{"setup": configured, "authenticated": authenticated, "totp_enabled": totp})
+	passwordless := false
+	if s.totp != nil {
+		if passwordless, err = s.totp.Passwordless(r.Context()); err != nil {
+			return Internal("could not read the 2FA state", err)
+		}
+	}
+	writeData(w, http.StatusOK, map[string]bool{"setup": configured, "authenticated": authenticated, "totp_enabled": totp, "passkey_login": passwordless})
 	return nil
 }
 

@@ -111,7 +111,20 @@ func (s *Server) passkeyLoginBegin(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if body.PendingToken == "" {
-		return Errorf(http.StatusBadRequest, "pending_token is required")
+		// A passkey alone, when passwordless sign-in is on.
+		rp, err := s.relyingParty(r)
+		if err != nil {
+			return err
+		}
+		assertion, id, err := s.totp.BeginPasswordless(r.Context(), rp)
+		if errors.Is(err, totp.ErrPasswordlessOff) {
+			return Errorf(http.StatusBadRequest, "pending_token is required: %s", err.Error())
+		}
+		if err != nil {
+			return Internal("could not start the passkey sign-in", err)
+		}
+		writeData(w, http.StatusOK, passkeyBegin{Ceremony: id, Options: assertion})
+		return nil
 	}
 	if err := s.totp.PendingFrom(r.Context(), client(r), body.PendingToken); err != nil {
 		return twoFAError(w, err, http.StatusUnauthorized)
@@ -158,7 +171,12 @@ func (s *Server) passkeyLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	token, err := s.totp.CompleteLoginWithPasskey(r.Context(), client(r), rp, body.PendingToken, body.Ceremony, body.Credential)
+	var token string
+	if body.PendingToken == "" {
+		token, err = s.totp.CompletePasswordless(r.Context(), client(r), rp, body.Ceremony, body.Credential)
+	} else {
+		token, err = s.totp.CompleteLoginWithPasskey(r.Context(), client(r), rp, body.PendingToken, body.Ceremony, body.Credential)
+	}
 	if err := twoFAError(w, err, http.StatusUnauthorized); err != nil {
 		return err
 	}
@@ -179,3 +197,27 @@ func (s *Server) withRP(r *http.Request, ch *totp.Challenge) error {
 }
 
 func asTOTP(err error, te **totp.Error) bool { return err != nil && errors.As(err, te) }
+
+// passkeyPasswordless: PUT /api/auth/passkeys/passwordless {on}: whether a
+// passkey alone signs in (off by default; on needs a passkey). A recent
+// sign-in is needed.
+func (s *Server) passkeyPasswordless(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		On *bool `json:"on"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.On == nil {
+		return Errorf(http.StatusBadRequest, "on is required (true or false)")
+	}
+	if err := s.totp.SetPasswordless(r.Context(), client(r), *body.On); err != nil {
+		return twoFAError(w, err, http.StatusBadRequest)
+	}
+	if *body.On {
+		writeData(w, http.StatusOK, message("a passkey alone now signs in; the password and the backup codes stay the way back in"))
+	} else {
+		writeData(w, http.StatusOK, message("passwordless sign-in is off: the password signs in"))
+	}
+	return nil
+}

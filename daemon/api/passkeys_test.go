@@ -38,7 +38,14 @@ func TestPasskeyRefusals(t *testing.T) {
 			"the passkey prompt expired or was already answered: try again")
 		// No passkey yet: a step-up or login prompt says to use a code.
 		wantError(t, at("POST", "/api/auth/step-up/passkey", "router.example.test", ""), 400, "no passkey is registered: use a code")
-		wantError(t, e.do(req{method: "POST", path: "/api/auth/login/passkey/begin", body: `{}`, header: map[string]string{"Host": "router.example.test"}}), 400, "pending_token is required")
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/login/passkey/begin", body: `{}`, header: map[string]string{"Host": "router.example.test"}}), 400,
+			"pending_token is required: passwordless sign-in is off: log in with the password")
+		// Passwordless sign-in needs a passkey, and says so; it stays off.
+		wantError(t, at("PUT", "/api/auth/passkeys/passwordless", "router.example.test", `{"on":true}`), 400, "register a passkey first: passwordless sign-in uses one")
+		wantError(t, at("PUT", "/api/auth/passkeys/passwordless", "router.example.test", `{}`), 400, "on is required (true or false)")
+		if st := data(t, e.do(req{method: "GET", path: "/api/auth/status"})); st["passkey_login"] != false {
+			t.Fatalf("status: %v", st)
+		}
 		wantError(t, e.do(req{method: "POST", path: "/api/auth/login/passkey/begin", body: `{"pending_token":"forged"}`, header: map[string]string{"Host": "router.example.test"}}), 401,
 			"the login has expired or is not valid: log in with the password again")
 		wantError(t, e.do(req{method: "POST", path: "/api/auth/login/passkey", body: `{"pending_token":"forged","ceremony":"x","credential":{}}`, header: map[string]string{"Host": "router.example.test"}}), 401,

@@ -90,6 +90,7 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/login/passkey/begin", public, s.passkeyLoginBegin)
 	api("POST", "/api/auth/login/passkey", public, s.passkeyLogin)
 	api("POST", "/api/auth/step-up/passkey", private, s.passkeyStepUpBegin)
+	api("PUT", "/api/auth/passkeys/passwordless", recent, s.passkeyPasswordless)
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
 

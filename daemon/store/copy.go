@@ -19,13 +19,14 @@ var copyTables = []string{
 	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets", "tunnel_domains",
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
+	"api_tokens", "passkeys", "webauthn_ceremonies",
 }
 
 // identityTables are the tables whose id the database hands out.
 var identityTables = map[string]bool{
 	"audit_log": true, "backup_codes": true, "bootstrap_tokens": true, "machines": true,
 	"tunnels": true, "tunnel_targets": true, "stale_token_attempts": true, "activity_events": true,
-	"edges": true, "edge_tokens": true, "auth_failures": true,
+	"edges": true, "edge_tokens": true, "auth_failures": true, "api_tokens": true,
 }
 
 // TableCopy is what Copy moved of one table and what both sides hold

@@ -44,6 +44,13 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	if _, err := s.InsertBootstrapToken(ctx, "tok", "Bob's laptop", now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.InsertAPIToken(ctx, APIToken{Name: "ci's token", Scope: "write", TokenHash: "h1", CreatedAt: now, ExpiresAt: now.AddDate(0, 0, 30)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertPasskey(ctx, Passkey{ID: "pk-1", Name: "laptop", CredentialID: "Y3JlZA", Credential: `{"id":"Y3JlZA"}`, CreatedAt: now}, nil); err != nil {
+		t.Fatal(err)
+	}
+	must(s.PutCeremony(ctx, "c1", "register", `{"challenge":"x"}`, now.Add(time.Hour), now))
 	if _, err := s.InsertBootstrapToken(ctx, "tok2", "", now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

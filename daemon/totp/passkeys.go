@@ -380,3 +380,156 @@ func protocolWords(err error) string {
 	}
 	return err.Error()
 }
+
+// Passwordless sign-in: with it on, a passkey alone opens the dashboard
+// (no password, no code). The password stays the way back in, with the
+// backup codes as its second step. Off by default; it can be on only
+// while a passkey is enrolled.
+
+// passwordlessKey is the setting: "on" or absent.
+const passwordlessKey = "passkey_passwordless"
+
+const ceremonyPasswordless = "passwordless"
+
+// ErrNoPasskey: passwordless sign-in needs a passkey.
+var ErrNoPasskey = &Error{"register a passkey first: passwordless sign-in uses one"}
+
+// Passwordless reports whether a passkey alone signs in: the setting is
+// on and a passkey is enrolled.
+func (s *Service) Passwordless(ctx context.Context) (bool, error) {
+	v, err := s.st.GetSetting(ctx, passwordlessKey)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && v != "on") {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ps, err := s.st.ListPasskeys(ctx)
+	return len(ps) > 0, err
+}
+
+// SetPasswordless turns passwordless sign-in on or off; on needs a passkey.
+func (s *Service) SetPasswordless(ctx context.Context, c auth.Client, on bool) error {
+	if on {
+		ps, err := s.st.ListPasskeys(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 0 {
+			return ErrNoPasskey
+		}
+		if err := s.st.SetSetting(ctx, passwordlessKey, "on"); err != nil {
+			return err
+		}
+		s.record(ctx, c, KindPasswordless, "passwordless sign-in with a passkey turned on")
+		return nil
+	}
+	if err := s.st.DeleteSetting(ctx, passwordlessKey); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s.record(ctx, c, KindPasswordless, "passwordless sign-in with a passkey turned off")
+	return nil
+}
+
+// KindPasswordless audits a change of passwordless sign-in.
+const KindPasswordless = "TOTP_PASSWORDLESS_CHANGED"
+
+// ErrPasswordlessOff: a passkey-only sign-in while it is off.
+var ErrPasswordlessOff = &Error{"passwordless sign-in is off: log in with the password"}
+
+// BeginPasswordless starts a sign-in with a passkey alone (a discoverable
+// credential: the browser offers the passkeys it holds for this name).
+func (s *Service) BeginPasswordless(ctx context.Context, rp RP) (*protocol.CredentialAssertion, string, error) {
+	on, err := s.Passwordless(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	if !on {
+		return nil, "", ErrPasswordlessOff
+	}
+	w, err := rp.webauthn()
+	if err != nil {
+		return nil, "", err
+	}
+	assertion, sd, err := w.BeginDiscoverableLogin(webauthn.WithUserVerification(protocol.VerificationRequired))
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := s.putCeremony(ctx, ceremonyPasswordless, sd)
+	return assertion, id, err
+}
+
+// CompletePasswordless checks a passkey-only sign-in and returns the new
+// session's token. Every attempt is reserved in the shared rate limit; a
+// refusal is audited as a failed login.
+func (s *Service) CompletePasswordless(ctx context.Context, c auth.Client, rp RP, ceremony string, credential json.RawMessage) (string, error) {
+	if ceremony == "" || len(credential) == 0 {
+		return "", ErrPasskeyRequired
+	}
+	res, err := s.auth.Reserve(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		return "", s.fail(ctx, c, KindLoginFailed, "passwordless sign-in with a passkey", err)
+	}
+	on, err := s.Passwordless(ctx)
+	if err != nil {
+		res.Release()
+		return "", err
+	}
+	if !on {
+		return fail(ErrPasswordlessOff)
+	}
+	sd, err := s.takeCeremony(ctx, ceremony, ceremonyPasswordless)
+	var e *Error
+	if errors.As(err, &e) {
+		return fail(err)
+	}
+	if err != nil {
+		res.Release()
+		return "", err
+	}
+	w, err := rp.webauthn()
+	if err != nil {
+		res.Release()
+		return "", err
+	}
+	o, err := s.operator(ctx)
+	if err != nil {
+		res.Release()
+		return "", err
+	}
+	parsed, err := protocol.ParseCredentialRequestResponseBytes(credential)
+	if err != nil {
+		return fail(ErrPasskeyRefused)
+	}
+	_, cred, err := w.ValidatePasskeyLogin(func(_, userHandle []byte) (webauthn.User, error) {
+		if !bytesEqual(userHandle, o.id) {
+			return nil, errors.New("not this dashboard's operator")
+		}
+		return o, nil
+	}, sd, parsed)
+	if err != nil {
+		s.log.Info("passwordless passkey refused", "err", protocolWords(err))
+		return fail(ErrPasskeyRefused)
+	}
+	var used store.Passkey
+	for _, k := range o.keys {
+		if k.CredentialID == base64.RawURLEncoding.EncodeToString(cred.ID) {
+			used = k
+		}
+	}
+	if raw, err := json.Marshal(cred); err == nil && used.ID != "" {
+		if err := s.st.UsePasskey(ctx, used.ID, string(raw), s.now()); err != nil {
+			res.Release()
+			return "", err
+		}
+	}
+	res.Release()
+	s.auth.LoginSucceeded(c)
+	s.record(ctx, c, KindLoginSuccess, fmt.Sprintf("passwordless, passkey %q (%s)", used.Name, used.ID))
+	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
+}
+
+func bytesEqual(a, b []byte) bool { return len(a) == len(b) && string(a) == string(b) }

@@ -4,6 +4,7 @@
 // to 127.0.0.1 and takes it as a secure origin) registers a passkey as the
 // first 2FA device (backup codes shown), logs in with the password and
 // the passkey, passes the step-up of an SSH key download with it, and
+// signs in with the passkey alone once passwordless sign-in is on,
 // removes it with a backup code. Opened as 127.0.0.1, the dashboard says
 // passkeys work only at router.test.localhost.
 import { after, before, test } from 'node:test';
@@ -81,6 +82,17 @@ test('passkeys: register, log in, step-up, remove; refused at another name', { t
   await row.getByText('Passkey', { exact: true }).waitFor();
   assert.equal((await page.credentials()).length, 1);
   await page.getByRole('button', { name: 'I have saved them' }).click();
+
+  // Passwordless sign-in, off by default: turned on, a passkey alone opens
+  // the dashboard.
+  assert.equal((await d.raw('GET', '/api/auth/status')).data.passkey_login, false);
+  await page.getByLabel(/^Sign in with a passkey alone/).check();
+  await page.getByText('a passkey alone now signs in').waitFor();
+  await context.clearCookies();
+  await page.goto('about:blank');
+  await page.goto(`${origin}/#/overview`);
+  await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
+  await page.getByRole('navigation', { name: 'Main' }).waitFor();
 
   // Log in again: the password, then the passkey instead of a code.
   await context.clearCookies();

@@ -1,6 +1,6 @@
 // First-run setup, login and the 2FA step of login (also used, in a
 // dialog, when the session expires mid-work).
-import { ApiError, describeError, isDiskFull, type Api, type LoginResult, type Message } from '../api';
+import { ApiError, describeError, isDiskFull, type Api, type AuthStatus, type LoginResult, type Message } from '../api';
 import type { View } from '../ctx';
 import { busy, clear, codeField, field, form, h, notice, type Field } from '../dom';
 import { usePasskey } from '../passkey';
@@ -65,7 +65,21 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       if (r.needs_2fa && r.pending_token) codeStep(r.pending_token);
       else done(true);
     });
-    clear(box, heading?.('Log in to tunnelsvc'), f.form, giveUp);
+    // A passkey alone, when the operator turned that on: asked after the
+    // page shows, so the password form never waits for it.
+    const alone = h('div');
+    const an = notice();
+    void api.get<AuthStatus>('/api/auth/status').then((st) => {
+      if (!st.passkey_login) return;
+      const b = h('button', { type: 'button', class: 'secondary' }, 'Sign in with a passkey');
+      b.addEventListener('click', () => void busy(b, an, async () => {
+        const p = await usePasskey(api, '/api/auth/login/passkey/begin', {});
+        await api.post<Message>('/api/auth/login/passkey', { ceremony: p.ceremony, credential: p.credential });
+        done(true);
+      }));
+      clear(alone, h('div', { class: 'actions' }, b), an.el);
+    }).catch(() => { /* the password form is there */ });
+    clear(box, heading?.('Log in to tunnelsvc'), f.form, alone, giveUp);
     pw.input.focus();
   };
   const codeStep = (pending: string) => {

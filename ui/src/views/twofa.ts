@@ -1,12 +1,12 @@
 // Two-factor authentication: devices, enrolment, backup codes (copy and
 // download), and turning it off. Codes are typed in plain one-time-code
 // fields (number pad on phones), never masked like a password.
-import type { Enrollment, Message, TwoFAStatus } from '../api';
+import type { AuthStatus, Enrollment, Message, TwoFAStatus } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
 import { dismiss, getSecret, keep } from '../secrets';
 import { addPasskey } from '../passkey';
-import { badge, busy, card, clear, codeField, copyBox, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
+import { badge, busy, card, checkbox, clear, codeField, copyBox, copyText, field, form, h, notice, refill, rowButton, saveFile, table, time } from '../dom';
 
 // Turning 2FA off or issuing new backup codes takes a code from any
 // device; removing a device, one from another device (or a backup code).
@@ -94,11 +94,28 @@ export function twoFA(ctx: Ctx): HTMLElement {
       pkName.input.value = '';
       await load();
     });
+    // Passwordless sign-in, once a passkey is enrolled.
+    const hasPasskey = (s.devices ?? []).some((d) => d.type === 'passkey');
+    let alone: HTMLElement | null = null;
+    if (hasPasskey) {
+      const st = await api.get<AuthStatus>('/api/auth/status');
+      const box = checkbox('Sign in with a passkey alone (no password). The password stays the way back in, with the backup codes.');
+      box.input.checked = !!st.passkey_login;
+      box.input.addEventListener('change', () => void busy([], n, async () => {
+        try {
+          n.ok((await api.put<Message>('/api/auth/passkeys/passwordless', { on: box.input.checked })).message);
+        } catch (e) {
+          box.input.checked = !box.input.checked;
+          throw e;
+        }
+      }));
+      alone = h('div', { class: 'passwordless' }, box.row);
+    }
     const parts: Node[] = [
       h('p', null, 'Status: ', badge(s.enabled ? 'on' : 'off', s.enabled ? 'good' : 'warn'),
         s.enabled ? ` · ${s.backup_codes_remaining} backup codes left` : ''),
       devices, h('div', { class: 'actions' }, enroll),
-      addPk.form,
+      addPk.form, ...(alone ? [alone] : []),
       // The new-device form opens here, under its button, above Turn off.
       extra,
     ];
