@@ -62,7 +62,17 @@ func (s *Server) authStatus(w http.ResponseWriter, r *http.Request) error {
 			return Internal("could not read the 2FA state", err)
 		}
 	}
-	writeData(w, http.StatusOK, map[string]bool{"setup": configured, "authenticated": authenticated, "totp_enabled": totp, "passkey_login": passwordless})
+	out := map[string]any{"setup": configured, "authenticated": authenticated, "totp_enabled": totp, "passkey_login": passwordless}
+	if s.sso != nil {
+		st, err := s.sso.Get(r.Context())
+		if err != nil {
+			return Internal("could not read the single sign-on settings", err)
+		}
+		if st.Enabled {
+			out["sso"] = st.Name
+		}
+	}
+	writeData(w, http.StatusOK, out)
 	return nil
 }
 

@@ -91,6 +91,12 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/auth/login/passkey", public, s.passkeyLogin)
 	api("POST", "/api/auth/step-up/passkey", private, s.passkeyStepUpBegin)
 	api("PUT", "/api/auth/passkeys/passwordless", recent, s.passkeyPasswordless)
+	// Single sign-on through an OpenID provider: its settings (sudo mode
+	// to change), and the flow, which answers with redirects.
+	api("GET", "/api/auth/sso", private, s.ssoGet)
+	api("PUT", "/api/auth/sso", recent, s.ssoPut)
+	api("GET", "/api/auth/sso/start", public, s.ssoStart)
+	api("GET", "/api/auth/sso/callback", public, s.ssoCallback)
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
 

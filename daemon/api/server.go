@@ -6,6 +6,7 @@ package api
 import (
 	_ "embed"
 	"github.com/tunnelsvc/tunnelsvc/daemon/apitokens"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 
 	"log/slog"
 	"net/http"
@@ -87,6 +88,9 @@ type Options struct {
 	// Monitoring serves /metrics, the traffic history and the notification
 	// settings.
 	Monitoring Monitoring
+	// SSO signs the operator in through an OpenID provider; nil answers
+	// 503 on its routes.
+	SSO *sso.Service
 	// APITokens keeps the operator's API tokens; nil builds one on the
 	// store.
 	APITokens *apitokens.Service
@@ -128,6 +132,7 @@ type Server struct {
 	fleet     *fleet.Updater
 	edges     *edges.Service
 	tokens    *apitokens.Service
+	sso       *sso.Service
 
 	// machineList: GET /api/machines's last answer (handlers_machines.go).
 	machineList encodedList
@@ -144,6 +149,7 @@ func New(o Options) *Server {
 	s.fleet = o.Fleet
 	s.edges = o.Edges
 	s.tokens = o.APITokens
+	s.sso = o.SSO
 	if s.tokens == nil && o.Auth != nil {
 		s.tokens = &apitokens.Service{Store: o.Auth.Store, Now: o.Now}
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"log/slog"
 	"net"
 	"net/http"
@@ -340,6 +341,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	}
 	a.Handler = api.New(api.Options{
 		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
+		SSO:      &sso.Service{Store: a.Store, Sealer: a.Sealer, Now: time.Now},
 		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,

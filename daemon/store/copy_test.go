@@ -51,6 +51,7 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 		t.Fatal(err)
 	}
 	must(s.PutCeremony(ctx, "c1", "register", `{"challenge":"x"}`, now.Add(time.Hour), now))
+	must(s.PutOIDCFlow(ctx, OIDCFlow{StateHash: "sh1", Nonce: "n", Verifier: "v", Purpose: "dashboard", ReturnTo: "/#/overview", ExpiresAt: now.Add(time.Hour)}, now))
 	if _, err := s.InsertBootstrapToken(ctx, "tok2", "", now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,16 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       }));
       clear(alone, h('div', { class: 'actions' }, b), an.el);
     }).catch(() => { /* the password form is there */ });
-    clear(box, heading?.('Log in to tunnelsvc'), f.form, alone, giveUp);
+    // Single sign-on, when set up: "Sign in with <name>" beside the form,
+    // and why the last attempt did not sign in, in the provider's words.
+    const ssoBox = h('div');
+    void api.get<AuthStatus>('/api/auth/status').then((st) => {
+      if (!st.sso) return;
+      clear(ssoBox, h('div', { class: 'actions' }, h('a', { class: 'button secondary', href: '/api/auth/sso/start' }, `Sign in with ${st.sso}`)));
+    }).catch(() => { /* the password form is there */ });
+    const ssoError = new URLSearchParams(location.hash.split('?')[1] ?? '').get('sso_error');
+    const refused = ssoError ? h('p', { class: 'bad-text', role: 'alert' }, ssoError) : null;
+    clear(box, heading?.('Log in to tunnelsvc'), refused, f.form, alone, ssoBox, giveUp);
     pw.input.focus();
   };
   const codeStep = (pending: string) => {

@@ -1,0 +1,61 @@
+package api
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// TestSSORefusals: what single sign-on refuses, and how: bad settings are
+// 400 in words and change nothing; a flow that cannot sign in goes back to
+// the login page with the reason (the provider's own refusal in its
+// words), with no session. The sign-in itself runs against a real OpenID
+// provider in Chromium (ui/test/sso.test.mjs).
+func TestSSORefusals(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		sealer, err := seal.LoadOrCreate(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnvOn(t, engine, func(o *Options, st *store.Store) { o.SSO = &sso.Service{Store: st, Sealer: sealer} })
+		cookie := e.setup()
+		put := func(body string) resp {
+			return e.do(req{method: "PUT", path: "/api/auth/sso", body: body, cookie: cookie})
+		}
+		wantError(t, put(`{"enabled":true,"issuer":"ftp://x","client_id":"c","client_secret":"s","emails":["a@b.c"]}`), 400,
+			"issuer must be the provider's https URL (its /.well-known/openid-configuration answers there)")
+		wantError(t, put(`{"enabled":true,"issuer":"https://idp.example.test","client_id":"c","client_secret":"s"}`), 400,
+			"say who may enter: emails, email_domains or groups")
+		closed := testutil.FreePort(t)
+		r := put(`{"enabled":true,"issuer":"http://127.0.0.1:` + itoa(closed) + `","client_id":"c","client_secret":"s","emails":["a@b.c"]}`)
+		if r.Code != 400 || !strings.HasPrefix(r.json(t)["error"].(string), "the issuer does not answer as an OpenID provider: ") {
+			t.Fatalf("unreachable issuer: %d %s", r.Code, r.Body)
+		}
+		got := data(t, e.do(req{method: "GET", path: "/api/auth/sso", cookie: cookie}))
+		if st := got["settings"].(map[string]any); st["enabled"] != false || st["has_secret"] != false {
+			t.Fatalf("refused settings were kept: %v", got)
+		}
+		back := func(q, want string) {
+			t.Helper()
+			r := e.do(req{method: "GET", path: q})
+			loc, _ := url.Parse(r.Header().Get("Location"))
+			why, _ := url.ParseQuery(strings.TrimPrefix(loc.Fragment, "/login?"))
+			if r.Code != 303 || why.Get("sso_error") != want || r.Header().Get("Set-Cookie") != "" {
+				t.Fatalf("GET %s: %d %q (want %q)", q, r.Code, r.Header().Get("Location"), want)
+			}
+		}
+		back("/api/auth/sso/start", "single sign-on is off")
+		back("/api/auth/sso/callback?error=access_denied&error_description=End-User+aborted+interaction&state=x",
+			"the identity provider refused the sign-in: End-User aborted interaction (access_denied)")
+		back("/api/auth/sso/callback", "the provider's answer has no state or code: start the sign-in again")
+		back("/api/auth/sso/callback?state=forged&code=c", "this sign-in is not known here (expired, already used, or started elsewhere): start it again")
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

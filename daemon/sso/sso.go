@@ -1,0 +1,382 @@
+// Package sso signs the operator in through an OpenID Connect provider:
+// the authorization code flow with PKCE, state and nonce checked, and the
+// identity (email, domain, groups) checked against who may enter.
+package sso
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// settingsKey holds the settings, as JSON (the client secret sealed).
+const settingsKey = "sso"
+
+// FlowTTL bounds a sign-in at the provider.
+const FlowTTL = 10 * time.Minute
+
+// DiscoveryTimeout bounds asking the provider for its configuration.
+const DiscoveryTimeout = 10 * time.Second
+
+// Purposes of a flow.
+const (
+	PurposeDashboard = "dashboard"
+)
+
+// Settings are what the operator sets; the secret is never shown back.
+type Settings struct {
+	Enabled  bool   `json:"enabled"`
+	Name     string `json:"name"`
+	Issuer   string `json:"issuer"`
+	ClientID string `json:"client_id"`
+	// HasSecret says a client secret is kept (it is never shown).
+	HasSecret bool `json:"has_secret"`
+	// Who may enter: any of these emails, any email under these domains,
+	// or a member of any of these groups (GroupsClaim, default "groups").
+	Emails      []string `json:"emails"`
+	Domains     []string `json:"email_domains"`
+	Groups      []string `json:"groups"`
+	GroupsClaim string   `json:"groups_claim"`
+}
+
+// Input is PUT /api/auth/sso's body: Settings with the secret ("" keeps
+// the one kept).
+type Input struct {
+	Settings
+	ClientSecret string `json:"client_secret"`
+}
+
+type stored struct {
+	Settings
+	SecretSealed string `json:"client_secret_sealed"`
+}
+
+// InputError is a request the caller must change.
+type InputError string
+
+func (e InputError) Error() string { return string(e) }
+
+// Refusal is a sign-in that did not happen, in words a person can act on.
+type Refusal string
+
+func (e Refusal) Error() string { return string(e) }
+
+// Service runs the flows.
+type Service struct {
+	Store  *store.Store
+	Sealer *seal.Sealer
+	Now    func() time.Time
+	// Client reaches the provider (nil: http.DefaultClient with a timeout).
+	Client *http.Client
+}
+
+func (s *Service) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Service) client() *http.Client {
+	if s.Client != nil {
+		return s.Client
+	}
+	return &http.Client{Timeout: DiscoveryTimeout}
+}
+
+var aad = []byte("sso:client_secret")
+
+func (s *Service) load(ctx context.Context) (stored, error) {
+	var st stored
+	raw, err := s.Store.GetSetting(ctx, settingsKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal([]byte(raw), &st)
+}
+
+// Get returns the settings.
+func (s *Service) Get(ctx context.Context) (Settings, error) {
+	st, err := s.load(ctx)
+	st.Settings.HasSecret = st.SecretSealed != ""
+	st.Emails, st.Domains, st.Groups = clean(st.Emails, true), clean(st.Domains, true), clean(st.Groups, false)
+	return st.Settings, err
+}
+
+func clean(list []string, lower bool) []string {
+	out := []string{}
+	for _, v := range list {
+		v = strings.TrimSpace(v)
+		if lower {
+			v = strings.ToLower(v)
+		}
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Put checks and saves the settings. Turning sign-in on asks the provider
+// for its configuration first: an issuer that does not answer as an
+// OpenID provider is refused in its own words.
+func (s *Service) Put(ctx context.Context, in Input) (Settings, error) {
+	old, err := s.load(ctx)
+	if err != nil {
+		return Settings{}, err
+	}
+	in.Name = strings.TrimSpace(in.Name)
+	in.Issuer = strings.TrimRight(strings.TrimSpace(in.Issuer), "/")
+	in.ClientID = strings.TrimSpace(in.ClientID)
+	in.GroupsClaim = strings.TrimSpace(in.GroupsClaim)
+	in.Emails, in.Domains, in.Groups = clean(in.Emails, true), clean(in.Domains, true), clean(in.Groups, false)
+	for i, d := range in.Domains {
+		in.Domains[i] = strings.TrimPrefix(d, "@")
+	}
+	if in.Name == "" {
+		in.Name = "SSO"
+	}
+	if len(in.Name) > 40 {
+		return Settings{}, InputError("name must be at most 40 characters")
+	}
+	next := stored{Settings: in.Settings, SecretSealed: old.SecretSealed}
+	if in.ClientSecret != "" {
+		next.SecretSealed = s.Sealer.Seal([]byte(in.ClientSecret), aad)
+	}
+	if in.Enabled {
+		u, err := url.Parse(in.Issuer)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return Settings{}, InputError("issuer must be the provider's https URL (its /.well-known/openid-configuration answers there)")
+		}
+		if in.ClientID == "" {
+			return Settings{}, InputError("client_id required")
+		}
+		if next.SecretSealed == "" {
+			return Settings{}, InputError("client_secret required")
+		}
+		if len(in.Emails)+len(in.Domains)+len(in.Groups) == 0 {
+			return Settings{}, InputError("say who may enter: emails, email_domains or groups")
+		}
+		dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
+		defer cancel()
+		if _, err := oidc.NewProvider(dctx, in.Issuer); err != nil {
+			return Settings{}, InputError("the issuer does not answer as an OpenID provider: " + err.Error())
+		}
+	}
+	raw, err := json.Marshal(next)
+	if err != nil {
+		return Settings{}, err
+	}
+	if err := s.Store.SetSetting(ctx, settingsKey, string(raw)); err != nil {
+		return Settings{}, err
+	}
+	next.Settings.HasSecret = next.SecretSealed != ""
+	return next.Settings, nil
+}
+
+func random() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func hashState(state string) string {
+	h := sha256.Sum256([]byte(state))
+	return hex.EncodeToString(h[:])
+}
+
+// config is the flow's configuration, asking the provider at use time.
+func (s *Service) config(ctx context.Context, redirectURI string) (*oidc.Provider, *oauth2.Config, stored, error) {
+	st, err := s.load(ctx)
+	if err != nil {
+		return nil, nil, st, err
+	}
+	if !st.Enabled {
+		return nil, nil, st, Refusal("single sign-on is off")
+	}
+	secret, err := s.Sealer.Open(st.SecretSealed, aad)
+	if err != nil {
+		return nil, nil, st, fmt.Errorf("open the client secret: %w", err)
+	}
+	dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(dctx, st.Issuer)
+	if err != nil {
+		return nil, nil, st, Refusal("the identity provider does not answer: " + err.Error())
+	}
+	scopes := []string{oidc.ScopeOpenID, "email", "profile"}
+	if len(st.Groups) > 0 {
+		scopes = append(scopes, "groups")
+	}
+	return p, &oauth2.Config{ClientID: st.ClientID, ClientSecret: string(secret), Endpoint: p.Endpoint(),
+		RedirectURL: redirectURI, Scopes: scopes}, st, nil
+}
+
+// Start begins a sign-in: the provider's authorization URL, with state,
+// nonce and a PKCE challenge kept for the callback.
+func (s *Service) Start(ctx context.Context, redirectURI, purpose, returnTo string) (string, error) {
+	_, cfg, _, err := s.config(ctx, redirectURI)
+	if err != nil {
+		return "", err
+	}
+	state, err := random()
+	if err != nil {
+		return "", err
+	}
+	nonce, err := random()
+	if err != nil {
+		return "", err
+	}
+	verifier := oauth2.GenerateVerifier()
+	now := s.now()
+	if err := s.Store.PutOIDCFlow(ctx, store.OIDCFlow{StateHash: hashState(state), Nonce: nonce, Verifier: verifier,
+		Purpose: purpose, ReturnTo: returnTo, ExpiresAt: now.Add(FlowTTL)}, now); err != nil {
+		return "", err
+	}
+	return cfg.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
+}
+
+// Identity is who the provider says signed in.
+type Identity struct {
+	Subject, Email string
+	Groups         []string
+}
+
+// Label names the identity for the audit log.
+func (i Identity) Label() string {
+	if i.Email != "" {
+		return i.Email
+	}
+	return "subject " + i.Subject
+}
+
+// Callback ends a sign-in: the provider's answer (q) is checked (state,
+// code exchanged with the PKCE verifier, ID token and its nonce), then the
+// identity against who may enter. It returns the identity and the flow's
+// purpose and return address. A *Refusal says why in words (the
+// provider's own refusal included).
+func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values) (Identity, store.OIDCFlow, error) {
+	var id Identity
+	if e := q.Get("error"); e != "" {
+		why := e
+		if d := q.Get("error_description"); d != "" {
+			why = d + " (" + e + ")"
+		}
+		if st := q.Get("state"); st != "" {
+			s.Store.TakeOIDCFlow(ctx, hashState(st), s.now())
+		}
+		return id, store.OIDCFlow{}, Refusal("the identity provider refused the sign-in: " + why)
+	}
+	state, code := q.Get("state"), q.Get("code")
+	if state == "" || code == "" {
+		return id, store.OIDCFlow{}, Refusal("the provider's answer has no state or code: start the sign-in again")
+	}
+	flow, err := s.Store.TakeOIDCFlow(ctx, hashState(state), s.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return id, flow, Refusal("this sign-in is not known here (expired, already used, or started elsewhere): start it again")
+	}
+	if err != nil {
+		return id, flow, err
+	}
+	p, cfg, st, err := s.config(ctx, redirectURI)
+	if err != nil {
+		return id, flow, err
+	}
+	xctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
+	defer cancel()
+	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(flow.Verifier))
+	if err != nil {
+		return id, flow, Refusal("the identity provider did not accept the sign-in's code: " + err.Error())
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return id, flow, Refusal("the identity provider sent no ID token")
+	}
+	idt, err := p.Verifier(&oidc.Config{ClientID: cfg.ClientID}).Verify(xctx, raw)
+	if err != nil {
+		return id, flow, Refusal("the ID token does not verify: " + err.Error())
+	}
+	if idt.Nonce != flow.Nonce {
+		return id, flow, Refusal("the ID token's nonce is not this sign-in's: start it again")
+	}
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		return id, flow, err
+	}
+	// Providers that follow the specification to the letter put the
+	// scopes' claims (email, groups) in the UserInfo answer, not the ID
+	// token: ask it when the token has none, for the same subject.
+	if _, ok := claims["email"]; !ok {
+		if ui, err := p.UserInfo(xctx, oauth2.StaticTokenSource(tok)); err == nil && ui.Subject == idt.Subject {
+			var more map[string]any
+			if ui.Claims(&more) == nil {
+				for k, v := range more {
+					if _, have := claims[k]; !have {
+						claims[k] = v
+					}
+				}
+			}
+		}
+	}
+	id.Subject = idt.Subject
+	if e, ok := claims["email"].(string); ok {
+		id.Email = strings.ToLower(e)
+	}
+	if v, ok := claims["email_verified"].(bool); ok && !v {
+		id.Email = ""
+	}
+	gc := st.GroupsClaim
+	if gc == "" {
+		gc = "groups"
+	}
+	if gs, ok := claims[gc].([]any); ok {
+		for _, g := range gs {
+			if s, ok := g.(string); ok {
+				id.Groups = append(id.Groups, s)
+			}
+		}
+	}
+	if !allowed(st.Settings, id) {
+		return id, flow, Refusal(fmt.Sprintf("%s may not enter this dashboard: it is not among the allowed emails, domains or groups", id.Label()))
+	}
+	return id, flow, nil
+}
+
+// allowed says whether id may enter under st.
+func allowed(st Settings, id Identity) bool {
+	if id.Email != "" {
+		if slices.Contains(st.Emails, id.Email) {
+			return true
+		}
+		if at := strings.LastIndex(id.Email, "@"); at >= 0 && slices.Contains(st.Domains, id.Email[at+1:]) {
+			return true
+		}
+	}
+	for _, g := range id.Groups {
+		if slices.Contains(st.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
