@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import Provider from 'oidc-provider';
-import { freePort, launch, startDaemon } from './harness.mjs';
+import { freePort, launch, loggedIn, startDaemon } from './harness.mjs';
 
 const PASSWORD = 'Single-Sign-On-Lantern-42';
 let d;
@@ -66,11 +66,22 @@ test('single sign-on: an allowed identity gets the session, another is refused i
     client_id: 'tunnelsvc', client_secret: 'a-test-client-secret', emails: ['alice@example.test'] });
   assert.equal(bad.status, 400);
   assert.match(bad.error, /^the issuer does not answer as an OpenID provider: /);
-  const set = await d.call('PUT', '/api/auth/sso', { enabled: true, name: 'Test IdP', issuer,
-    client_id: 'tunnelsvc', client_secret: 'a-test-client-secret', emails: ['alice@example.test'] });
-  assert.equal(set.settings.has_secret, true);
-  assert.equal(set.redirect_uri, `${d.base}/api/auth/sso/callback`);
+  // The operator sets it up in Security → Single sign-on.
+  const op = await loggedIn(browser, d, PASSWORD, { width: 1280, height: 900 }, 'security/sso');
+  await op.getByRole('heading', { name: 'Single sign-on', level: 1 }).waitFor();
+  assert.equal((await op.locator('code.cmd').first().textContent()).trim(), `${d.base}/api/auth/sso/callback`);
+  await op.getByLabel(/^Offer “Sign in with …”/).check();
+  await op.getByLabel(/^Name/).fill('Test IdP');
+  await op.getByLabel(/^Issuer URL/).fill(issuer);
+  await op.getByLabel(/^Client ID/).fill('tunnelsvc');
+  await op.getByLabel(/^Client secret/).fill('a-test-client-secret');
+  await op.getByLabel(/^Allowed emails/).fill('alice@example.test');
+  await op.getByRole('button', { name: 'Save single sign-on' }).click();
+  await op.getByText('Saved.').waitFor();
+  const set = await d.call('GET', '/api/auth/sso');
+  assert.deepEqual([set.settings.enabled, set.settings.has_secret, set.settings.emails], [true, true, ['alice@example.test']]);
   assert.equal((await d.raw('GET', '/api/auth/status')).data.sso, 'Test IdP');
+  assert.deepEqual(op.problems, []);
 
   const alice = await browser.newContext();
   const page = await alice.newPage();

@@ -109,7 +109,7 @@ test('12. phone: buttons 44 px tall, Security tabs in two rows, access summaries
     .filter((b) => b.getClientRects().length && !b.closest('[hidden], details:not([open]) > :not(summary)'))
     .map((b) => [b.getAttribute('aria-label') || b.textContent.trim(), Math.round(b.getBoundingClientRect().height)])
     .filter(([, hgt]) => hgt < 44).map(([n, hgt]) => `${n}: ${hgt} px`));
-  for (const route of ['overview', 'machines', 'tunnels', `machines/${m.nas.id}`, 'security/2fa', 'security/keys', 'security/tokens', 'security/ban', 'security/firewall', 'security/monitoring', 'security/audit']) {
+  for (const route of ['overview', 'machines', 'tunnels', `machines/${m.nas.id}`, 'security/2fa', 'security/keys', 'security/tokens', 'security/sso', 'security/ban', 'security/firewall', 'security/monitoring', 'security/audit']) {
     await page.goto(`${d.base}/#/${route}`);
     await page.locator('main h1').waitFor();
     await page.waitForLoadState('networkidle');

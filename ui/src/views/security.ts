@@ -7,6 +7,7 @@ import { banTool, firewall } from './guard';
 import { sshKeys } from './keys';
 import { twoFA } from './twofa';
 import { apiTokens } from './apitokens';
+import { ssoCard } from './sso';
 import { monitoringCard } from './monitoring';
 
 // Each page's title, and a short name for the tabs on a phone (so six
@@ -15,6 +16,7 @@ const sections: Record<string, [string, (ctx: Ctx) => HTMLElement, string?]> = {
   '2fa': ['Two-factor authentication', twoFA, '2FA'],
   keys: ['SSH keys', sshKeys],
   tokens: ['API tokens', apiTokens, 'Tokens'],
+  sso: ['Single sign-on', ssoCard, 'SSO'],
   ban: ['Ban tool', banTool],
   firewall: ['Firewall', firewall],
   monitoring: ['Metrics & notifications', monitoringCard, 'Metrics'],
