@@ -233,7 +233,7 @@ func wantError(t *testing.T, r resp, status int, msg string) {
 func TestStatusFresh(t *testing.T) {
 	e := newEnv(t)
 	r := e.do(req{method: "GET", path: "/api/auth/status"})
-	if r.Code != 200 || strings.TrimSpace(r.Body.String()) != `{"data":{"authenticated":false,"passkey_login":false,"setup":false,"totp_enabled":false}}` {
+	if r.Code != 200 || strings.TrimSpace(r.Body.String()) != `{"data":{"authenticated":false,"passkey_login":false,"password_login":true,"setup":false,"totp_enabled":false}}` {
 		t.Fatalf("%d %s", r.Code, r.Body)
 	}
 }
@@ -276,7 +276,7 @@ func TestSetupLogsInAndConflicts(t *testing.T) {
 			t.Fatalf("cookie = %+v", c)
 		}
 		st := e.do(req{method: "GET", path: "/api/auth/status", cookie: c.Value})
-		if strings.TrimSpace(st.Body.String()) != `{"data":{"authenticated":true,"passkey_login":false,"setup":true,"totp_enabled":false}}` {
+		if strings.TrimSpace(st.Body.String()) != `{"data":{"authenticated":true,"passkey_login":false,"password_login":true,"setup":true,"totp_enabled":false}}` {
 			t.Fatal(st.Body)
 		}
 		wantError(t, e.do(req{method: "POST", path: "/api/auth/setup", body: `{"password":"another fine passphrase here"}`}), 409, "already configured")

@@ -62,7 +62,11 @@ func (s *Server) authStatus(w http.ResponseWriter, r *http.Request) error {
 			return Internal("could not read the 2FA state", err)
 		}
 	}
-	out := map[string]any{"setup": configured, "authenticated": authenticated, "totp_enabled": totp, "passkey_login": passwordless}
+	pwLogin, err := s.auth.PasswordLogin(r.Context())
+	if err != nil {
+		return Internal("could not read the sign-in settings", err)
+	}
+	out := map[string]any{"setup": configured, "authenticated": authenticated, "totp_enabled": totp, "passkey_login": passwordless, "password_login": pwLogin}
 	if s.sso != nil {
 		st, err := s.sso.Get(r.Context())
 		if err != nil {
@@ -122,6 +126,9 @@ func (s *Server) authLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := s.auth.Login(r.Context(), s.clientWithSession(r), body.Password)
+	if errors.Is(err, auth.ErrPasswordLoginOff) {
+		return Errorf(http.StatusForbidden, "%s", s.passwordOffWords(r))
+	}
 	if err := loginError(w, err); err != nil {
 		return err
 	}

@@ -211,6 +211,15 @@ func (s *Server) passkeyPasswordless(w http.ResponseWriter, r *http.Request) err
 	if body.On == nil {
 		return Errorf(http.StatusBadRequest, "on is required (true or false)")
 	}
+	if !*body.On {
+		if on, err := s.totp.Passwordless(r.Context()); err != nil {
+			return Internal("could not read the 2FA state", err)
+		} else if on {
+			if err := s.keepAWayIn(r, "passwordless passkey sign-in"); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.totp.SetPasswordless(r.Context(), client(r), *body.On); err != nil {
 		return twoFAError(w, err, http.StatusBadRequest)
 	}

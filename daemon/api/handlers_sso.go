@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
@@ -53,6 +54,13 @@ func (s *Server) ssoPut(w http.ResponseWriter, r *http.Request) error {
 	var in sso.Input
 	if err := decode(r, &in); err != nil {
 		return err
+	}
+	if cur, err := s.sso.Get(r.Context()); err != nil {
+		return Internal("could not read the single sign-on settings", err)
+	} else if cur.Enabled && !in.Enabled {
+		if err := s.keepAWayIn(r, "single sign-on"); err != nil {
+			return err
+		}
 	}
 	st, err := s.sso.Put(r.Context(), in)
 	var bad sso.InputError
@@ -125,5 +133,94 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 		to = "/#/overview"
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+	return nil
+}
+
+// waysIn lists how the operator can sign in besides the password: single
+// sign-on (its name) and a passkey alone, when on.
+func (s *Server) waysIn(r *http.Request) ([]string, error) {
+	var ways []string
+	if s.sso != nil {
+		st, err := s.sso.Get(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		if st.Enabled {
+			ways = append(ways, "sign in with "+st.Name)
+		}
+	}
+	if s.totp != nil {
+		on, err := s.totp.Passwordless(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		if on {
+			ways = append(ways, "sign in with a passkey")
+		}
+	}
+	return ways, nil
+}
+
+// rootWayBack is the way back in that always remains.
+const rootWayBack = "root on the VPS turns it back on with `sudo tunnelsvc reset-password`"
+
+// passwordOffWords is the refusal of a password login while it is off.
+func (s *Server) passwordOffWords(r *http.Request) string {
+	ways, _ := s.waysIn(r)
+	msg := "password sign-in is off"
+	if len(ways) > 0 {
+		msg += ": " + strings.Join(ways, " or ")
+	}
+	return msg + "; " + rootWayBack
+}
+
+// passwordLogin: PUT /api/auth/password-login {on} (sudo mode). Off only
+// while single sign-on or a passkey alone signs in; the answer says which
+// ways in remain, and the one that always does (root's reset-password).
+func (s *Server) passwordLogin(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		On *bool `json:"on"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.On == nil {
+		return Errorf(http.StatusBadRequest, "on is required (true or false)")
+	}
+	ways, err := s.waysIn(r)
+	if err != nil {
+		return Internal("could not read the sign-in settings", err)
+	}
+	if !*body.On && len(ways) == 0 {
+		return Errorf(http.StatusBadRequest, "password sign-in can be turned off only while single sign-on or a passkey alone signs in: turn one on first")
+	}
+	if err := s.auth.SetPasswordLogin(r.Context(), *body.On); err != nil {
+		return Internal("could not save the sign-in settings", err)
+	}
+	if *body.On {
+		s.record(r, auditSSOSettings, "password sign-in turned on")
+		writeData(w, http.StatusOK, message("password sign-in is on"))
+		return nil
+	}
+	s.record(r, auditSSOSettings, "password sign-in turned off")
+	writeData(w, http.StatusOK, message("password sign-in is off; ways in: "+strings.Join(ways, ", ")+"; and "+rootWayBack))
+	return nil
+}
+
+// keepAWayIn refuses to turn off what (single sign-on, or passwordless
+// passkey sign-in) while the password does not sign in and it is the
+// last other way in.
+func (s *Server) keepAWayIn(r *http.Request, what string) error {
+	pw, err := s.auth.PasswordLogin(r.Context())
+	if err != nil || pw {
+		return err
+	}
+	ways, err := s.waysIn(r)
+	if err != nil {
+		return Internal("could not read the sign-in settings", err)
+	}
+	if len(ways) <= 1 {
+		return Errorf(http.StatusBadRequest, "%s is the only way in while password sign-in is off: turn password sign-in on first", what)
+	}
 	return nil
 }

@@ -97,6 +97,7 @@ func (s *Server) routes() http.Handler {
 	api("PUT", "/api/auth/sso", recent, s.ssoPut)
 	api("GET", "/api/auth/sso/start", public, s.ssoStart)
 	api("GET", "/api/auth/sso/callback", public, s.ssoCallback)
+	api("PUT", "/api/auth/password-login", recent, s.passwordLogin)
 	// What the step-up of a key download asks for (spec §4.2, §5.5).
 	api("GET", "/api/local/ssh-keys/challenge-info", private, s.challengeInfo)
 

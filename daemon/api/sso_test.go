@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"strings"
@@ -59,3 +60,45 @@ func TestSSORefusals(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestPasswordLoginOff: password sign-in can be turned off only while
+// single sign-on (or a passkey alone) signs in; the refusal of a password
+// then names the ways in, and root's reset-password, which turns it back
+// on. The last other way in cannot be turned off meanwhile.
+func TestPasswordLoginOff(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		sealer, err := seal.LoadOrCreate(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEnvOn(t, engine, func(o *Options, st *store.Store) { o.SSO = &sso.Service{Store: st, Sealer: sealer} })
+		cookie := e.setup()
+		put := func(body string) resp {
+			return e.do(req{method: "PUT", path: "/api/auth/password-login", body: body, cookie: cookie})
+		}
+		wantError(t, put(`{"on":false}`), 400, "password sign-in can be turned off only while single sign-on or a passkey alone signs in: turn one on first")
+		// Single sign-on as the provider's settings leave it (checked
+		// against a real provider in ui/test/sso.test.mjs).
+		ctx := context.Background()
+		if err := e.st.SetSetting(ctx, "sso", `{"enabled":true,"name":"Corp","issuer":"https://idp.example.test","client_id":"c","client_secret_sealed":"x","emails":["a@b.c"]}`); err != nil {
+			t.Fatal(err)
+		}
+		if m := data(t, put(`{"on":false}`))["message"]; m != "password sign-in is off; ways in: sign in with Corp; and root on the VPS turns it back on with `sudo tunnelsvc reset-password`" {
+			t.Fatalf("off: %v", m)
+		}
+		if st := data(t, e.do(req{method: "GET", path: "/api/auth/status"})); st["password_login"] != false || st["sso"] != "Corp" {
+			t.Fatalf("status: %v", st)
+		}
+		wantError(t, e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"` + goodPassword + `"}`}), 403,
+			"password sign-in is off: sign in with Corp; root on the VPS turns it back on with `sudo tunnelsvc reset-password`")
+		wantError(t, e.do(req{method: "PUT", path: "/api/auth/sso", body: `{"enabled":false}`, cookie: cookie}), 400,
+			"single sign-on is the only way in while password sign-in is off: turn password sign-in on first")
+		// Root's way back: a reset password signs in again.
+		if err := e.authSvc.ResetPassword(ctx, "a brand new passphrase here"); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"a brand new passphrase here"}`}); r.Code != 200 {
+			t.Fatalf("login after the reset: %d %s", r.Code, r.Body)
+		}
+	})
+}

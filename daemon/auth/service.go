@@ -232,6 +232,11 @@ func (s *Service) TOTPEnabled(ctx context.Context) (bool, error) {
 // Login checks the password and starts a session, or, with 2FA on, a
 // pending login that POST /api/auth/login/2fa completes.
 func (s *Service) Login(ctx context.Context, c Client, password string) (LoginResult, error) {
+	if on, err := s.PasswordLogin(ctx); err != nil {
+		return LoginResult{}, err
+	} else if !on {
+		return LoginResult{}, ErrPasswordLoginOff
+	}
 	if err := s.VerifyPassword(ctx, c, password, audit.LoginFailed); err != nil {
 		return LoginResult{}, err
 	}
@@ -280,9 +285,43 @@ func (s *Service) ResetPassword(ctx context.Context, password string) error {
 	if err := s.Store.SetSetting(ctx, passwordKey, hash); err != nil {
 		return err
 	}
+	// The way back in: a reset password signs in again even when the
+	// operator had turned password sign-in off.
+	if err := s.SetPasswordLogin(ctx, true); err != nil {
+		return err
+	}
 	if err := s.Sessions.EndAll(ctx); err != nil {
 		return err
 	}
-	s.Audit.Record(ctx, audit.Event{Kind: audit.PasswordReset, Detail: "reset from the command line; all sessions ended"})
+	s.Audit.Record(ctx, audit.Event{Kind: audit.PasswordReset, Detail: "reset from the command line; password sign-in on; all sessions ended"})
 	return nil
 }
+
+// passwordLoginOffKey is set ("off") while password sign-in is turned off
+// (single sign-on or a passkey signs in instead).
+const passwordLoginOffKey = "password_login"
+
+// PasswordLogin reports whether the password signs in (on unless turned off).
+func (s *Service) PasswordLogin(ctx context.Context) (bool, error) {
+	v, err := s.Store.GetSetting(ctx, passwordLoginOffKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	return v != "off", err
+}
+
+// SetPasswordLogin turns password sign-in on or off. The caller checks
+// that another way in remains when it turns it off.
+func (s *Service) SetPasswordLogin(ctx context.Context, on bool) error {
+	if on {
+		if err := s.Store.DeleteSetting(ctx, passwordLoginOffKey); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	return s.Store.SetSetting(ctx, passwordLoginOffKey, "off")
+}
+
+// ErrPasswordLoginOff: the password does not sign in (the operator turned
+// it off); the API says which ways in remain.
+var ErrPasswordLoginOff = errors.New("password sign-in is off")

@@ -102,6 +102,23 @@ test('single sign-on: an allowed identity gets the session, another is refused i
   const after = await d.call('GET', '/api/security/logs');
   assert.ok(after.some((e) => e.kind === 'LOGIN_SSO_REFUSED' && /mallory@other\.test may not enter/.test(e.detail)));
 
+  // Password sign-in off (single sign-on remains): the login page offers
+  // only the provider, which still lets alice in.
+  await op.getByLabel('Allow password sign-in').uncheck();
+  await op.getByText(/^password sign-in is off; ways in: sign in with Test IdP; and root on the VPS/).waitFor();
+  const later = await browser.newContext();
+  const lp = await later.newPage();
+  lp.setDefaultTimeout(15_000);
+  await lp.goto(`${d.base}/#/login`);
+  await lp.getByText('Password sign-in is off here.').waitFor();
+  assert.equal(await lp.getByLabel(/^Password/).isVisible(), false);
+  await signIn(lp, 'alice');
+  await lp.getByRole('navigation', { name: 'Main' }).waitFor();
+  const refusedPw = await fetch(`${d.base}/api/auth/login`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ password: PASSWORD }) });
+  assert.equal(refusedPw.status, 403);
+  await op.getByLabel('Allow password sign-in').check();
+  await op.getByText('password sign-in is on').waitFor();
+
   // The provider's own refusal: the user aborts at the consent page.
   const quitter = await browser.newContext();
   const qp = await quitter.newPage();

@@ -69,7 +69,13 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     // page shows, so the password form never waits for it.
     const alone = h('div');
     const an = notice();
+    const pwOff = h('p', { class: 'muted', hidden: true }, 'Password sign-in is off here. If no way below works, root on the VPS turns it back on with ',
+      h('code', null, 'sudo tunnelsvc reset-password'), '.');
     void api.get<AuthStatus>('/api/auth/status').then((st) => {
+      if (st.password_login === false) {
+        f.form.hidden = true;
+        pwOff.hidden = false;
+      }
       if (!st.passkey_login) return;
       const b = h('button', { type: 'button', class: 'secondary' }, 'Sign in with a passkey');
       b.addEventListener('click', () => void busy(b, an, async () => {
@@ -88,7 +94,7 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     }).catch(() => { /* the password form is there */ });
     const ssoError = new URLSearchParams(location.hash.split('?')[1] ?? '').get('sso_error');
     const refused = ssoError ? h('p', { class: 'bad-text', role: 'alert' }, ssoError) : null;
-    clear(box, heading?.('Log in to tunnelsvc'), refused, f.form, alone, ssoBox, giveUp);
+    clear(box, heading?.('Log in to tunnelsvc'), refused, pwOff, f.form, alone, ssoBox, giveUp);
     pw.input.focus();
   };
   const codeStep = (pending: string) => {

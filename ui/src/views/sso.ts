@@ -1,6 +1,7 @@
 // Single sign-on: the OpenID provider the dashboard's "Sign in with
 // <name>" goes through, and who may enter. The client secret is kept by
 // the daemon (sealed) and never shown back.
+import type { AuthStatus, Message } from '../api';
 import type { Ctx } from '../ctx';
 import { busy, card, checkbox, copyBox, field, form, h, notice, refill } from '../dom';
 
@@ -40,10 +41,26 @@ export function ssoCard(ctx: Ctx): HTMLElement {
         fn.ok('Saved.');
         await load();
       });
+    // Password sign-in: off only while another way in remains.
+    const st = await api.get<AuthStatus>('/api/auth/status');
+    const pw = checkbox('Allow password sign-in');
+    pw.input.checked = st.password_login !== false;
+    pw.input.addEventListener('change', () => void busy([], n, async () => {
+      try {
+        n.ok((await api.put<Message>('/api/auth/password-login', { on: pw.input.checked })).message);
+      } catch (e) {
+        pw.input.checked = !pw.input.checked;
+        throw e;
+      }
+    }));
     refill(body,
       h('p', null, 'Register this redirect URI at the provider, for a confidential client (authorization code with PKCE):'),
       copyBox(v.redirect_uri, 'Copy the redirect URI'),
-      f.form);
+      f.form,
+      h('h3', null, 'Password sign-in'),
+      h('p', null, 'Turn it off only while single sign-on or a passkey alone signs in. Root on the VPS can always turn it back on with ',
+        h('code', null, 'sudo tunnelsvc reset-password'), '.'),
+      pw.row);
   });
   void load();
   return card('Single sign-on (OpenID Connect)', n.el, body);
