@@ -17,8 +17,12 @@ import (
 // key, kept by tunnelca alone), publish's record of having turned
 // route_localnet on (internal state, no operator setting), the monitor's
 // two credentials (frps's dashboard password, sealed; the metrics token's
-// hash) and notify's own JSON settings (like the ban tool's).
+// hash), notify's own JSON settings (like the ban tool's), the passkeys'
+// own (the operator's WebAuthn user handle, passwordless sign-in) and
+// single sign-on's JSON settings with its sealed client secret.
 var settingsOwners = map[string]bool{
+	"totp/passkeys.go":       true,
+	"sso/sso.go":             true,
 	"monitor/frps.go":        true,
 	"monitor/token.go":       true,
 	"notify/settings.go":     true,
