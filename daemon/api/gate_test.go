@@ -36,7 +36,9 @@ func TestTunnelAccessFields(t *testing.T) {
 		}
 		before := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String()
 		for _, c := range []struct{ body, msg string }{
-			{`{"access":"everyone"}`, `access must be "public", "operator" or "password"`},
+			{`{"access":"everyone"}`, `access must be "public", "operator", "password" or "sso"`},
+			{`{"access":"sso"}`, `sso_allow is required for access "sso": the emails, @domains or group:names that may enter`},
+			{`{"access":"sso","sso_allow":["ana","@x","group:"]}`, `sso_allow: "ana", "@x", "group:": use an email, @domain or group:name`},
 			{`{"access":"operator","password":"correct horse battery staple"}`, `password is only for access "password"`},
 			{`{"password":"short"}`, "password must be at least 8 characters"},
 			{`{"password":"password123"}`, "password is too easy to guess: use a longer passphrase of unrelated words"},
@@ -77,4 +79,24 @@ func TestTunnelAccessFields(t *testing.T) {
 func TestGateAuthorizeWithoutGate(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(req{method: "GET", path: "/api/gate/authorize?host=x.example.com"}), 404, "access gates are not enabled in this daemon")
+}
+
+// TestTunnelSSOAccess: a tunnel in sso mode keeps its list of who may
+// enter, cleaned (emails and domains in lower case, no duplicates), and
+// loses it when it leaves sso mode.
+func TestTunnelSSOAccess(t *testing.T) {
+	eachEngine(t, func(t *testing.T, engine string) {
+		e := newMachinesEnvOn(t, engine, wide)
+		mid, _ := e.machine(t)
+		web := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie,
+			body: `{"machine_id":` + mid + `,"name":"team","kind":"http","local_port":80,"subdomain":"team","access":"sso","sso_allow":["Ana@Example.com ","@Corp.example","group:ops","ana@example.com"]}`}), 201)
+		if web["access"] != "sso" || fmt.Sprint(web["sso_allow"]) != "[ana@example.com @corp.example group:ops]" {
+			t.Fatalf("created: %v", web)
+		}
+		path := "/api/tunnels/" + fmt.Sprint(web["id"])
+		got := e.data(t, e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: `{"access":"operator"}`}), 200)
+		if got["access"] != "operator" || got["sso_allow"] != nil {
+			t.Fatalf("after leaving sso: %v", got)
+		}
+	})
 }

@@ -2,9 +2,13 @@ package api
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
@@ -90,7 +94,16 @@ func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
 	if s.sso == nil {
 		return errNoSSO
 	}
-	to, err := s.sso.Start(r.Context(), ssoRedirectURI(r), sso.PurposeDashboard, "/#/overview")
+	purpose, returnTo := sso.PurposeDashboard, "/#/overview"
+	var extra []string
+	if host := r.URL.Query().Get("gate"); host != "" {
+		// A visitor of a tunnel in sso mode, sent by its gate.
+		purpose, returnTo = sso.PurposeGate+host, gate.SafeNext(r.URL.Query().Get("next"))
+		if s.gate != nil && s.gate.SSOWantsGroups(host) {
+			extra = append(extra, "groups")
+		}
+	}
+	to, err := s.sso.Start(r.Context(), ssoRedirectURI(r), purpose, returnTo, extra...)
 	var refusal sso.Refusal
 	if errors.As(err, &refusal) {
 		ssoBack(w, r, string(refusal))
@@ -112,14 +125,22 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := client(r)
 	id, flow, err := s.sso.Callback(r.Context(), ssoRedirectURI(r), r.URL.Query())
+	host, toGate := strings.CutPrefix(flow.Purpose, sso.PurposeGate)
 	var refusal sso.Refusal
 	if errors.As(err, &refusal) {
 		s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: string(refusal)})
+		if toGate {
+			s.toGatePage(w, r, host, "login?sso_error="+url.QueryEscape(string(refusal))+"&next="+url.QueryEscape(flow.ReturnTo))
+			return nil
+		}
 		ssoBack(w, r, string(refusal))
 		return nil
 	}
 	if err != nil {
 		return Internal("could not finish the sign-in", err)
+	}
+	if toGate {
+		return s.ssoToGate(w, r, c, host, id, flow.ReturnTo)
 	}
 	token, err := s.auth.Sessions.Create(r.Context(), c.Addr.String(), c.UserAgent)
 	if err != nil {
@@ -222,5 +243,44 @@ func (s *Server) keepAWayIn(r *http.Request, what string) error {
 	if len(ways) <= 1 {
 		return Errorf(http.StatusBadRequest, "%s is the only way in while password sign-in is off: turn password sign-in on first", what)
 	}
+	return nil
+}
+
+// toGatePage sends the browser to a gate page (rest: after the gate's
+// prefix) on the tunnel's host, with this request's scheme and port.
+func (s *Server) toGatePage(w http.ResponseWriter, r *http.Request, host, rest string) {
+	scheme := "http"
+	if secureRequest(r) {
+		scheme = "https"
+	}
+	port := ""
+	if _, p, err := net.SplitHostPort(r.Host); err == nil {
+		port = ":" + p
+	}
+	http.Redirect(w, r, scheme+"://"+host+port+gate.Prefix+rest, http.StatusSeeOther)
+}
+
+// ssoToGate hands a visitor the provider signed in to the gate of the
+// tunnel host (sso mode): a one-time code when the tunnel's list lets
+// them in, else the gate's page with why. Audited under their identity.
+func (s *Server) ssoToGate(w http.ResponseWriter, r *http.Request, c auth.Client, host string, id sso.Identity, next string) error {
+	if s.gate == nil {
+		return errNoSSO
+	}
+	code, siteHost, err := s.gate.IssueSSOCode(host, id.Email, id.Groups)
+	switch {
+	case errors.Is(err, gate.ErrSSONotAllowed):
+		why := id.Label() + " may not enter " + host + ": it is not on the site's list"
+		s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: why})
+		s.toGatePage(w, r, host, "login?sso_error="+url.QueryEscape(why)+"&next="+url.QueryEscape(next))
+		return nil
+	case errors.Is(err, gate.ErrNotSSOSite):
+		ssoBack(w, r, host+" is not a site that signs in through "+"single sign-on")
+		return nil
+	case err != nil:
+		return Internal("could not sign in to the site", err)
+	}
+	s.audit.Record(r.Context(), audit.Event{Kind: auditSSOSuccess, Client: c.Addr, UserAgent: c.UserAgent, Detail: "signed in to " + siteHost + " as " + id.Label()})
+	s.toGatePage(w, r, siteHost, "callback?code="+url.QueryEscape(code)+"&next="+url.QueryEscape(next))
 	return nil
 }

@@ -59,7 +59,13 @@ const (
 	Public   = "public"
 	Operator = "operator"
 	Password = "password"
+	// SSO: visitors sign in through the dashboard's OpenID provider, and
+	// the tunnel's own list (SSOAllow) says who may enter.
+	SSO = "sso"
 )
+
+// EmailHeader is what the app receives in sso mode beside UserHeader.
+const EmailHeader = "X-Forwarded-Email"
 
 // Options are the Gate's dependencies. Log and Now default when nil.
 type Options struct {
@@ -84,6 +90,8 @@ type site struct {
 	// own: host is one of the tunnel's own domains, not <sub>.<domain>
 	// (the same tunnel, gated alike, its sessions its own host's).
 	own bool
+	// ssoAllow: who may enter in sso mode (ParseSSOAllow's forms).
+	ssoAllow []string
 }
 
 type table struct {
@@ -94,11 +102,18 @@ type table struct {
 type session struct {
 	tunnelID int64
 	expires  time.Time
+	// who signed in, in sso mode (the app gets it in UserHeader and
+	// EmailHeader).
+	who Who
 }
+
+// Who is a visitor signed in through the OpenID provider.
+type Who struct{ User, Email string }
 
 type pending struct {
 	tunnelID int64
 	expires  time.Time
+	who      Who
 	// shared: the code is in the database too, which then decides who
 	// takes it (another edge may have).
 	shared bool
@@ -149,7 +164,7 @@ func (g *Gate) Reload(ctx context.Context) error {
 	next := &table{domain: strings.ToLower(domain), sites: make(map[string]*site, len(list))}
 	byID := make(map[int64]*site, len(list))
 	for _, a := range list {
-		s := &site{id: a.TunnelID, host: a.Subdomain + "." + next.domain, access: a.Access, hash: a.PasswordHash}
+		s := &site{id: a.TunnelID, host: a.Subdomain + "." + next.domain, access: a.Access, hash: a.PasswordHash, ssoAllow: a.SSOAllow}
 		for _, p := range a.AllowIPs {
 			pr, err := ParseAllow(p)
 			if err != nil {
@@ -175,7 +190,8 @@ func (g *Gate) Reload(ctx context.Context) error {
 			continue // its tunnel's own entry says
 		}
 		now, ok := byID[old.id]
-		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host {
+		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host ||
+			strings.Join(now.ssoAllow, ",") != strings.Join(old.ssoAllow, ",") {
 			ended[old.id] = true
 		}
 	}
@@ -321,6 +337,13 @@ func (g *Gate) sharedSession(k [32]byte, now time.Time) (session, bool) {
 // validSession reports whether any gate cookie value in the request's
 // Cookie headers names a live session of s.
 func (g *Gate) validSession(cookies []string, s *site, now time.Time) bool {
+	_, ok := g.liveSession(cookies, s, now)
+	return ok
+}
+
+// liveSession is the live session of site s among the gate cookies.
+func (g *Gate) liveSession(cookies []string, s *site, now time.Time) (session, bool) {
+	var got session
 	found := false
 	eachGateCookie(cookies, func(v string) {
 		if found || v == "" {
@@ -334,12 +357,18 @@ func (g *Gate) validSession(cookies []string, s *site, now time.Time) bool {
 			sess, ok = g.sharedSession(k, now)
 		}
 		found = ok && sess.tunnelID == s.id && now.Before(sess.expires)
+		if found {
+			got = sess
+		}
 	})
-	return found
+	return got, found
 }
 
 // newSession starts a gate session for site s and returns its token.
-func (g *Gate) newSession(s *site) (string, error) {
+func (g *Gate) newSession(s *site) (string, error) { return g.newSessionAs(s, Who{}) }
+
+// newSessionAs is newSession for who (sso mode).
+func (g *Gate) newSessionAs(s *site, who Who) (string, error) {
 	token, err := auth.NewToken()
 	if err != nil {
 		return "", err
@@ -360,7 +389,7 @@ func (g *Gate) newSession(s *site) (string, error) {
 		}
 	}
 	k := tokenKey(token)
-	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(SessionTTL)}
+	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(SessionTTL), who: who}
 	g.mu.Unlock()
 	g.share(k, store.GateSession, s.id, now.Add(SessionTTL))
 	return token, nil
@@ -393,6 +422,35 @@ func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) 
 	if s == nil || s.access != Operator {
 		return "", "", ErrNotOperatorSite
 	}
+	return g.issue(s, Who{})
+}
+
+// ErrNotSSOSite: the host named is not an HTTP tunnel in sso mode.
+var ErrNotSSOSite = fmt.Errorf("not a tunnel with single sign-on access")
+
+// ErrSSONotAllowed: the identity is not on the tunnel's list.
+var ErrSSONotAllowed = fmt.Errorf("not among who may enter this site")
+
+// IssueSSOCode is IssueCode for a visitor the OpenID provider signed in
+// (host is a tunnel in sso mode): ErrSSONotAllowed unless the tunnel's
+// list has their email, its domain or one of their groups.
+func (g *Gate) IssueSSOCode(host, email string, groups []string) (code string, siteHost string, err error) {
+	s := g.tbl.Load().lookup(host)
+	if s == nil || s.access != SSO {
+		return "", "", ErrNotSSOSite
+	}
+	if !SSOAllows(s.ssoAllow, email, groups) {
+		return "", "", ErrSSONotAllowed
+	}
+	user := email
+	if at := strings.Index(email, "@"); at > 0 {
+		user = email[:at]
+	}
+	return g.issue(s, Who{User: user, Email: email})
+}
+
+// issue makes a one-time code for site s (signing in who).
+func (g *Gate) issue(s *site, who Who) (code string, siteHost string, err error) {
 	c, err := auth.NewToken()
 	if err != nil {
 		return "", "", err
@@ -413,7 +471,7 @@ func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) 
 		}
 	}
 	k := tokenKey(c)
-	g.codes[k] = pending{tunnelID: s.id, expires: now.Add(CodeTTL)}
+	g.codes[k] = pending{tunnelID: s.id, expires: now.Add(CodeTTL), who: who}
 	g.mu.Unlock()
 	if g.share(k, store.GateCode, s.id, now.Add(CodeTTL)) {
 		g.mu.Lock()
@@ -428,8 +486,15 @@ func (g *Gate) IssueCode(host string) (code string, siteHost string, err error) 
 
 // redeem consumes a code for site s.
 func (g *Gate) redeem(c string, s *site) bool {
+	_, ok := g.redeemAs(c, s)
+	return ok
+}
+
+// redeemAs is redeem, with who the code signs in (sso mode; known where
+// the code was issued).
+func (g *Gate) redeemAs(c string, s *site) (Who, bool) {
 	if c == "" {
-		return false
+		return Who{}, false
 	}
 	k := tokenKey(c)
 	now := g.o.Now()
@@ -438,22 +503,24 @@ func (g *Gate) redeem(c string, s *site) bool {
 	delete(g.codes, k)
 	g.mu.Unlock()
 	if ok && !got.shared {
-		return got.tunnelID == s.id && now.Before(got.expires)
+		return got.who, got.tunnelID == s.id && now.Before(got.expires)
 	}
 	// A shared code (issued here or by the dashboard on another edge): of
 	// all edges, the one that takes it from the database has it.
 	ctx, cancel, shared := g.shared()
 	if !shared {
-		return false
+		return Who{}, false
 	}
 	defer cancel()
 	id, err := g.o.Store.TakeGateToken(ctx, hex.EncodeToString(k[:]), store.GateCode, now)
 	if ok && err != nil && !errors.Is(err, store.ErrNotFound) {
 		// The database does not answer: this edge issued the code, and
 		// decides from memory.
-		return got.tunnelID == s.id && now.Before(got.expires)
+		return got.who, got.tunnelID == s.id && now.Before(got.expires)
 	}
-	return err == nil && id == s.id
+	// Who the code signs in is known on the edge that issued it; taken
+	// on another, an sso session there names nobody.
+	return got.who, err == nil && id == s.id
 }
 
 // Domain is the domain of the loaded table ("" before a domain is set).
@@ -515,4 +582,86 @@ func SafeNext(next string) string {
 		return "/"
 	}
 	return next
+}
+
+// ParseSSOAllow checks a tunnel's list of who may enter in sso mode:
+// emails ("ana@example.com"), email domains ("@example.com") and groups
+// ("group:ops"). It returns the entries cleaned (emails and domains in
+// lower case, duplicates dropped) or an error naming the bad ones.
+func ParseSSOAllow(list []string) ([]string, error) {
+	if len(list) > 64 {
+		return nil, fmt.Errorf("at most 64 entries")
+	}
+	var out, bad []string
+	seen := map[string]bool{}
+	for _, v := range list {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			continue
+		}
+		ok := false
+		switch {
+		case strings.HasPrefix(v, "group:"):
+			g := strings.TrimPrefix(v, "group:")
+			ok = g != "" && len(g) <= 128 && !strings.ContainsAny(g, ",\r\n\t ")
+		case strings.HasPrefix(v, "@"):
+			v = strings.ToLower(v)
+			ok = len(v) > 3 && strings.Contains(v[1:], ".") && !strings.ContainsAny(v[1:], "@,; \t")
+		default:
+			v = strings.ToLower(v)
+			at := strings.LastIndex(v, "@")
+			ok = at > 0 && at < len(v)-3 && strings.Contains(v[at+1:], ".") && !strings.ContainsAny(v, ",; \t")
+		}
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%q", v))
+			continue
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%s: use an email, @domain or group:name", strings.Join(bad, ", "))
+	}
+	return out, nil
+}
+
+// SSOAllows says whether list lets in the visitor with email and groups.
+func SSOAllows(list []string, email string, groups []string) bool {
+	email = strings.ToLower(email)
+	for _, e := range list {
+		switch {
+		case strings.HasPrefix(e, "group:"):
+			for _, g := range groups {
+				if g == e[len("group:"):] {
+					return true
+				}
+			}
+		case strings.HasPrefix(e, "@"):
+			if email != "" && strings.HasSuffix(email, e) {
+				return true
+			}
+		default:
+			if email != "" && email == e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SSOWantsGroups says whether the tunnel at host (sso mode) lets in by
+// group: its sign-in then asks the provider for the groups scope.
+func (g *Gate) SSOWantsGroups(host string) bool {
+	s := g.tbl.Load().lookup(host)
+	if s == nil || s.access != SSO {
+		return false
+	}
+	for _, e := range s.ssoAllow {
+		if strings.HasPrefix(e, "group:") {
+			return true
+		}
+	}
+	return false
 }

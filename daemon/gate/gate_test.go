@@ -71,6 +71,9 @@ func newEnvOn(t testing.TB, dbURL string, n int, spec map[string]string) *env {
 		if access == gate.Password {
 			in.Password = str("correct horse battery staple")
 		}
+		if access == gate.SSO {
+			in.SSOAllow = &[]string{"ana@example.com", "@corp.example", "group:ops"}
+		}
 		tun, err := svc.CreateTunnel(ctx, in)
 		if err != nil {
 			t.Fatal(err)
@@ -296,5 +299,68 @@ func TestOwnDomainsGatedAlike(t *testing.T) {
 	}
 	if w := e.check("pw.example.com", gate.CookieName+"="+sub, "", "/"); w.Code != 200 {
 		t.Fatalf("the subdomain's session after the domain went: %d", w.Code)
+	}
+}
+
+// TestSSOGate: a tunnel in sso mode sends a visitor without a session to
+// the dashboard's sign-in through the provider; a code is issued only for
+// an identity on its list; the session it starts names the visitor to
+// the app (user and email), and the visitor's own headers never stand in.
+func TestSSOGate(t *testing.T) {
+	e := newEnv(t, 0, map[string]string{"team": gate.SSO, "op": gate.Operator})
+	w := e.check("team.example.com", "", "127.0.0.1", "/board")
+	if w.Code != http.StatusFound || w.Header().Get("Location") != gate.Prefix+"login?next=%2Fboard" {
+		t.Fatalf("no session: %d %v", w.Code, w.Header())
+	}
+	r := httptest.NewRequest("GET", gate.Prefix+"login?next=/board", nil)
+	r.Host, r.RemoteAddr = "team.example.com", "127.0.0.1:1"
+	lw := httptest.NewRecorder()
+	e.h.ServeHTTP(lw, r)
+	if loc := lw.Header().Get("Location"); lw.Code != http.StatusFound || loc != "http://router.example.com/api/auth/sso/start?gate=team.example.com&next=%2Fboard" {
+		t.Fatalf("login: %d %q", lw.Code, loc)
+	}
+	for _, c := range []struct {
+		email  string
+		groups []string
+		ok     bool
+	}{
+		{"ana@example.com", nil, true}, {"ANA@example.com", nil, true}, {"bo@corp.example", nil, true},
+		{"eve@x.example", []string{"ops"}, true}, {"eve@x.example", []string{"dev"}, false}, {"", nil, false},
+		{"ana@example.com.evil", nil, false},
+	} {
+		_, _, err := e.g.IssueSSOCode("team.example.com", c.email, c.groups)
+		if (err == nil) != c.ok {
+			t.Errorf("%s %v: %v", c.email, c.groups, err)
+		}
+	}
+	if _, _, err := e.g.IssueSSOCode("op.example.com", "ana@example.com", nil); err == nil {
+		t.Fatal("an sso code for an operator site")
+	}
+	code, host, err := e.g.IssueSSOCode("team.example.com", "bo@corp.example", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := httptest.NewRequest("GET", gate.Prefix+"callback?code="+url.QueryEscape(code)+"&next=/board", nil)
+	cr.Host, cr.RemoteAddr = host, "127.0.0.1:1"
+	cw := httptest.NewRecorder()
+	e.h.ServeHTTP(cw, cr)
+	cookie := cw.Header().Get("Set-Cookie")
+	if cw.Code != http.StatusSeeOther || !strings.HasPrefix(cookie, gate.CookieName+"=") {
+		t.Fatalf("callback: %d %v", cw.Code, cw.Header())
+	}
+	w = e.check("team.example.com", strings.SplitN(cookie, ";", 2)[0], "127.0.0.1", "/board")
+	if w.Code != http.StatusOK || w.Header().Get(gate.UserHeader) != "bo" || w.Header().Get(gate.EmailHeader) != "bo@corp.example" {
+		t.Fatalf("check: %d %v", w.Code, w.Header())
+	}
+}
+
+func TestParseSSOAllow(t *testing.T) {
+	got, err := gate.ParseSSOAllow([]string{" Ana@Example.com", "@Corp.Example", "group:Ops", "ana@example.com", ""})
+	if err != nil || strings.Join(got, " ") != "ana@example.com @corp.example group:Ops" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if _, err := gate.ParseSSOAllow([]string{"ana", "@x", "group:", "a b@c.d"}); err == nil ||
+		err.Error() != `"ana", "@x", "group:", "a b@c.d": use an email, @domain or group:name` {
+		t.Fatalf("bad entries: %v", err)
 	}
 }

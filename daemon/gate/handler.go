@@ -73,7 +73,11 @@ func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cookies := r.Header["Cookie"]
-	if s.access != Public && !g.validSession(cookies, s, g.o.Now()) {
+	sess, live := session{}, s.access == Public
+	if !live {
+		sess, live = g.liveSession(cookies, s, g.o.Now())
+	}
+	if !live {
 		m := r.Header.Get("X-Forwarded-Method")
 		if m == "" || m == http.MethodGet || m == http.MethodHead {
 			next := SafeNext(r.Header.Get("X-Forwarded-Uri"))
@@ -86,8 +90,14 @@ func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h["Cookie"] = []string{StripCookie(cookies)}
-	if s.access == Operator {
+	switch s.access {
+	case Operator:
 		h[UserHeader] = []string{"operator"}
+	case SSO:
+		// Who signed in, as the provider said; always set (empty when
+		// not known here), so that nothing the client sent stands in.
+		h[UserHeader] = []string{sess.who.User}
+		h[EmailHeader] = []string{sess.who.Email}
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -117,6 +127,16 @@ func (g *Gate) loginPage(w http.ResponseWriter, r *http.Request) {
 		g.toDashboard(w, r, s, next)
 		return
 	}
+	if s.access == SSO {
+		// Back from the provider without a session: say why, and offer
+		// to try again.
+		if why := r.URL.Query().Get("sso_error"); why != "" {
+			g.page(w, http.StatusForbidden, pageData{Title: "Not signed in", Message: why, Retry: Prefix + "login?next=" + url.QueryEscape(next)})
+			return
+		}
+		g.toSSO(w, r, s, next)
+		return
+	}
 	g.page(w, http.StatusOK, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next})
 }
 
@@ -132,6 +152,25 @@ func (g *Gate) toDashboard(w http.ResponseWriter, r *http.Request, s *site, next
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, scheme(r)+"://router."+dom+port+AuthorizePath+"?"+q.Encode(), http.StatusFound)
 }
+
+// toSSO sends the browser to the dashboard's sign-in through the OpenID
+// provider, on router.<domain> with the same scheme and port, which
+// sends it back here with a one-time code when the tunnel's list lets
+// the identity in.
+func (g *Gate) toSSO(w http.ResponseWriter, r *http.Request, s *site, next string) {
+	port := ""
+	if _, p, err := net.SplitHostPort(r.Host); err == nil {
+		port = ":" + p
+	}
+	dom := g.tbl.Load().domain
+	q := url.Values{"gate": {s.host}, "next": {next}}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, scheme(r)+"://router."+dom+port+SSOStartPath+"?"+q.Encode(), http.StatusFound)
+}
+
+// SSOStartPath is the dashboard's route that starts a sign-in through the
+// OpenID provider.
+const SSOStartPath = "/api/auth/sso/start"
 
 func (g *Gate) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	s := g.site(w, r)
@@ -187,7 +226,11 @@ func (g *Gate) loginSubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gate) signIn(w http.ResponseWriter, r *http.Request, s *site, c auth.Client, next string) {
-	token, err := g.newSession(s)
+	g.signInAs(w, r, s, c, next, Who{})
+}
+
+func (g *Gate) signInAs(w http.ResponseWriter, r *http.Request, s *site, c auth.Client, next string, who Who) {
+	token, err := g.newSessionAs(s, who)
 	if err != nil {
 		g.page(w, http.StatusInternalServerError, pageData{Title: "Sign in", Message: "The session could not be started."})
 		return
@@ -208,7 +251,7 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
-	if s.access != Operator {
+	if s.access != Operator && s.access != SSO {
 		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Message: "This site does not sign in through the dashboard."})
 		return
 	}
@@ -218,13 +261,14 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Message: "Too many attempts; try again in " + strconv.Itoa(wait) + " seconds."})
 		return
 	}
-	if !g.redeem(q.Get("code"), s) {
+	who, ok := g.redeemAs(q.Get("code"), s)
+	if !ok {
 		g.o.Limiter.Fail(c.Addr)
 		g.record(context.WithoutCancel(r.Context()), KindLoginFailed, c, s.host)
 		g.page(w, http.StatusUnauthorized, pageData{Title: "Sign in", Message: "This sign-in link is invalid or has expired.", Retry: Prefix + "login?next=" + url.QueryEscape(SafeNext(q.Get("next")))})
 		return
 	}
-	g.signIn(w, r, s, c, SafeNext(q.Get("next")))
+	g.signInAs(w, r, s, c, SafeNext(q.Get("next")), who)
 }
 
 func (g *Gate) logout(w http.ResponseWriter, r *http.Request) {

@@ -98,8 +98,11 @@ func (t StoreTunnels) HTTPGates(ctx context.Context) (map[string]webproxy.GateMo
 	}
 	out := map[string]webproxy.GateMode{}
 	for _, a := range list {
-		if a.Access == "operator" {
+		switch a.Access {
+		case "operator":
 			out[a.Subdomain] = webproxy.GateOperator
+		case "sso":
+			out[a.Subdomain] = webproxy.GateSSO
 		}
 	}
 	return out, nil

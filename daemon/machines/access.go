@@ -30,7 +30,7 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 	if ch.next.Access == "" {
 		ch.next.Access = gate.Public
 	}
-	if in.Access == nil && in.Password == nil && in.AllowIPs == nil {
+	if in.Access == nil && in.Password == nil && in.AllowIPs == nil && in.SSOAllow == nil {
 		return ch, nil
 	}
 	if t.Kind != "http" {
@@ -41,16 +41,31 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 			return ch, InputError("password is only for http tunnels")
 		case in.AllowIPs != nil && len(*in.AllowIPs) > 0:
 			return ch, InputError("allow_ips is only for http tunnels")
+		case in.SSOAllow != nil && len(*in.SSOAllow) > 0:
+			return ch, InputError("sso_allow is only for http tunnels")
 		}
 		return ch, nil
 	}
 	if in.Access != nil {
 		switch a := strings.TrimSpace(*in.Access); a {
-		case gate.Public, gate.Operator, gate.Password:
+		case gate.Public, gate.Operator, gate.Password, gate.SSO:
 			ch.next.Access = a
 		default:
-			return ch, InputError(`access must be "public", "operator" or "password"`)
+			return ch, InputError(`access must be "public", "operator", "password" or "sso"`)
 		}
+	}
+	if in.SSOAllow != nil {
+		list, err := gate.ParseSSOAllow(*in.SSOAllow)
+		if err != nil {
+			return ch, InputError("sso_allow: " + err.Error())
+		}
+		ch.next.SSOAllow = list
+	}
+	if ch.next.Access == gate.SSO && len(ch.next.SSOAllow) == 0 {
+		return ch, InputError(`sso_allow is required for access "sso": the emails, @domains or group:names that may enter`)
+	}
+	if ch.next.Access != gate.SSO {
+		ch.next.SSOAllow = nil
 	}
 	if in.Password != nil && *in.Password != "" {
 		if ch.next.Access != gate.Password {
@@ -140,4 +155,5 @@ func (t *Tunnel) setAccess(a store.TunnelAccess) {
 	t.Access = a.Access
 	t.AllowIPs = append([]string{}, a.AllowIPs...)
 	t.HasPassword = a.PasswordHash != ""
+	t.SSOAllow = append([]string{}, a.SSOAllow...)
 }

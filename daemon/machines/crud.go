@@ -467,6 +467,7 @@ type Tunnel struct {
 	Access      string   `json:"access,omitempty"`
 	AllowIPs    []string `json:"allow_ips,omitempty"`
 	HasPassword bool     `json:"has_password,omitempty"`
+	SSOAllow    []string `json:"sso_allow,omitempty"`
 	// Targets, Balance and Health (http tunnels only): the machines
 	// serving the site, its own first (targets.go).
 	Targets []TargetView `json:"targets,omitempty"`
@@ -642,6 +643,9 @@ type TunnelInput struct {
 	Access   *string   `json:"access"`
 	Password *string   `json:"password"`
 	AllowIPs *[]string `json:"allow_ips"`
+	// SSOAllow: who may enter in access "sso" (emails, @domains,
+	// group:names).
+	SSOAllow *[]string `json:"sso_allow"`
 	// Several machines serving an http tunnel (targets.go).
 	Targets *[]TargetInput `json:"targets"`
 	// Domains are an http tunnel's own names (domains.go).

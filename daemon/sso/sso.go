@@ -34,9 +34,11 @@ const FlowTTL = 10 * time.Minute
 // DiscoveryTimeout bounds asking the provider for its configuration.
 const DiscoveryTimeout = 10 * time.Second
 
-// Purposes of a flow.
+// Purposes of a flow: the dashboard, or an access gate's tunnel
+// (PurposeGate followed by the tunnel's host).
 const (
 	PurposeDashboard = "dashboard"
+	PurposeGate      = "gate:"
 )
 
 // Settings are what the operator sets; the secret is never shown back.
@@ -207,7 +209,7 @@ func hashState(state string) string {
 }
 
 // config is the flow's configuration, asking the provider at use time.
-func (s *Service) config(ctx context.Context, redirectURI string) (*oidc.Provider, *oauth2.Config, stored, error) {
+func (s *Service) config(ctx context.Context, redirectURI string, extraScopes ...string) (*oidc.Provider, *oauth2.Config, stored, error) {
 	st, err := s.load(ctx)
 	if err != nil {
 		return nil, nil, st, err
@@ -229,14 +231,21 @@ func (s *Service) config(ctx context.Context, redirectURI string) (*oidc.Provide
 	if len(st.Groups) > 0 {
 		scopes = append(scopes, "groups")
 	}
+	for _, x := range extraScopes {
+		if !slices.Contains(scopes, x) {
+			scopes = append(scopes, x)
+		}
+	}
 	return p, &oauth2.Config{ClientID: st.ClientID, ClientSecret: string(secret), Endpoint: p.Endpoint(),
 		RedirectURL: redirectURI, Scopes: scopes}, st, nil
 }
 
 // Start begins a sign-in: the provider's authorization URL, with state,
 // nonce and a PKCE challenge kept for the callback.
-func (s *Service) Start(ctx context.Context, redirectURI, purpose, returnTo string) (string, error) {
-	_, cfg, _, err := s.config(ctx, redirectURI)
+// extraScopes are asked besides the settings' (the groups scope, for a
+// tunnel whose list names groups).
+func (s *Service) Start(ctx context.Context, redirectURI, purpose, returnTo string, extraScopes ...string) (string, error) {
+	_, cfg, _, err := s.config(ctx, redirectURI, extraScopes...)
 	if err != nil {
 		return "", err
 	}
@@ -283,10 +292,11 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 		if d := q.Get("error_description"); d != "" {
 			why = d + " (" + e + ")"
 		}
+		var flow store.OIDCFlow
 		if st := q.Get("state"); st != "" {
-			s.Store.TakeOIDCFlow(ctx, hashState(st), s.now())
+			flow, _ = s.Store.TakeOIDCFlow(ctx, hashState(st), s.now())
 		}
-		return id, store.OIDCFlow{}, Refusal("the identity provider refused the sign-in: " + why)
+		return id, flow, Refusal("the identity provider refused the sign-in: " + why)
 	}
 	state, code := q.Get("state"), q.Get("code")
 	if state == "" || code == "" {
@@ -357,7 +367,9 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 			}
 		}
 	}
-	if !allowed(st.Settings, id) {
+	// The dashboard's own list; a gate's flow is checked against its
+	// tunnel's list by the gate.
+	if flow.Purpose == PurposeDashboard && !allowed(st.Settings, id) {
 		return id, flow, Refusal(fmt.Sprintf("%s may not enter this dashboard: it is not among the allowed emails, domains or groups", id.Label()))
 	}
 	return id, flow, nil

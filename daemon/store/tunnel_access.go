@@ -17,19 +17,25 @@ type TunnelAccess struct {
 	Access       string
 	PasswordHash string
 	AllowIPs     []string
+	// SSOAllow lists who may enter in mode "sso": emails, "@domain"s and
+	// "group:name"s.
+	SSOAllow []string
 }
 
-const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips FROM tunnels"
+const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips, sso_allow FROM tunnels"
 
 func scanAccess(r rowScanner) (TunnelAccess, error) {
 	var a TunnelAccess
-	var ips string
-	err := r.Scan(&a.TunnelID, &a.Subdomain, &a.Access, &a.PasswordHash, &ips)
+	var ips, sso string
+	err := r.Scan(&a.TunnelID, &a.Subdomain, &a.Access, &a.PasswordHash, &ips, &sso)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, ErrNotFound
 	}
 	if ips != "" {
 		a.AllowIPs = strings.Split(ips, ",")
+	}
+	if sso != "" {
+		a.SSOAllow = strings.Split(sso, ",")
 	}
 	return a, err
 }
@@ -59,6 +65,6 @@ func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
 
 // SetTunnelAccess writes a tunnel's access settings (a.Subdomain is ignored).
 func (s *Store) SetTunnelAccess(ctx context.Context, a TunnelAccess) error {
-	return affectOne(s.exec(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ? WHERE id = ?",
-		a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), a.TunnelID))
+	return affectOne(s.exec(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ? WHERE id = ?",
+		a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), strings.Join(a.SSOAllow, ","), a.TunnelID))
 }

@@ -106,7 +106,7 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		"wss": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Tunnels: tunnels[:1],
 			WSS: &WSSSite{Name: "revtunnel-server.tunnelsvc.invalid", CertFile: "testdata/wss.crt", KeyFile: "testdata/wss.key", Serial: "1f2e3d"}},
 		// Tunnels with their own domains, one of them gated.
-		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck},
+		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck, "blog": GateSSO},
 			Tunnels: []HTTPTunnel{
 				{Subdomain: "wiki", Port: 20011, Domains: []string{"wiki.example.org", "docs.example.net"}},
 				{Subdomain: "blog", Port: 20012, Domains: []string{"blog.example.org"}},

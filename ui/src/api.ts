@@ -341,7 +341,7 @@ export interface Tunnel {
   // Paused by the operator (PATCH {paused: true}; {paused: false} resumes).
   paused?: boolean;
   url?: string; address?: string; reachability?: Reachability;
-  access?: 'public' | 'operator' | 'password'; allow_ips?: string[]; has_password?: boolean;
+  access?: 'public' | 'operator' | 'password' | 'sso'; allow_ips?: string[]; has_password?: boolean; sso_allow?: string[];
   // HTTP: the machines serving it, its own first; how to pick; the check.
   targets?: TunnelTarget[]; balance?: 'failover' | 'round_robin';
   health?: { path: string; interval_s: number; expect_status: number };

@@ -5,7 +5,11 @@
 // form with Access = Operator; then the browser is sent from the tunnel's
 // host through router.<domain> and back with a one-time code, and the app
 // sees X-Forwarded-User: operator and none of the gate's or the dashboard's
-// cookies. Every process is killed at the end.
+// cookies. A second tunnel in sso mode signs its visitors in through a
+// real OpenID provider (the npm oidc-provider) by way of router.<domain>:
+// alice, on its list, reaches the app, which sees her name and email (not
+// what the browser sent); mallory is refused in words. Every process is
+// killed at the end.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -16,6 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import { createServer as createHTTPServer } from 'node:http';
 import { chromium } from 'playwright-core';
+import Provider from 'oidc-provider';
+import { once } from 'node:events';
 import { CHROMIUM, CHROMIUM_ARGS, daemonBinary } from './harness.mjs';
 
 const ui = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -108,7 +114,8 @@ before(async () => {
   // The machine's app: it shows what it received.
   app = createHTTPServer((req, res) => {
     res.setHeader('Content-Type', 'application/json');
-    res.end(JSON.stringify({ path: req.url, cookie: req.headers.cookie ?? null, user: req.headers['x-forwarded-user'] ?? null }));
+    res.end(JSON.stringify({ path: req.url, cookie: req.headers.cookie ?? null, user: req.headers['x-forwarded-user'] ?? null,
+      ...(req.headers['x-forwarded-email'] !== undefined ? { email: req.headers['x-forwarded-email'] } : {}) }));
   });
   await new Promise((r) => app.listen(0, '127.0.0.1', r));
 
@@ -121,7 +128,9 @@ before(async () => {
   context.setDefaultTimeout(15_000);
 });
 
+let idp;
 after(async () => {
+  idp?.close();
   try { await context?.close(); } catch { /* already gone */ }
   app?.close();
   for (const p of procs) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
@@ -213,5 +222,84 @@ test('operator gate: dashboard form, redirect through router.<domain>, what the 
   await page.getByRole('heading', { name: 'Log in to tunnelsvc' }).waitFor();
   await page.goto(`${site}/again`);
   await page.getByRole('heading', { name: 'Sign in first' }).waitFor();
+  assert.deepEqual(problems, []);
+});
+
+test('sso gate: visitors on the tunnel\'s list sign in through the OpenID provider; the app sees who', { timeout: 180_000 }, async () => {
+  const page = context.pages()[0] ?? await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  const router = `http://router.example.test:${caddyPort}`;
+
+  // The provider, with a client whose redirect URI is the dashboard's.
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const accounts = {
+    alice: { sub: 'alice', email: 'alice@example.test', email_verified: true, groups: ['staff'] },
+    mallory: { sub: 'mallory', email: 'mallory@other.test', email_verified: true, groups: [] },
+  };
+  const provider = new Provider(issuer, {
+    clients: [{ client_id: 'tunnelsvc', client_secret: 'a-test-client-secret', redirect_uris: [`${router}/api/auth/sso/callback`],
+      grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic' }],
+    scopes: ['openid', 'email', 'profile', 'groups'],
+    claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: [], groups: ['groups'] },
+    findAccount: (ctx, id) => ({ accountId: id, claims: () => accounts[id] ?? { sub: id } }),
+    cookies: { keys: ['a-test-cookie-key'] },
+  });
+  idp = provider.listen(port, '127.0.0.1');
+  await once(idp, 'listening');
+  await call('POST', '/api/auth/login', { password: PASSWORD });
+  await call('PUT', '/api/auth/sso', { enabled: true, name: 'Test IdP', issuer, client_id: 'tunnelsvc',
+    client_secret: 'a-test-client-secret', emails: ['nobody@example.test'] });
+
+  // A tunnel in sso mode for alice (her group, in fact), to the same app.
+  const [first] = await call('GET', '/api/tunnels');
+  const team = await call('POST', '/api/tunnels', { machine_id: first.machine_id, name: 'team', kind: 'http',
+    local_port: app.address().port, subdomain: 'team', access: 'sso', sso_allow: ['group:staff'] });
+  assert.equal(team.access, 'sso');
+  assert.deepEqual(team.sso_allow, ['group:staff']);
+  // The machine takes the new proxy (frpc with the new config), and Caddy
+  // the new site (the daemon's Caddyfile again).
+  for (const p of procs.filter((p) => p.spawnargs.some((a) => /frpc$|^caddy$/.test(a)))) p.kill('SIGKILL');
+  const clientPath = join(tmp, 'client.toml');
+  const adminPort = await freePort();
+  writeFileSync(clientPath, (await call('GET', `/api/machines/${first.machine_id}/revtunnel-client`))
+    .replace(/trustedCaFile = '[^']*'/, `trustedCaFile = '${clientPath}'`)
+    .replace(/^port = \d+$/gm, `port = ${adminPort}`));
+  start('frpc-2', join(repo, 'bin', 'frpc'), ['-c', clientPath]);
+  await until('the sso tunnel port', 15_000, () => listening(team.remote_port));
+  let file = await call('GET', '/api/debug/webproxyfile');
+  assert.match(file, /copy_headers Cookie X-Forwarded-User X-Forwarded-Email/);
+  file = file.replace(/^(router|app|team)\.example\.test \{$/gm, `http://$1.example.test:${caddyPort} {`);
+  const global = `\tauto_https off\n\thttp_port ${caddyPort}\n\tadmin off\n`;
+  file = /^\{$/m.test(file) ? file.replace(/^\{$/m, `{\n${global}`) : `{\n${global}}\n` + file;
+  writeFileSync(join(tmp, 'Caddyfile'), file);
+  await until('the old caddy gone', 10_000, async () => !(await listening(caddyPort)));
+  start('caddy-2', 'caddy', ['run', '--config', join(tmp, 'Caddyfile'), '--adapter', 'caddyfile'], { XDG_DATA_HOME: tmp, XDG_CONFIG_HOME: tmp });
+  await until('caddy again', 15_000, () => listening(caddyPort));
+
+  const site = `http://team.example.test:${caddyPort}`;
+  const visit = async (who) => {
+    await page.goto(`${site}/board?x=1`);
+    await page.locator('input[name="login"]').fill(who);
+    await page.locator('input[name="password"]').fill('anything');
+    await page.locator('button[type="submit"]').click();
+    await page.getByRole('button', { name: 'Continue' }).click();
+  };
+  // Whatever the browser claims to be is dropped before the app.
+  await page.setExtraHTTPHeaders({ 'X-Forwarded-Email': 'forged@evil.test', 'X-Forwarded-User': 'forged' });
+  await visit('alice');
+  await page.waitForURL(`${site}/board?x=1`);
+  const seen = JSON.parse(await page.locator('body').textContent());
+  assert.deepEqual(seen, { path: '/board?x=1', cookie: null, user: 'alice', email: 'alice@example.test' });
+  const logs = await call('GET', '/api/security/logs');
+  assert.ok(logs.some((e) => e.kind === 'LOGIN_SSO_SUCCESS' && e.detail === 'signed in to team.example.test as alice@example.test'));
+
+  // mallory is not on the list: the site's page says so, no session.
+  await context.clearCookies();
+  await visit('mallory');
+  await page.getByText('mallory@other.test may not enter team.example.test: it is not on the site\'s list').waitFor();
+  assert.equal((await context.cookies()).some((c) => c.name === 'tunnelsvc_gate'), false);
+  await page.setExtraHTTPHeaders({});
   assert.deepEqual(problems, []);
 });

@@ -38,8 +38,11 @@ export function ssoCard(ctx: Ctx): HTMLElement {
           client_secret: secret.input.value, emails: list(emails.input.value), email_domains: list(domains.input.value),
           groups: list(groups.input.value), groups_claim: claim.input.value.trim(),
         });
+        // The form stays as typed; only the secret field empties (it is
+        // kept now, never shown back).
+        secret.input.value = '';
+        secret.input.placeholder = 'kept; type to replace';
         fn.ok('Saved.');
-        await load();
       });
     // Password sign-in: off only while another way in remains.
     const st = await api.get<AuthStatus>('/api/auth/status');

@@ -15,22 +15,28 @@ export interface AccessControl {
 
 /** The access rows, filled from an existing tunnel when one is edited: a
  * blank password then keeps the one it has. */
-export function accessControl(init: { access?: string; allow_ips?: string[]; has_password?: boolean } = {}): AccessControl {
+export function accessControl(init: { access?: string; allow_ips?: string[]; has_password?: boolean; sso_allow?: string[] } = {}): AccessControl {
   // The names are the API's, so its errors land at the right field.
   const mode = select('Access', [
     ['public', 'Public: anyone'],
     ['operator', 'Operator: only a browser signed in to this dashboard'],
     ['password', 'Password: a shared password'],
+    ['sso', 'Single sign-on: people you list, through the dashboard\'s provider'],
   ], { name: 'access' });
+  const who = field('Who may enter', { type: 'text', name: 'sso_allow', autocomplete: 'off', spellcheck: 'false', placeholder: 'ana@example.com, @example.com, group:ops' },
+    'Emails, @domains and group:names, comma-separated. They sign in through Security → Single sign-on\'s provider; the app gets X-Forwarded-User and X-Forwarded-Email.');
   const pw = field('Shared password', { type: 'password', name: 'password', autocomplete: 'new-password', minlength: 8 },
     { hint: 'At least 8 characters, not easy to guess. Whoever should see the site signs in with it.', invalid: 'At least 8 characters.' });
   const ips = field('Allowed addresses', { type: 'text', name: 'allow_ips', autocomplete: 'off', spellcheck: 'false', placeholder: '203.0.113.0/24, 2001:db8::1' },
     'Optional: addresses and CIDRs, comma-separated; others are refused.');
   if (init.access) mode.input.value = init.access;
   if (init.allow_ips?.length) ips.input.value = init.allow_ips.join(', ');
+  if (init.sso_allow?.length) who.input.value = init.sso_allow.join(', ');
   let http = true;
   const syncMode = () => {
     pw.row.hidden = !http || mode.input.value !== 'password';
+    who.row.hidden = !http || mode.input.value !== 'sso';
+    who.input.required = !who.row.hidden;
     // Editing a tunnel that has a password: blank keeps it.
     pw.input.required = !pw.row.hidden && !(init.has_password && init.access === 'password');
   };
@@ -47,23 +53,26 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
       allow_ips: ips.input.value.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     };
     if (mode.input.value === 'password' && pw.input.value !== '') out.password = pw.input.value;
+    if (mode.input.value === 'sso') out.sso_allow = who.input.value.split(',').map((s) => s.trim()).filter((s) => s !== '');
     return out;
   };
   const reset = () => {
     mode.input.value = 'public';
     pw.input.value = '';
     ips.input.value = '';
+    who.input.value = '';
     syncMode();
   };
-  return { rows: [mode.row, pw.row, ips.row], sync, body, reset };
+  return { rows: [mode.row, pw.row, who.row, ips.row], sync, body, reset };
 }
 
 /** A tunnel's access, as the tunnel list shows it: who may reach it and
  * from where, in a line of its own that wraps. */
-export function accessLabel(t: { kind?: string; access?: string; allow_ips?: string[] }): Node | string {
+export function accessLabel(t: { kind?: string; access?: string; allow_ips?: string[]; sso_allow?: string[] }): Node | string {
   const parts: string[] = [];
   if (t.access === 'operator') parts.push('operator only');
   else if (t.access === 'password') parts.push('shared password');
+  else if (t.access === 'sso') parts.push(`single sign-on: ${(t.sso_allow ?? []).join(', ')}`);
   if (t.allow_ips && t.allow_ips.length > 0) parts.push(`only from ${t.allow_ips.join(', ')}`);
   return parts.length ? h('div', { class: 'small muted access' }, `Access: ${parts.join('; ')}`) : '';
 }
