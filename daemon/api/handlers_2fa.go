@@ -105,6 +105,12 @@ func (s *Server) twoFAConfirm(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	codes, err := s.totp.Confirm(r.Context(), client(r), body.Code, body.Name)
+	return writeDeviceAdded(w, codes, err, "device added")
+}
+
+// writeDeviceAdded answers the enrollment of a second-factor device: the
+// backup codes (once) when it turned 2FA on, else added.
+func writeDeviceAdded(w http.ResponseWriter, codes []string, err error, added string) error {
 	if err := twoFAError(w, err, http.StatusBadRequest); err != nil {
 		return err
 	}
@@ -115,7 +121,7 @@ func (s *Server) twoFAConfirm(w http.ResponseWriter, r *http.Request) error {
 		})
 		return nil
 	}
-	writeData(w, http.StatusOK, message("device added"))
+	writeData(w, http.StatusOK, message(added))
 	return nil
 }
 

@@ -87,18 +87,7 @@ func (s *Server) passkeyRegisterFinish(w http.ResponseWriter, r *http.Request) e
 		return err
 	}
 	codes, err := s.totp.FinishPasskey(r.Context(), client(r), rp, body.Ceremony, body.Name, body.Credential)
-	if err := twoFAError(w, err, http.StatusBadRequest); err != nil {
-		return err
-	}
-	if codes != nil {
-		writeData(w, http.StatusOK, map[string]any{
-			"message":      "2FA enabled; store the backup codes now: they are shown only once",
-			"backup_codes": codes,
-		})
-		return nil
-	}
-	writeData(w, http.StatusOK, message("passkey added"))
-	return nil
+	return writeDeviceAdded(w, codes, err, "passkey added")
 }
 
 // passkeyLoginBegin: POST /api/auth/login/passkey/begin {pending_token}:

@@ -88,8 +88,15 @@ func (s *Store) UsePasskey(ctx context.Context, id, credential string, now time.
 // device, 2FA is off (backup codes and pending logins go) and lastGone is
 // true. ErrNotFound when absent.
 func (s *Store) DeletePasskey(ctx context.Context, id string) (lastGone bool, err error) {
+	return s.deleteSecondFactor(ctx, "DELETE FROM passkeys WHERE id = ?", id)
+}
+
+// deleteSecondFactor deletes one device of either kind (del, with id) and,
+// when it was the last second-factor device, turns 2FA off (backup codes
+// and pending logins go); lastGone says so. ErrNotFound when absent.
+func (s *Store) deleteSecondFactor(ctx context.Context, del, id string) (lastGone bool, err error) {
 	err = s.Tx(ctx, func(tx *Tx) error {
-		res, err := tx.exec(ctx, "DELETE FROM passkeys WHERE id = ?", id)
+		res, err := tx.exec(ctx, del, id)
 		if err != nil {
 			return err
 		}

@@ -155,27 +155,7 @@ func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes 
 // DeleteTOTPDevice removes one device. When it was the last one, 2FA is off:
 // the backup codes go too, and lastGone is true. ErrNotFound when absent.
 func (s *Store) DeleteTOTPDevice(ctx context.Context, id string) (lastGone bool, err error) {
-	err = s.Tx(ctx, func(tx *Tx) error {
-		res, err := tx.exec(ctx, "DELETE FROM totp_devices WHERE id = ?", id)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n != 1 {
-			return ErrNotFound
-		}
-		var count int
-		if err := tx.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
-			return err
-		}
-		if count > 0 {
-			return nil
-		}
-		lastGone = true
-		return clear2FA(ctx, tx)
-	})
-	return lastGone, err
+	return s.deleteSecondFactor(ctx, "DELETE FROM totp_devices WHERE id = ?", id)
 }
 
 // DisableTOTP removes every device, backup code, pending enrollment and

@@ -33,29 +33,11 @@ func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken
 	if pendingToken == "" || strings.TrimSpace(code) == "" {
 		return "", ErrPendingCodeRequired
 	}
-	res, err := s.auth.Reserve(ctx, c)
+	res, hash, err := s.takeAttempt(ctx, c, pendingToken)
 	if err != nil {
 		return "", err
 	}
-	hash := auth.HashToken(pendingToken)
-	from, ok, err := s.st.ReserveLoginPendingAttempt(ctx, hash, s.now(), PendingAttempts)
-	if err != nil {
-		res.Release()
-		return "", err
-	}
-	if !ok {
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
-	}
-	// spent ends the pending login at its last attempt.
-	spent := func() {
-		if err := s.st.DeleteSpentLoginPending(ctx, hash, PendingAttempts); err != nil {
-			s.log.Error("could not end a spent pending login", "err", err)
-		}
-	}
-	if from != c.Addr.String() {
-		spent()
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login from "+c.Addr.String()+" of a login started from "+from, ErrPendingOtherAddr)
-	}
+	spent := func() { s.spent(ctx, hash) }
 	m, err := s.find(ctx, c, code, true)
 	if err == nil {
 		err = s.use(ctx, m)
@@ -90,6 +72,39 @@ func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken
 	}
 	s.record(ctx, c, KindLoginSuccess, detail)
 	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
+}
+
+// takeAttempt reserves one attempt of c in the shared rate limit and one
+// of the live pending login pendingToken's, which must have been started
+// from c's address (a login started elsewhere is ended). It returns the
+// reservation (release it when nothing was checked, or on success) and
+// the pending login's hash.
+func (s *Service) takeAttempt(ctx context.Context, c auth.Client, pendingToken string) (*auth.Reservation, string, error) {
+	res, err := s.auth.Reserve(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	hash := auth.HashToken(pendingToken)
+	from, ok, err := s.st.ReserveLoginPendingAttempt(ctx, hash, s.now(), PendingAttempts)
+	if err != nil {
+		res.Release()
+		return nil, "", err
+	}
+	if !ok {
+		return nil, "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
+	}
+	if from != c.Addr.String() {
+		s.spent(ctx, hash)
+		return nil, "", s.fail(ctx, c, KindLoginFailed, "2FA login from "+c.Addr.String()+" of a login started from "+from, ErrPendingOtherAddr)
+	}
+	return res, hash, nil
+}
+
+// spent ends the pending login hash once its last attempt is taken.
+func (s *Service) spent(ctx context.Context, hash string) {
+	if err := s.st.DeleteSpentLoginPending(ctx, hash, PendingAttempts); err != nil {
+		s.log.Error("could not end a spent pending login", "err", err)
+	}
 }
 
 // Requirement names what a step-up needs: "totp" or "password".

@@ -319,29 +319,22 @@ func (s *Service) CompleteLoginWithPasskey(ctx context.Context, c auth.Client, r
 	if pendingToken == "" {
 		return "", ErrPendingCodeRequired
 	}
-	res, err := s.auth.Reserve(ctx, c)
+	res, hash, err := s.takeAttempt(ctx, c, pendingToken)
 	if err != nil {
 		return "", err
-	}
-	hash := auth.HashToken(pendingToken)
-	from, ok, err := s.st.ReserveLoginPendingAttempt(ctx, hash, s.now(), PendingAttempts)
-	if err != nil {
-		res.Release()
-		return "", err
-	}
-	if !ok {
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
-	}
-	if from != c.Addr.String() {
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login from "+c.Addr.String()+" of a login started from "+from, ErrPendingOtherAddr)
 	}
 	k, err := s.checkPasskey(ctx, rp, ceremony, ceremonyLogin, credential)
 	var e *Error
 	if errors.As(err, &e) {
+		s.spent(ctx, hash)
 		return "", s.fail(ctx, c, KindLoginFailed, "2FA login with a passkey", err)
 	}
 	if err != nil {
+		// Nothing was checked: the attempt is given back.
 		res.Release()
+		if rerr := s.st.ReleaseLoginPendingAttempt(ctx, hash); rerr != nil {
+			s.log.Error("could not give back a pending login attempt", "err", rerr)
+		}
 		return "", err
 	}
 	if ok, err := s.st.ConsumeLoginPending(ctx, hash, s.now()); err != nil {
