@@ -191,28 +191,23 @@ func asTOTP(err error, te **totp.Error) bool { return err != nil && errors.As(er
 // passkey alone signs in (off by default; on needs a passkey). A recent
 // sign-in is needed.
 func (s *Server) passkeyPasswordless(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		On *bool `json:"on"`
-	}
-	if err := decode(r, &body); err != nil {
+	on, err := decodeOn(r)
+	if err != nil {
 		return err
 	}
-	if body.On == nil {
-		return Errorf(http.StatusBadRequest, "on is required (true or false)")
-	}
-	if !*body.On {
-		if on, err := s.totp.Passwordless(r.Context()); err != nil {
+	if !on {
+		if was, err := s.totp.Passwordless(r.Context()); err != nil {
 			return Internal("could not read the 2FA state", err)
-		} else if on {
+		} else if was {
 			if err := s.keepAWayIn(r, "passwordless passkey sign-in"); err != nil {
 				return err
 			}
 		}
 	}
-	if err := s.totp.SetPasswordless(r.Context(), client(r), *body.On); err != nil {
+	if err := s.totp.SetPasswordless(r.Context(), client(r), on); err != nil {
 		return twoFAError(w, err, http.StatusBadRequest)
 	}
-	if *body.On {
+	if on {
 		writeData(w, http.StatusOK, message("a passkey alone now signs in; the password and the backup codes stay the way back in"))
 	} else {
 		writeData(w, http.StatusOK, message("passwordless sign-in is off: the password signs in"))

@@ -199,26 +199,21 @@ func (s *Server) passwordOffWords(r *http.Request) string {
 // while single sign-on or a passkey alone signs in; the answer says which
 // ways in remain, and the one that always does (root's reset-password).
 func (s *Server) passwordLogin(w http.ResponseWriter, r *http.Request) error {
-	var body struct {
-		On *bool `json:"on"`
-	}
-	if err := decode(r, &body); err != nil {
+	on, err := decodeOn(r)
+	if err != nil {
 		return err
-	}
-	if body.On == nil {
-		return Errorf(http.StatusBadRequest, "on is required (true or false)")
 	}
 	ways, err := s.waysIn(r)
 	if err != nil {
 		return Internal("could not read the sign-in settings", err)
 	}
-	if !*body.On && len(ways) == 0 {
+	if !on && len(ways) == 0 {
 		return Errorf(http.StatusBadRequest, "password sign-in can be turned off only while single sign-on or a passkey alone signs in: turn one on first")
 	}
-	if err := s.auth.SetPasswordLogin(r.Context(), *body.On); err != nil {
+	if err := s.auth.SetPasswordLogin(r.Context(), on); err != nil {
 		return Internal("could not save the sign-in settings", err)
 	}
-	if *body.On {
+	if on {
 		s.record(r, auditSSOSettings, "password sign-in turned on")
 		writeData(w, http.StatusOK, message("password sign-in is on"))
 		return nil
@@ -283,4 +278,18 @@ func (s *Server) ssoToGate(w http.ResponseWriter, r *http.Request, c auth.Client
 	s.audit.Record(r.Context(), audit.Event{Kind: auditSSOSuccess, Client: c.Addr, UserAgent: c.UserAgent, Detail: "signed in to " + siteHost + " as " + id.Label()})
 	s.toGatePage(w, r, siteHost, "callback?code="+url.QueryEscape(code)+"&next="+url.QueryEscape(next))
 	return nil
+}
+
+// decodeOn reads a switch's body, {"on": true|false}.
+func decodeOn(r *http.Request) (bool, error) {
+	var body struct {
+		On *bool `json:"on"`
+	}
+	if err := decode(r, &body); err != nil {
+		return false, err
+	}
+	if body.On == nil {
+		return false, Errorf(http.StatusBadRequest, "on is required (true or false)")
+	}
+	return *body.On, nil
 }
