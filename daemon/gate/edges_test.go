@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
@@ -75,5 +76,45 @@ func TestSessionsAcrossEdges(t *testing.T) {
 	}
 	if w := b.check("pw.example.com", gate.CookieName+"="+c, "", "/"); w.Code == http.StatusOK {
 		t.Fatal("the session outlived the access change on edge B")
+	}
+}
+
+// TestSSOVisitorAcrossEdges: the visitor an sso code signs in is known on
+// every edge: a code issued on edge A and redeemed on edge B starts a
+// session there that names them, and edge A passes that session on with
+// the same headers.
+func TestSSOVisitorAcrossEdges(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testutil.PostgresURL(t)
+	a := newEnvOn(t, dbURL, 0, map[string]string{"team": gate.SSO})
+	stB, err := store.OpenDatabase(ctx, t.TempDir(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stB.Close() })
+	gB := gate.New(gate.Options{Store: stB, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Domain: func(context.Context) (string, error) { return "example.com", nil }})
+	if err := gB.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := &env{st: stB, svc: a.svc, g: gB, h: gB.Handler(), ids: a.ids}
+
+	code, host, err := a.g.IssueSSOCode("team.example.com", "ana@example.com", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", gate.Prefix+"callback?code="+url.QueryEscape(code)+"&next=/", nil)
+	r.Host, r.RemoteAddr = host, "127.0.0.1:1"
+	w := httptest.NewRecorder()
+	b.h.ServeHTTP(w, r)
+	cookie := strings.SplitN(w.Header().Get("Set-Cookie"), ";", 2)[0]
+	if w.Code != http.StatusSeeOther || !strings.HasPrefix(cookie, gate.CookieName+"=") {
+		t.Fatalf("callback on B: %d %v", w.Code, w.Header())
+	}
+	for name, e := range map[string]*env{"B": b, "A": a} {
+		w := e.check("team.example.com", cookie, "127.0.0.1", "/")
+		if w.Code != http.StatusOK || w.Header().Get(gate.UserHeader) != "ana" || w.Header().Get(gate.EmailHeader) != "ana@example.com" {
+			t.Fatalf("edge %s: %d %v", name, w.Code, w.Header())
+		}
 	}
 }

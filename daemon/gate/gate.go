@@ -291,13 +291,13 @@ func (g *Gate) shared() (context.Context, context.CancelFunc, bool) {
 
 // share writes a session or code for the other edges; a failure is
 // logged, and the token still works on this edge.
-func (g *Gate) share(k [32]byte, kind string, tunnelID int64, expires time.Time) bool {
+func (g *Gate) share(k [32]byte, kind string, tunnelID int64, expires time.Time, who Who) bool {
 	ctx, cancel, ok := g.shared()
 	if !ok {
 		return false
 	}
 	defer cancel()
-	if err := g.o.Store.PutGateToken(ctx, hex.EncodeToString(k[:]), kind, tunnelID, expires); err != nil {
+	if err := g.o.Store.PutGateToken(ctx, hex.EncodeToString(k[:]), kind, tunnelID, expires, store.GateWho(who)); err != nil {
 		g.o.Log.Warn("gate: could not share a "+kind+" with the other edges; it works on this one", "err", err)
 		return false
 	}
@@ -321,11 +321,11 @@ func (g *Gate) sharedSession(k [32]byte, now time.Time) (session, bool) {
 		return session{}, false
 	}
 	defer cancel()
-	id, exp, err := g.o.Store.GateToken(ctx, hex.EncodeToString(k[:]), store.GateSession, now)
+	id, exp, who, err := g.o.Store.GateToken(ctx, hex.EncodeToString(k[:]), store.GateSession, now)
 	if err != nil {
 		return session{}, false
 	}
-	sess := session{tunnelID: id, expires: exp}
+	sess := session{tunnelID: id, expires: exp, who: Who(who)}
 	g.mu.Lock()
 	if len(g.sessions) < maxSessions {
 		g.sessions[k] = sess
@@ -391,7 +391,7 @@ func (g *Gate) newSessionAs(s *site, who Who) (string, error) {
 	k := tokenKey(token)
 	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(SessionTTL), who: who}
 	g.mu.Unlock()
-	g.share(k, store.GateSession, s.id, now.Add(SessionTTL))
+	g.share(k, store.GateSession, s.id, now.Add(SessionTTL), who)
 	return token, nil
 }
 
@@ -473,7 +473,7 @@ func (g *Gate) issue(s *site, who Who) (code string, siteHost string, err error)
 	k := tokenKey(c)
 	g.codes[k] = pending{tunnelID: s.id, expires: now.Add(CodeTTL), who: who}
 	g.mu.Unlock()
-	if g.share(k, store.GateCode, s.id, now.Add(CodeTTL)) {
+	if g.share(k, store.GateCode, s.id, now.Add(CodeTTL), who) {
 		g.mu.Lock()
 		if p, ok := g.codes[k]; ok {
 			p.shared = true
@@ -512,15 +512,13 @@ func (g *Gate) redeemAs(c string, s *site) (Who, bool) {
 		return Who{}, false
 	}
 	defer cancel()
-	id, err := g.o.Store.TakeGateToken(ctx, hex.EncodeToString(k[:]), store.GateCode, now)
+	id, who, err := g.o.Store.TakeGateToken(ctx, hex.EncodeToString(k[:]), store.GateCode, now)
 	if ok && err != nil && !errors.Is(err, store.ErrNotFound) {
 		// The database does not answer: this edge issued the code, and
 		// decides from memory.
 		return got.who, got.tunnelID == s.id && now.Before(got.expires)
 	}
-	// Who the code signs in is known on the edge that issued it; taken
-	// on another, an sso session there names nobody.
-	return got.who, err == nil && id == s.id
+	return Who(who), err == nil && id == s.id
 }
 
 // Domain is the domain of the loaded table ("" before a domain is set).

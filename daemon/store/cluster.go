@@ -16,39 +16,45 @@ const (
 
 // PutGateToken stores a gate session or sign-in code (by the SHA-256 of
 // its secret, hex) for a tunnel until expires, so every edge honours it.
-func (s *Store) PutGateToken(ctx context.Context, hash, kind string, tunnelID int64, expires time.Time) error {
-	_, err := s.exec(ctx, `INSERT INTO gate_tokens(token_hash, kind, tunnel_id, expires_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT(token_hash) DO UPDATE SET kind = excluded.kind, tunnel_id = excluded.tunnel_id, expires_at = excluded.expires_at`,
-		hash, kind, tunnelID, expires.UnixMilli())
+func (s *Store) PutGateToken(ctx context.Context, hash, kind string, tunnelID int64, expires time.Time, who GateWho) error {
+	_, err := s.exec(ctx, `INSERT INTO gate_tokens(token_hash, kind, tunnel_id, expires_at, who_user, who_email) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT(token_hash) DO UPDATE SET kind = excluded.kind, tunnel_id = excluded.tunnel_id, expires_at = excluded.expires_at,
+			who_user = excluded.who_user, who_email = excluded.who_email`,
+		hash, kind, tunnelID, expires.UnixMilli(), who.User, who.Email)
 	return err
 }
 
-// GateToken returns the tunnel and expiry of a live gate token of this
-// kind; ErrNotFound when there is none (unknown, expired, ended).
-func (s *Store) GateToken(ctx context.Context, hash, kind string, now time.Time) (tunnelID int64, expires time.Time, err error) {
+// GateWho is who a gate token signs in (access gates of mode sso; empty
+// for the others).
+type GateWho struct{ User, Email string }
+
+// GateToken returns the tunnel, expiry and visitor of a live gate token of
+// this kind; ErrNotFound when there is none (unknown, expired, ended).
+func (s *Store) GateToken(ctx context.Context, hash, kind string, now time.Time) (tunnelID int64, expires time.Time, who GateWho, err error) {
 	var e int64
-	err = s.queryRow(ctx, "SELECT tunnel_id, expires_at FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ?",
-		hash, kind, now.UnixMilli()).Scan(&tunnelID, &e)
+	err = s.queryRow(ctx, "SELECT tunnel_id, expires_at, who_user, who_email FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ?",
+		hash, kind, now.UnixMilli()).Scan(&tunnelID, &e, &who.User, &who.Email)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, time.Time{}, ErrNotFound
+		return 0, time.Time{}, GateWho{}, ErrNotFound
 	}
-	return tunnelID, time.UnixMilli(e).UTC(), err
+	return tunnelID, time.UnixMilli(e).UTC(), who, err
 }
 
 // TakeGateToken deletes a live gate token of this kind and returns its
 // tunnel: of two edges redeeming one sign-in code, exactly one gets it.
-func (s *Store) TakeGateToken(ctx context.Context, hash, kind string, now time.Time) (int64, error) {
+func (s *Store) TakeGateToken(ctx context.Context, hash, kind string, now time.Time) (int64, GateWho, error) {
 	var id int64
-	err := s.writeReturning(ctx, "DELETE FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ? RETURNING tunnel_id",
-		[]any{hash, kind, now.UnixMilli()}, &id)
+	var who GateWho
+	err := s.writeReturning(ctx, "DELETE FROM gate_tokens WHERE token_hash = ? AND kind = ? AND expires_at > ? RETURNING tunnel_id, who_user, who_email",
+		[]any{hash, kind, now.UnixMilli()}, &id, &who.User, &who.Email)
 	s.noteWrite(err)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, ErrNotFound
+		return 0, GateWho{}, ErrNotFound
 	}
 	if err == nil {
 		s.wrote(ctx)
 	}
-	return id, err
+	return id, who, err
 }
 
 // DeleteGateToken ends one gate session or code.

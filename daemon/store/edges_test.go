@@ -181,31 +181,31 @@ func TestGateTokensAcrossEdges(t *testing.T) {
 		ctx := context.Background()
 		a, b := db.open(), db.open()
 		now := time.Now()
-		if err := a.PutGateToken(ctx, "s1", GateSession, 7, now.Add(time.Hour)); err != nil {
+		if err := a.PutGateToken(ctx, "s1", GateSession, 7, now.Add(time.Hour), GateWho{User: "ana", Email: "ana@example.com"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.PutGateToken(ctx, "c1", GateCode, 7, now.Add(time.Minute)); err != nil {
+		if err := a.PutGateToken(ctx, "c1", GateCode, 7, now.Add(time.Minute), GateWho{User: "bo"}); err != nil {
 			t.Fatal(err)
 		}
-		if id, _, err := b.GateToken(ctx, "s1", GateSession, now); err != nil || id != 7 {
-			t.Fatalf("session on b: %d %v", id, err)
+		if id, _, who, err := b.GateToken(ctx, "s1", GateSession, now); err != nil || id != 7 || who != (GateWho{User: "ana", Email: "ana@example.com"}) {
+			t.Fatalf("session on b: %d %v %v", id, who, err)
 		}
-		if _, _, err := b.GateToken(ctx, "s1", GateSession, now.Add(2*time.Hour)); !errors.Is(err, ErrNotFound) {
+		if _, _, _, err := b.GateToken(ctx, "s1", GateSession, now.Add(2*time.Hour)); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("expired session: %v", err)
 		}
-		if _, _, err := b.GateToken(ctx, "c1", GateSession, now); !errors.Is(err, ErrNotFound) {
+		if _, _, _, err := b.GateToken(ctx, "c1", GateSession, now); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a code is not a session: %v", err)
 		}
-		if id, err := b.TakeGateToken(ctx, "c1", GateCode, now); err != nil || id != 7 {
-			t.Fatalf("take code: %d %v", id, err)
+		if id, who, err := b.TakeGateToken(ctx, "c1", GateCode, now); err != nil || id != 7 || who.User != "bo" {
+			t.Fatalf("take code: %d %v %v", id, who, err)
 		}
-		if _, err := a.TakeGateToken(ctx, "c1", GateCode, now); !errors.Is(err, ErrNotFound) {
+		if _, _, err := a.TakeGateToken(ctx, "c1", GateCode, now); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("code taken twice: %v", err)
 		}
 		if err := b.DeleteGateTokensOf(ctx, 7); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := a.GateToken(ctx, "s1", GateSession, now); !errors.Is(err, ErrNotFound) {
+		if _, _, _, err := a.GateToken(ctx, "s1", GateSession, now); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("session after its tunnel's tokens ended: %v", err)
 		}
 	})
