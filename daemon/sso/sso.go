@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -86,6 +87,41 @@ type Service struct {
 	Now    func() time.Time
 	// Client reaches the provider (nil: http.DefaultClient with a timeout).
 	Client *http.Client
+
+	mu   sync.Mutex
+	prov cachedProvider
+}
+
+// ProviderTTL is how long the provider's configuration (and its key set,
+// which go-oidc refreshes by itself when a token names a new key) is kept
+// between sign-ins; a change of issuer takes effect at once.
+const ProviderTTL = 10 * time.Minute
+
+type cachedProvider struct {
+	issuer string
+	p      *oidc.Provider
+	at     time.Time
+}
+
+// provider is issuer's configuration, asked again after ProviderTTL.
+func (s *Service) provider(ctx context.Context, issuer string) (*oidc.Provider, error) {
+	now := s.now()
+	s.mu.Lock()
+	c := s.prov
+	s.mu.Unlock()
+	if c.p != nil && c.issuer == issuer && now.Sub(c.at) < ProviderTTL {
+		return c.p, nil
+	}
+	dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
+	defer cancel()
+	p, err := oidc.NewProvider(dctx, issuer)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.prov = cachedProvider{issuer: issuer, p: p, at: now}
+	s.mu.Unlock()
+	return p, nil
 }
 
 func (s *Service) now() time.Time {
@@ -178,9 +214,11 @@ func (s *Service) Put(ctx context.Context, in Input) (Settings, error) {
 		if len(in.Emails)+len(in.Domains)+len(in.Groups) == 0 {
 			return Settings{}, InputError("say who may enter: emails, email_domains or groups")
 		}
-		dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
-		defer cancel()
-		if _, err := oidc.NewProvider(dctx, in.Issuer); err != nil {
+		// Asked afresh when the settings are saved.
+		s.mu.Lock()
+		s.prov = cachedProvider{}
+		s.mu.Unlock()
+		if _, err := s.provider(ctx, in.Issuer); err != nil {
 			return Settings{}, InputError("the issuer does not answer as an OpenID provider: " + err.Error())
 		}
 	}
@@ -221,9 +259,7 @@ func (s *Service) config(ctx context.Context, redirectURI string, extraScopes ..
 	if err != nil {
 		return nil, nil, st, fmt.Errorf("open the client secret: %w", err)
 	}
-	dctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
-	defer cancel()
-	p, err := oidc.NewProvider(dctx, st.Issuer)
+	p, err := s.provider(ctx, st.Issuer)
 	if err != nil {
 		return nil, nil, st, Refusal("the identity provider does not answer: " + err.Error())
 	}
