@@ -597,6 +597,19 @@ func TestTunnelTargets(t *testing.T) {
 	if h := second["health"].(map[string]any); h["state"] != "unknown" || h["message"] != "not checked yet" {
 		t.Fatalf("health before any check = %v", h)
 	}
+	// The standby's page lists what it serves of web; the tunnel's own
+	// machine lists nothing there (web is its own tunnel).
+	serves := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + b, cookie: e.cookie}), 200)["serves"].([]any)
+	if len(serves) != 1 {
+		t.Fatalf("standby serves = %v", serves)
+	}
+	if p := serves[0].(map[string]any); fmt.Sprint(p["tunnel_id"]) != fmt.Sprint(web["id"]) || p["tunnel_name"] != "web" ||
+		p["local_port"].(float64) != 8081 || p["remote_port"] != second["remote_port"] || p["status"] != "pending" {
+		t.Fatalf("standby's part = %v", p)
+	}
+	if own := e.data(t, e.do(req{method: "GET", path: "/api/machines/" + a, cookie: e.cookie}), 200); own["serves"] != nil {
+		t.Fatalf("the tunnel's own machine lists a part: %v", own["serves"])
+	}
 	conf := e.do(req{method: "GET", path: "/api/machines/" + b + "/revtunnel-client", cookie: e.cookie})
 	if !strings.Contains(conf.Body.String(), fmt.Sprintf("localPort = 8081\nremotePort = %v\n", second["remote_port"])) {
 		t.Fatalf("standby's config does not open its part:\n%s", conf.Body)

@@ -46,6 +46,9 @@ type Machine struct {
 	Update UpdateView `json:"update"`
 	// Transport is how the machine reaches the tunnel server.
 	Transport TransportView `json:"transport"`
+	// Serves are its parts in sites served by several machines, beyond a
+	// tunnel's own port (GET /api/machines/{id} only).
+	Serves []ServedPart `json:"serves,omitempty"`
 	// Edges is what each edge of the cluster saw of the machine, in edge
 	// order (empty before any edge saw it); the machine is online when
 	// one edge that is up has it.
@@ -367,7 +370,63 @@ func (s *Service) Machine(ctx context.Context, id int64, fallbackHost string) (M
 	if e := ev[m.ID]; e != nil {
 		v.Edges = e
 	}
+	if v.Serves, err = s.servedParts(ctx, m.ID); err != nil {
+		return Machine{}, err
+	}
 	return v, nil
+}
+
+// ServedPart is a machine's part in a site served by several machines,
+// beyond the tunnel's own port: which site, from which local port, and
+// its state and health as the tunnel shows them.
+type ServedPart struct {
+	TunnelID   int64        `json:"tunnel_id"`
+	TunnelName string       `json:"tunnel_name"`
+	URL        string       `json:"url"`
+	LocalPort  int          `json:"local_port"`
+	RemotePort int          `json:"remote_port"`
+	Status     string       `json:"status"`
+	Health     TargetHealth `json:"health"`
+}
+
+// servedParts lists machine id's parts in sites served by several
+// machines (the tunnels' targets on it).
+func (s *Service) servedParts(ctx context.Context, id int64) ([]ServedPart, error) {
+	ts, err := s.Store.ListTargets(ctx, id)
+	if err != nil || len(ts) == 0 {
+		return nil, err
+	}
+	c, err := s.tunnelContext(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []ServedPart
+	seen := map[int64]bool{}
+	for _, tg := range ts {
+		if seen[tg.TunnelID] {
+			continue
+		}
+		seen[tg.TunnelID] = true
+		t, err := s.Store.GetTunnel(ctx, tg.TunnelID)
+		if err != nil {
+			return nil, err
+		}
+		v := c.view(t)
+		if len(v.Targets) < 2 {
+			continue
+		}
+		url := ""
+		if v.URL != nil {
+			url = *v.URL
+		}
+		for _, p := range v.Targets[1:] {
+			if p.MachineID == id {
+				out = append(out, ServedPart{TunnelID: t.ID, TunnelName: t.Name, URL: url, LocalPort: p.LocalPort,
+					RemotePort: p.RemotePort, Status: p.Status, Health: p.Health})
+			}
+		}
+	}
+	return out, nil
 }
 
 // RecordConfigPush stores the outcome of delivering the client config to

@@ -294,6 +294,13 @@ export interface Machine {
   edges?: MachineEdge[];
   // How it reaches the tunnel server (issue 30; an older daemon leaves it out).
   transport?: MachineTransport;
+  // Its parts in sites whose tunnel is another machine's (one machine's view only).
+  serves?: ServedPart[];
+}
+/** A machine's part in a site served by several machines. */
+export interface ServedPart {
+  tunnel_id: number; tunnel_name: string; url: string; local_port: number; remote_port: number;
+  status: 'active' | 'pending' | 'offline' | 'paused'; health: { state: string; message: string; checked_at?: string | null };
 }
 /** How a machine reaches the tunnel server: tcp (its own port) or wss
  * (through the web proxy on 443), as configured and as last seen. */

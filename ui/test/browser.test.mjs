@@ -464,6 +464,13 @@ function journey(size, viewport, opts = {}) {
         // Its health in words: not checked yet, or (once the daemon's first
         // check ran: nothing runs the machine's tunnel client here) why it is down.
         await pool.locator('[data-target="nas-cellar"]').first().getByText(/not checked yet|nothing listens on tunnel port \d+: nas-cellar's tunnel client is not connected/).waitFor();
+        // The machine's page lists the part it serves beyond the tunnel's
+        // own port.
+        const mp = await page.context().newPage();
+        await mp.goto(page.url().replace(/#.*$/, '#/machines'));
+        await mp.getByRole('link', { name: 'nas-cellar' }).first().click();
+        await mp.locator('[data-serves="pool"]').getByText(/^pool \(https:\/\/pool\.example\.test\) from port 8091: (pending|offline)/).waitFor({ state: 'attached' });
+        await mp.close();
 
         // Editing uses PATCH.
         const patched = page.waitForRequest((r) => r.method() === 'PATCH' && /\/api\/tunnels\/\d+$/.test(r.url()));

@@ -75,6 +75,9 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'User'), h('dd', null, m.username),
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
         h('dt', null, 'Config'), h('dd', { 'data-config-state': m.config?.state ?? '' }, configLine(m)),
+        (m.serves?.length ?? 0) > 0 ? [h('dt', null, 'Also serves'), h('dd', null, h('ul', { class: 'serves' }, (m.serves ?? []).map((p) =>
+          h('li', { 'data-serves': p.tunnel_name }, h('a', { href: `#/tunnels` }, p.tunnel_name), p.url ? ` (${p.url})` : '',
+            ` from port ${p.local_port}: ${p.status}`, p.health.state !== 'unknown' ? `, ${p.health.state}` : ''))))] : null,
         m.transport ? [h('dt', null, 'Transport'), h('dd', { 'data-transport': m.transport.seen || m.transport.configured },
           m.transport.configured === 'wss' ? h('strong', null, 'Port 443 ') : 'Direct ', h('span', { class: 'muted small' }, m.transport.summary))] : null,
         // Several edges: what each one sees of the machine.
