@@ -96,10 +96,19 @@ func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
 	}
 	purpose, returnTo := sso.PurposeDashboard, "/#/overview"
 	var extra []string
-	if host := r.URL.Query().Get("gate"); host != "" {
-		// A visitor of a tunnel in sso mode, sent by its gate.
+	if asked := r.URL.Query().Get("gate"); asked != "" {
+		// A visitor of a tunnel in sso mode, sent by its gate; only a host
+		// this edge serves in sso mode (never a redirect elsewhere).
+		host, ok := "", false
+		if s.gate != nil {
+			host, ok = s.gate.SSOSite(asked)
+		}
+		if !ok {
+			ssoBack(w, r, "no site here signs in through single sign-on at that name")
+			return nil
+		}
 		purpose, returnTo = sso.PurposeGate+host, gate.SafeNext(r.URL.Query().Get("next"))
-		if s.gate != nil && s.gate.SSOWantsGroups(host) {
+		if s.gate.SSOWantsGroups(host) {
 			extra = append(extra, "groups")
 		}
 	}
@@ -126,6 +135,14 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	c := client(r)
 	id, flow, err := s.sso.Callback(r.Context(), ssoRedirectURI(r), r.URL.Query())
 	host, toGate := strings.CutPrefix(flow.Purpose, sso.PurposeGate)
+	if toGate {
+		// Back to the site only while it still signs in this way.
+		if s.gate == nil {
+			toGate = false
+		} else {
+			host, toGate = s.gate.SSOSite(host)
+		}
+	}
 	var refusal sso.Refusal
 	if errors.As(err, &refusal) {
 		s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: string(refusal)})
@@ -141,6 +158,11 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	}
 	if toGate {
 		return s.ssoToGate(w, r, c, host, id, flow.ReturnTo)
+	}
+	if flow.Purpose != sso.PurposeDashboard {
+		// A gate's sign-in whose site is gone or changed meanwhile.
+		ssoBack(w, r, "the site this sign-in was for no longer signs in through single sign-on")
+		return nil
 	}
 	token, err := s.auth.Sessions.Create(r.Context(), c.Addr.String(), c.UserAgent)
 	if err != nil {

@@ -52,6 +52,9 @@ func TestSSORefusals(t *testing.T) {
 			}
 		}
 		back("/api/auth/sso/start", "single sign-on is off")
+		// A gate's sign-in only for a site this edge serves in sso mode:
+		// never a way to send the browser to another host.
+		back("/api/auth/sso/start?gate=evil.example&next=/", "no site here signs in through single sign-on at that name")
 		back("/api/auth/sso/callback?error=access_denied&error_description=End-User+aborted+interaction&state=x",
 			"the identity provider refused the sign-in: End-User aborted interaction (access_denied)")
 		back("/api/auth/sso/callback", "the provider's answer has no state or code: start the sign-in again")

@@ -663,3 +663,15 @@ func (g *Gate) SSOWantsGroups(host string) bool {
 	}
 	return false
 }
+
+// SSOSite returns the canonical host of the tunnel at host when it is in
+// sso mode (false otherwise): the dashboard starts and ends a gate's
+// sign-in only for such a host, so that it never sends a browser to a
+// host it does not serve.
+func (g *Gate) SSOSite(host string) (string, bool) {
+	s := g.tbl.Load().lookup(host)
+	if s == nil || s.access != SSO {
+		return "", false
+	}
+	return s.host, true
+}
