@@ -119,12 +119,11 @@ test('API tokens: created and shown once, used as a bearer, read-only when read,
   page.setDefaultTimeout(15_000);
   const problems = [];
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  // A new page is a new browser context: it logs in (waiting for the
+  // form, which shows once the page asked the daemon).
   await page.goto(`${base}/#/security/tokens`);
-  const login = page.getByLabel(/^Password \*$/);
-  if (await login.isVisible().catch(() => false)) {
-    await login.fill(PASSWORD);
-    await page.getByRole('button', { name: 'Log in' }).click();
-  }
+  await page.getByLabel(/^Password \*$/).fill(PASSWORD);
+  await page.getByRole('button', { name: 'Log in' }).click();
   await page.getByRole('heading', { name: 'API tokens', level: 1 }).waitFor();
   await page.getByText('No API tokens yet.').waitFor();
 
