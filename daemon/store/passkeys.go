@@ -40,22 +40,15 @@ func scanPasskey(r rowScanner) (Passkey, error) {
 // ConfirmTOTPDevice).
 func (s *Store) InsertPasskey(ctx context.Context, p Passkey, codeHashes []BackupCode) (first bool, err error) {
 	err = s.Tx(ctx, func(tx *Tx) error {
-		var count int
-		if err := tx.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
-			return err
-		}
-		if _, err := tx.exec(ctx, "INSERT INTO passkeys(id, name, credential_id, credential, created_at) VALUES (?, ?, ?, ?, ?)",
-			p.ID, p.Name, p.CredentialID, p.Credential, p.CreatedAt.Unix()); err != nil {
+		first, err = tx.enrollSecondFactor(ctx, codeHashes, p.CreatedAt, func() error {
+			_, err := tx.exec(ctx, "INSERT INTO passkeys(id, name, credential_id, credential, created_at) VALUES (?, ?, ?, ?, ?)",
+				p.ID, p.Name, p.CredentialID, p.Credential, p.CreatedAt.Unix())
 			if isUniqueViolation(err) {
 				return ErrConflict
 			}
 			return err
-		}
-		if count > 0 {
-			return nil
-		}
-		first = true
-		return replaceBackupCodes(ctx, tx, codeHashes, p.CreatedAt)
+		})
+		return err
 	})
 	return first, err
 }

@@ -130,26 +130,36 @@ func (s *Store) ConfirmTOTPDevice(ctx context.Context, d TOTPDevice, codeHashes 
 		} else if n != 1 {
 			return ErrNotFound
 		}
-		var count int
-		if err := tx.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
-			return err
-		}
 		var used any
 		if d.LastUsedAt != nil {
 			used = d.LastUsedAt.Unix()
 		}
-		if _, err := tx.exec(ctx,
-			"INSERT INTO totp_devices(id, name, secret_sealed, created_at, last_used_at, last_step) VALUES (?, ?, ?, ?, ?, ?)",
-			d.ID, d.Name, d.SecretSealed, d.CreatedAt.Unix(), used, d.LastStep); err != nil {
+		first, err = tx.enrollSecondFactor(ctx, codeHashes, d.CreatedAt, func() error {
+			_, err := tx.exec(ctx,
+				"INSERT INTO totp_devices(id, name, secret_sealed, created_at, last_used_at, last_step) VALUES (?, ?, ?, ?, ?, ?)",
+				d.ID, d.Name, d.SecretSealed, d.CreatedAt.Unix(), used, d.LastStep)
 			return err
-		}
-		if count > 0 {
-			return nil
-		}
-		first = true
-		return replaceBackupCodes(ctx, tx, codeHashes, d.CreatedAt)
+		})
+		return err
 	})
 	return first, err
+}
+
+// enrollSecondFactor runs insert, which adds a second-factor device of
+// either kind; when none existed before, codeHashes become the backup
+// codes (replacing any) and first is true.
+func (t *Tx) enrollSecondFactor(ctx context.Context, codeHashes []BackupCode, at time.Time, insert func() error) (first bool, err error) {
+	var count int
+	if err := t.queryRow(ctx, secondFactorCount).Scan(&count); err != nil {
+		return false, err
+	}
+	if err := insert(); err != nil {
+		return false, err
+	}
+	if count > 0 {
+		return false, nil
+	}
+	return true, replaceBackupCodes(ctx, t, codeHashes, at)
 }
 
 // DeleteTOTPDevice removes one device. When it was the last one, 2FA is off:

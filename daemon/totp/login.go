@@ -37,15 +37,32 @@ func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken
 	if err != nil {
 		return "", err
 	}
-	spent := func() { s.spent(ctx, hash) }
 	m, err := s.find(ctx, c, code, true)
 	if err == nil {
 		err = s.use(ctx, m)
 	}
+	return s.settleAttempt(ctx, c, res, hash, err, "2FA login", func() {
+		detail := ""
+		if m.isBackup() {
+			s.record(ctx, c, KindBackupCodeUsed, "2FA login")
+			detail = "backup code"
+		} else {
+			detail = fmt.Sprintf("device %q (%s)", m.device.Name, m.device.ID)
+		}
+		s.record(ctx, c, KindLoginSuccess, detail)
+	})
+}
+
+// settleAttempt ends an attempt of a pending login once its second factor
+// was checked (err): a refusal (an *Error) is audited as failWhat and ends
+// the login at its last attempt; any other error means nothing was
+// checked, and the attempt is given back; success consumes the pending
+// login, records it (succeeded) and returns the new session's token.
+func (s *Service) settleAttempt(ctx context.Context, c auth.Client, res *auth.Reservation, hash string, err error, failWhat string, succeeded func()) (string, error) {
 	var e *Error
 	if errors.As(err, &e) {
-		spent()
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", err)
+		s.spent(ctx, hash)
+		return "", s.fail(ctx, c, KindLoginFailed, failWhat, err)
 	}
 	if err != nil {
 		// Busy, or the client left: the attempt did not happen.
@@ -63,14 +80,7 @@ func (s *Service) CompleteLogin(ctx context.Context, c auth.Client, pendingToken
 	}
 	res.Release()
 	s.auth.LoginSucceeded(c)
-	detail := ""
-	if m.isBackup() {
-		s.record(ctx, c, KindBackupCodeUsed, "2FA login")
-		detail = "backup code"
-	} else {
-		detail = fmt.Sprintf("device %q (%s)", m.device.Name, m.device.ID)
-	}
-	s.record(ctx, c, KindLoginSuccess, detail)
+	succeeded()
 	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
 }
 

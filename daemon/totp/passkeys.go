@@ -324,29 +324,9 @@ func (s *Service) CompleteLoginWithPasskey(ctx context.Context, c auth.Client, r
 		return "", err
 	}
 	k, err := s.checkPasskey(ctx, rp, ceremony, ceremonyLogin, credential)
-	var e *Error
-	if errors.As(err, &e) {
-		s.spent(ctx, hash)
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login with a passkey", err)
-	}
-	if err != nil {
-		// Nothing was checked: the attempt is given back.
-		res.Release()
-		if rerr := s.st.ReleaseLoginPendingAttempt(ctx, hash); rerr != nil {
-			s.log.Error("could not give back a pending login attempt", "err", rerr)
-		}
-		return "", err
-	}
-	if ok, err := s.st.ConsumeLoginPending(ctx, hash, s.now()); err != nil {
-		res.Release()
-		return "", err
-	} else if !ok {
-		return "", s.fail(ctx, c, KindLoginFailed, "2FA login", ErrPendingInvalid)
-	}
-	res.Release()
-	s.auth.LoginSucceeded(c)
-	s.record(ctx, c, KindLoginSuccess, fmt.Sprintf("passkey %q (%s)", k.Name, k.ID))
-	return s.auth.Sessions.Create(ctx, c.Addr.String(), c.UserAgent)
+	return s.settleAttempt(ctx, c, res, hash, err, "2FA login with a passkey", func() {
+		s.record(ctx, c, KindLoginSuccess, fmt.Sprintf("passkey %q (%s)", k.Name, k.ID))
+	})
 }
 
 // StepUpWithPasskey is StepUp answered by a passkey.
