@@ -580,15 +580,8 @@ func (s *Server) rejoin(w http.ResponseWriter, r *http.Request) error {
 	reg, err := s.machines.Rejoin(r.Context(), machines.RejoinRequest{
 		AgentToken: strings.TrimSpace(tok), Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
 	})
-	var limited *auth.RateLimitedError
-	switch {
-	case errors.Is(err, machines.ErrInvalidToken):
-		return Errorf(http.StatusUnauthorized, "%s", rejoinRefused)
-	case errors.As(err, &limited):
-		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
-		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
-	case err != nil:
-		return domainError(err, "rejoin")
+	if err := agentCallError(w, err, "rejoin"); err != nil {
+		return err
 	}
 	detail := fmt.Sprintf("machine %q rejoined (tunnel port %d kept); agent token replaced", reg.Name, reg.TunnelPort)
 	if reg.OldClientAddr != reg.ClientAddr && reg.ClientAddr != "" {
@@ -620,19 +613,30 @@ func (s *Server) chooseTransport(w http.ResponseWriter, r *http.Request) error {
 	got, err := s.machines.ChooseTransport(r.Context(), machines.TransportRequest{
 		AgentToken: strings.TrimSpace(tok), Transport: *in.Transport, Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
 	})
+	if err := agentCallError(w, err, "machine"); err != nil {
+		return err
+	}
+	s.record(r, auditMachineTransport, fmt.Sprintf("machine #%d chose the %s transport", got.MachineID, got.Transport))
+	writeData(w, http.StatusOK, got)
+	return nil
+}
+
+// agentCallError answers a machine's own call authenticated by its agent
+// token (the rejoin, its choice of transport): an unknown token is 401, a
+// limited address 429 with Retry-After, anything else the domain's answer
+// for what.
+func agentCallError(w http.ResponseWriter, err error, what string) error {
 	var limited *auth.RateLimitedError
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, machines.ErrInvalidToken):
 		return Errorf(http.StatusUnauthorized, "%s", rejoinRefused)
 	case errors.As(err, &limited):
 		w.Header().Set("Retry-After", strconv.Itoa(limited.RetryAfter))
 		return Errorf(http.StatusTooManyRequests, "%s", limited.Error())
-	case err != nil:
-		return domainError(err, "machine")
 	}
-	s.record(r, auditMachineTransport, fmt.Sprintf("machine #%d chose the %s transport", got.MachineID, got.Transport))
-	writeData(w, http.StatusOK, got)
-	return nil
+	return domainError(err, what)
 }
 
 // rejoinRefused is the 401 of a rejoin with a token no machine holds.
