@@ -9,12 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
@@ -132,7 +133,9 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is the tunnel server's wss transport: only a tunnel client (frpc, transport.protocol = \"wss\") connects here", http.StatusBadRequest)
 		return
 	}
-	machine := forwardedFor(r)
+	// The web proxy on loopback appends the machine's address to
+	// X-Forwarded-For, as for the access gate.
+	machine := auth.ClientAddr(r, netip.Addr.IsLoopback).String()
 	up, err := b.Dial(r.Context())
 	if err != nil {
 		b.log().Warn("wss bridge: the tunnel server does not answer", "machine", machine, "err", err)
@@ -190,22 +193,4 @@ func (b *Bridge) pipe(ws *websocket.Conn, up net.Conn, local string) {
 			return
 		}
 	}
-}
-
-// forwardedFor is the machine's address: the last X-Forwarded-For entry,
-// which the web proxy on loopback sets to its peer (Caddy replaces what a
-// client sent unless told to trust it), else the request's peer.
-func forwardedFor(r *http.Request) string {
-	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-		parts := strings.Split(xff[len(xff)-1], ",")
-		if a := strings.TrimSpace(parts[len(parts)-1]); a != "" {
-			if net.ParseIP(a) != nil {
-				return a
-			}
-		}
-	}
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
-	return r.RemoteAddr
 }
