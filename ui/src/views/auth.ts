@@ -71,10 +71,18 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     const an = notice();
     const pwOff = h('p', { class: 'muted', hidden: true }, 'Password sign-in is off here. If no way below works, root on the VPS turns it back on with ',
       h('code', null, 'sudo tunnelsvc reset-password'), '.');
+    // Single sign-on, when set up: "Sign in with <name>" beside the form,
+    // and why the last attempt did not sign in, in the provider's words.
+    const ssoBox = h('div');
+    // One question to the daemon for all three (asked after the page
+    // shows, so the password form never waits for it).
     void api.get<AuthStatus>('/api/auth/status').then((st) => {
       if (st.password_login === false) {
         f.form.hidden = true;
         pwOff.hidden = false;
+      }
+      if (st.sso) {
+        clear(ssoBox, h('div', { class: 'actions' }, h('a', { class: 'button secondary', href: '/api/auth/sso/start' }, `Sign in with ${st.sso}`)));
       }
       if (!st.passkey_login) return;
       const b = h('button', { type: 'button', class: 'secondary' }, 'Sign in with a passkey');
@@ -84,13 +92,6 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
         done(true);
       }));
       clear(alone, h('div', { class: 'actions' }, b), an.el);
-    }).catch(() => { /* the password form is there */ });
-    // Single sign-on, when set up: "Sign in with <name>" beside the form,
-    // and why the last attempt did not sign in, in the provider's words.
-    const ssoBox = h('div');
-    void api.get<AuthStatus>('/api/auth/status').then((st) => {
-      if (!st.sso) return;
-      clear(ssoBox, h('div', { class: 'actions' }, h('a', { class: 'button secondary', href: '/api/auth/sso/start' }, `Sign in with ${st.sso}`)));
     }).catch(() => { /* the password form is there */ });
     const ssoError = new URLSearchParams(location.hash.split('?')[1] ?? '').get('sso_error');
     const refused = ssoError ? h('p', { class: 'bad-text', role: 'alert' }, ssoError) : null;
