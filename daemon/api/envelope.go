@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -131,9 +132,17 @@ func within(dir, path string) bool {
 }
 
 // decode reads a JSON body into v: 400 `invalid request body` when it does
-// not parse, 413 when it is over MaxBodyBytes.
+// not parse, 400 `unknown field "x"` when it names a field v does not have
+// (a misspelt setting is refused, never read as its default), 413 when it
+// is over MaxBodyBytes.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
+	return decodeFrom(r.Body, v)
+}
+
+// decodeFrom is decode of any reader.
+func decodeFrom(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil {
 		// Trailing garbage after the object makes the body unparsable too.
@@ -153,5 +162,19 @@ func decode(r *http.Request, v any) error {
 	if errors.As(err, &tooBig) {
 		return Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d bytes)", MaxBodyBytes)
 	}
+	if name, ok := unknownField(err); ok {
+		return Errorf(http.StatusBadRequest, "unknown field %q", name)
+	}
 	return errInvalidBody
+}
+
+// unknownField is the field named by encoding/json's refusal of an unknown
+// field (it has no error type of its own: `json: unknown field "x"`).
+func unknownField(err error) (string, bool) {
+	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	name, uerr := strconv.Unquote(rest)
+	return name, uerr == nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -50,11 +51,12 @@ func (s *Server) localSkip(w http.ResponseWriter, r *http.Request) error {
 	var body struct {
 		Domain string `json:"domain"`
 	}
-	// The body is optional and an unparsable one is ignored (spec §4.2).
-	if err := decode(r, &body); err != nil {
-		var apiErr *Error
-		if errors.As(err, &apiErr) && apiErr.Status == http.StatusRequestEntityTooLarge {
-			return err
+	// The body is optional and an unparsable one is ignored (spec §4.2):
+	// the one body read leniently, unknown fields and all.
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d bytes)", MaxBodyBytes)
 		}
 		body.Domain = ""
 	}

@@ -1,8 +1,8 @@
 package api
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,13 +26,16 @@ type updateBody struct {
 	Batch      *int    `json:"batch"`
 }
 
-// readOptional decodes an optional JSON body (empty is fine).
+// readOptional decodes an optional JSON body (empty is fine) as decode does.
 func readOptional(r *http.Request, v any) error {
 	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	if err != nil || len(strings.TrimSpace(string(b))) > 0 && json.Unmarshal(b, v) != nil {
-		return Errorf(http.StatusBadRequest, "invalid request body")
+	if err != nil {
+		return errInvalidBody
 	}
-	return nil
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return decodeFrom(bytes.NewReader(b), v)
 }
 
 // serverBundle is the server's bundle version, or why there is none.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -72,11 +73,11 @@ func New(o Options) *Metrics {
 // ServeHTTP answers a scrape that carries the current bearer token, and
 // 401 otherwise (no token, a wrong one, or none created yet).
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok := auth.Bearer(r.Header)
 	valid := false
-	if ok {
+	if tok != "" {
 		var err error
-		if valid, err = m.o.Tokens.Valid(r.Context(), strings.TrimSpace(tok)); err != nil {
+		if valid, err = m.o.Tokens.Valid(r.Context(), tok); err != nil {
 			m.o.Log.Error("metrics: token check failed", "err", err)
 			http.Error(w, "could not check the token", http.StatusInternalServerError)
 			return
