@@ -16,7 +16,7 @@ GOBIN := $(shell $(GO) env GOPATH)/bin
 RUN_LISTEN ?= 127.0.0.1:7380
 RUN_DATA ?= ./data
 
-.PHONY: all build daemon ui frp pebble static run test test-ui test-go test-fuzz test-system deps package pkg-version bench docs clean
+.PHONY: all build daemon ui frp pebble zitadel-op static run test test-ui test-go test-fuzz test-system deps package pkg-version bench docs clean
 
 all: build
 
@@ -44,6 +44,15 @@ PEBBLE_DIR := tools/pebble
 pebble: bin/pebble bin/pebble-challtestsrv
 bin/pebble bin/pebble-challtestsrv: bin/%: $(PEBBLE_DIR)/go.mod $(PEBBLE_DIR)/go.sum
 	cd $(PEBBLE_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ github.com/letsencrypt/pebble/v2/cmd/$*
+
+## zitadel-op: zitadel/oidc's example OpenID provider (the version pinned in
+## tools/zitadel-op/go.mod), a second provider for the SSO tests only (never
+## packaged). The tests build it when it is missing or older than its sources.
+ZITADEL_OP_DIR := tools/zitadel-op
+zitadel-op: bin/zitadel-op
+bin/zitadel-op: $(ZITADEL_OP_DIR)/go.mod $(ZITADEL_OP_DIR)/go.sum $(wildcard $(ZITADEL_OP_DIR)/*.go)
+	@mkdir -p $(@D)
+	cd $(ZITADEL_OP_DIR) && $(GO) build -trimpath -o $(CURDIR)/$@ .
 
 ## static: what the daemon serves machines under /static (--static-dir):
 ## tunnel-agent for linux amd64/arm64 and frpc (as revtunnel-client) for
@@ -195,6 +204,7 @@ bench: build
 ## (a test fails when it is out of date).
 docs:
 	$(GO) run ./daemon/cmd/tunnelsvc config-reference > docs/configuration.md
+	$(GO) run ./daemon/internal/apidocs docs/api.md
 
 clean:
 	rm -rf bin dist ui/dist/assets ui/dist/index.html

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/apitokens"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -32,13 +33,7 @@ func apiToken(r *http.Request) *apitokens.Token {
 }
 
 // bearer is r's Authorization: Bearer credential ("" when none).
-func bearer(r *http.Request) string {
-	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(v)
-}
+func bearer(r *http.Request) string { return auth.Bearer(r.Header) }
 
 // Refusals of API tokens.
 var (
@@ -48,20 +43,14 @@ var (
 		"the password and what needs a recent sign-in are for the operator signed in to the dashboard")
 )
 
-// tokenUse says whether API tokens may call a route: not the credential
-// routes (/api/auth/..., /api/tokens...) nor those that need a recent
-// sign-in (sudo mode), whatever the token's scope.
-func tokenUse(path string, a access) bool {
-	return a != recent && !strings.HasPrefix(path, "/api/auth/") && path != "/api/tokens" && !strings.HasPrefix(path, "/api/tokens/")
-}
-
 // withAPIToken authenticates a request that carries no session by its
-// bearer API token (allowed: the route takes tokens): a read token may
-// only GET. A refused token counts against the address in the login rate
-// limit and is audited. It returns the request to serve, or the error.
-func (s *Server) withAPIToken(r *http.Request, allowed bool) (*http.Request, error) {
+// bearer API token, on a route of access a: read takes a token of either
+// scope, write one of scope write, and no other route takes tokens. A
+// refused token counts against the address in the login rate limit and
+// is audited. It returns the request to serve, or the error.
+func (s *Server) withAPIToken(r *http.Request, a access) (*http.Request, error) {
 	secret := bearer(r)
-	if !allowed {
+	if a != read && a != write {
 		return nil, errTokenForbidden
 	}
 	c := client(r)
@@ -78,23 +67,12 @@ func (s *Server) withAPIToken(r *http.Request, allowed bool) (*http.Request, err
 	if err != nil {
 		return nil, Internal("could not check the API token", err)
 	}
-	if t.Scope == apitokens.ScopeRead && r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if t.Scope == apitokens.ScopeRead && a != read {
 		return nil, errTokenReadOnly
 	}
-	return r.WithContext(context.WithValue(r.Context(), tokenKey, &t)), nil
-}
-
-// tokenActor adds who acted to an audit detail when an API token did.
-func tokenActor(r *http.Request, detail string) string {
-	t := apiToken(r)
-	if t == nil {
-		return detail
-	}
-	by := fmt.Sprintf("by API token %q", t.Name)
-	if detail == "" {
-		return by
-	}
-	return detail + " (" + by + ")"
+	// Whatever records an event for this request names the token.
+	ctx := audit.WithActor(context.WithValue(r.Context(), tokenKey, &t), fmt.Sprintf("API token %q", t.Name))
+	return r.WithContext(ctx), nil
 }
 
 // listAPITokens: GET /api/tokens.

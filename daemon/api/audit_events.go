@@ -48,7 +48,7 @@ func (s *Server) record(r *http.Request, kind, detail string) {
 		return
 	}
 	c := client(r)
-	s.audit.Record(r.Context(), audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: tokenActor(r, detail)})
+	s.audit.Record(r.Context(), audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: detail})
 }
 
 func tokenDetail(what string, id int64, label string) string {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
@@ -383,11 +384,11 @@ func (s *Server) machineClientConfig(w http.ResponseWriter, r *http.Request) err
 
 // selfDelete: the machine's uninstall script, authenticated by its agent token.
 func (s *Server) selfDelete(w http.ResponseWriter, r *http.Request) error {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(tok) == "" {
+	tok := bearer(r)
+	if tok == "" {
 		return Errorf(http.StatusUnauthorized, "agent token required")
 	}
-	name, err := s.machines.SelfDelete(r.Context(), strings.TrimSpace(tok))
+	name, err := s.machines.SelfDelete(r.Context(), tok)
 	if errors.Is(err, machines.ErrInvalidToken) {
 		return Errorf(http.StatusUnauthorized, "invalid agent token")
 	}
@@ -421,12 +422,39 @@ func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &body); err != nil {
 		return err
 	}
+	if err := s.ssoGateWorks(r, body); err != nil {
+		return err
+	}
 	t, err := s.machines.CreateTunnel(r.Context(), body)
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
 	s.record(r, auditTunnelCreated, fmt.Sprintf("%s tunnel %q created on machine %q: %s", t.Kind, t.Name, t.MachineName, tunnelTarget(t)))
 	writeData(w, http.StatusCreated, t)
+	return nil
+}
+
+// errSSOGateOff refuses an access gate of mode sso while single sign-on
+// is not on: nobody could sign in to the site.
+var errSSOGateOff = Errorf(http.StatusBadRequest, `access: "sso" needs single sign-on, which is not on here: `+
+	`set it up in Security → Single sign-on first`)
+
+// ssoGateWorks refuses a tunnel change that asks for access "sso" while
+// single sign-on is not configured and on.
+func (s *Server) ssoGateWorks(r *http.Request, in machines.TunnelInput) error {
+	if in.Access == nil || *in.Access != gate.SSO {
+		return nil
+	}
+	if s.sso == nil {
+		return errSSOGateOff
+	}
+	st, err := s.sso.Get(r.Context())
+	if err != nil {
+		return Internal("could not read the single sign-on settings", err)
+	}
+	if !st.Enabled {
+		return errSSOGateOff
+	}
 	return nil
 }
 
@@ -455,6 +483,9 @@ func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
 	old, err := s.machines.Tunnel(r.Context(), id)
 	if err != nil {
 		return domainError(err, "tunnel")
+	}
+	if err := s.ssoGateWorks(r, body); err != nil {
+		return err
 	}
 	t, err := s.machines.UpdateTunnel(r.Context(), id, body)
 	if err != nil {
@@ -576,9 +607,9 @@ func (s *Server) probeTunnel(w http.ResponseWriter, r *http.Request) error {
 // rate-limited per address). The answer is /api/bootstrap's for the same
 // machine, with a fresh agent token, plus "rejoined" and "machine_id".
 func (s *Server) rejoin(w http.ResponseWriter, r *http.Request) error {
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok := bearer(r)
 	reg, err := s.machines.Rejoin(r.Context(), machines.RejoinRequest{
-		AgentToken: strings.TrimSpace(tok), Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
+		AgentToken: tok, Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
 	})
 	if err := agentCallError(w, err, "rejoin"); err != nil {
 		return err
@@ -609,9 +640,9 @@ func (s *Server) chooseTransport(w http.ResponseWriter, r *http.Request) error {
 	if in.Transport == nil {
 		return Errorf(http.StatusBadRequest, "transport required (\"tcp\" or \"wss\")")
 	}
-	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok := bearer(r)
 	got, err := s.machines.ChooseTransport(r.Context(), machines.TransportRequest{
-		AgentToken: strings.TrimSpace(tok), Transport: *in.Transport, Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
+		AgentToken: tok, Transport: *in.Transport, Client: client(r).Addr, FallbackHost: s.fallbackHost(r),
 	})
 	if err := agentCallError(w, err, "machine"); err != nil {
 		return err

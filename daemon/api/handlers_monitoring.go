@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
 )
@@ -27,14 +26,6 @@ const (
 	KindMetricsTokenRevoked = "METRICS_TOKEN_REVOKED"
 	KindNotifyChanged       = "NOTIFICATIONS_CHANGED"
 )
-
-func (s *Server) auditMonitoring(r *http.Request, kind, detail string) {
-	if s.audit == nil {
-		return
-	}
-	c := client(r)
-	s.audit.Record(r.Context(), audit.Event{Kind: kind, Client: c.Addr, UserAgent: c.UserAgent, Detail: detail})
-}
 
 var errNoMonitoring = Errorf(http.StatusServiceUnavailable, "monitoring is not available in this daemon")
 
@@ -76,7 +67,7 @@ func (s *Server) metricsTokenCreate(w http.ResponseWriter, r *http.Request) erro
 	if was.Exists {
 		detail = "/metrics token replaced by a new one (the old one no longer works)"
 	}
-	s.auditMonitoring(r, KindMetricsTokenCreated, detail)
+	s.record(r, KindMetricsTokenCreated, detail)
 	writeData(w, http.StatusOK, map[string]any{"token": tok, "exists": st.Exists, "created_at": st.CreatedAt,
 		"message": "metrics token created; it is shown only now"})
 	return nil
@@ -89,7 +80,7 @@ func (s *Server) metricsTokenRevoke(w http.ResponseWriter, r *http.Request) erro
 	if err := s.mon.Tokens.Revoke(r.Context()); err != nil {
 		return Internal("could not revoke the metrics token", err)
 	}
-	s.auditMonitoring(r, KindMetricsTokenRevoked, "")
+	s.record(r, KindMetricsTokenRevoked, "")
 	writeData(w, http.StatusOK, message("metrics token revoked"))
 	return nil
 }
@@ -150,7 +141,7 @@ func (s *Server) notifySetSettings(w http.ResponseWriter, r *http.Request) error
 	ch.add("preset", was.Preset, set.Preset)
 	ch.add("offline after", strconv.Itoa(was.OfflineMinutes)+" min", strconv.Itoa(set.OfflineMinutes)+" min")
 	if len(ch) > 0 {
-		s.auditMonitoring(r, KindNotifyChanged, ch.String())
+		s.record(r, KindNotifyChanged, ch.String())
 	}
 	writeData(w, http.StatusOK, set)
 	return nil

@@ -57,15 +57,23 @@ func apiHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// requireSession refuses a request without a live session cookie.
-func (s *Server) requireSession(next http.Handler) http.Handler {
-	return s.requireSessionOrToken(next, false)
+// guard attaches the route table's access rule a to next.
+func (s *Server) guard(a access, next http.Handler) http.Handler {
+	switch a {
+	case public:
+		return next
+	case untilSetup:
+		return s.requireSessionAfterSetup(next)
+	case recent:
+		return s.requireSession(s.requireRecentAuth(next), a)
+	}
+	return s.requireSession(next, a)
 }
 
-// requireSessionOrToken refuses a request without a live session cookie,
-// unless tokens is set and it carries an API token its scope allows (see
-// withAPIToken).
-func (s *Server) requireSessionOrToken(next http.Handler, tokens bool) http.Handler {
+// requireSession refuses a request without a live session cookie, unless
+// the route's access a takes API tokens and it carries one its scope
+// allows (see withAPIToken).
+func (s *Server) requireSession(next http.Handler, a access) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, err := s.sessionToken(r)
 		if err != nil {
@@ -73,7 +81,7 @@ func (s *Server) requireSessionOrToken(next http.Handler, tokens bool) http.Hand
 			return
 		}
 		if tok == "" && bearer(r) != "" && s.tokens != nil {
-			authed, err := s.withAPIToken(r, tokens)
+			authed, err := s.withAPIToken(r, a)
 			if err != nil {
 				var limited *auth.RateLimitedError
 				if errors.As(err, &limited) {
@@ -129,7 +137,7 @@ func (s *Server) requireRecentAuth(next http.Handler) http.Handler {
 // requireSessionAfterSetup lets next answer without a session only while
 // the service is not set up.
 func (s *Server) requireSessionAfterSetup(next http.Handler) http.Handler {
-	guarded := s.requireSession(next)
+	guarded := s.requireSession(next, operator)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		configured, err := s.auth.Configured(r.Context())
 		if err != nil {

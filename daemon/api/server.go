@@ -127,6 +127,7 @@ type Server struct {
 	prober    Prober
 	gate      *gate.Gate
 	router    *mux.Router // the route table, for the OpenAPI coverage test
+	table     []Route     // each route's method, path and access, as declared
 	detect    detectCache
 	mon       Monitoring
 	fleet     *fleet.Updater

@@ -28,8 +28,8 @@ const (
 
 // Expiry bounds, in days; DefaultDays when the request gives none.
 const (
-	DefaultDays = 90
-	MaxDays     = 3650
+	DefaultDays = 30
+	MaxDays     = 365
 )
 
 // TouchEvery is how often a token's last use is written: every use would

@@ -269,12 +269,14 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	if err != nil {
 		return nil, err
 	}
+	// Without systemd every unit operation says so (503), as Serve's
+	// D-Bus manager does when systemd is not the init system.
 	a.Units = deps.Units
-	a.Loops = &Supervisor{Log: log}
-	var restarter revtunnel.UnitRestarter
-	if a.Units != nil {
-		restarter = a.Units
+	if a.Units == nil {
+		a.Units = units.Unavailable{}
 	}
+	a.Loops = &Supervisor{Log: log}
+	var restarter revtunnel.UnitRestarter = a.Units
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
 	a.tunnelServices(a.SSHKeys, restarter)

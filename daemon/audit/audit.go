@@ -23,6 +23,8 @@ const (
 	LoginRateLimited = "LOGIN_RATE_LIMITED"
 	Logout           = "LOGOUT"
 	PasswordReset    = "PASSWORD_RESET"
+	// SessionsEnded: a recovery command (disable-2fa) ended every session.
+	SessionsEnded = "SESSIONS_ENDED"
 	// SetupCodeFailed is a wrong X-Setup-Code on a remote setup.
 	SetupCodeFailed = "SETUP_CODE_FAILED"
 	// LoginGlobalLimited is a 429 because the global failure budget is
@@ -60,6 +62,7 @@ type Event struct {
 // error is logged, not returned: the request that caused the event has its
 // own outcome, and losing an audit row must not turn it into a 500.
 func (r *Recorder) Record(ctx context.Context, e Event) {
+	e.Detail = withActor(ctx, e.Detail)
 	addr := ""
 	if e.Client.IsValid() {
 		addr = e.Client.String()
@@ -79,6 +82,7 @@ func (r *Recorder) Record(ctx context.Context, e Event) {
 // minute, so a flood of refused attempts costs one row per address and
 // minute, not one per request. The failure line is logged once per row.
 func (r *Recorder) RecordAggregated(ctx context.Context, e Event) {
+	e.Detail = withActor(ctx, e.Detail)
 	addr := ""
 	if e.Client.IsValid() {
 		addr = e.Client.String()
@@ -179,4 +183,25 @@ func truncate(s string, n int) string {
 		return s[:n]
 	}
 	return s
+}
+
+type actorKey struct{}
+
+// WithActor marks ctx as a request made by actor other than the operator's
+// session (`API token "ci"`): every event recorded under it says so, by
+// whichever service records it.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// withActor is detail with who acted added, when ctx names someone.
+func withActor(ctx context.Context, detail string) string {
+	actor, _ := ctx.Value(actorKey{}).(string)
+	if actor == "" {
+		return detail
+	}
+	if detail == "" {
+		return "by " + actor
+	}
+	return detail + " (by " + actor + ")"
 }
