@@ -40,7 +40,7 @@ func TestEndedSessionRefusedAtOnce(t *testing.T) {
 		}
 
 		other := e.db.open(t)
-		if err := other.DeleteAllSessions(context.Background()); err != nil {
+		if _, err := other.DeleteAllSessions(context.Background(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if got := get(b); got != 401 {

@@ -272,29 +272,58 @@ func (s *Service) Logout(ctx context.Context, c Client, token string) error {
 	return s.Sessions.End(ctx, token)
 }
 
-// ResetPassword replaces the password (root's recovery on the box) and ends
-// every session.
-func (s *Service) ResetPassword(ctx context.Context, password string) error {
+// Ended is what a recovery command ended: live sessions and API tokens.
+type Ended struct {
+	Sessions, Tokens int64
+}
+
+// ResetPassword replaces the password (root's recovery on the box), ends
+// every session and revokes every API token: whoever held the old
+// password may have left a session or a token behind. It says how many of
+// each it ended, and so does the audit.
+func (s *Service) ResetPassword(ctx context.Context, password string) (Ended, error) {
+	var ended Ended
 	if err := CheckPassword(password); err != nil {
-		return err
+		return ended, err
 	}
 	hash, err := hashPassword(ctx, s.gate(), Ticket{Priority: true}, password)
 	if err != nil {
-		return err
+		return ended, err
 	}
 	if err := s.Store.SetSetting(ctx, passwordKey, hash); err != nil {
-		return err
+		return ended, err
 	}
 	// The way back in: a reset password signs in again even when the
 	// operator had turned password sign-in off.
 	if err := s.SetPasswordLogin(ctx, true); err != nil {
-		return err
+		return ended, err
 	}
-	if err := s.Sessions.EndAll(ctx); err != nil {
-		return err
+	if ended.Tokens, err = s.Store.DeleteAllAPITokens(ctx); err != nil {
+		return ended, err
 	}
-	s.Audit.Record(ctx, audit.Event{Kind: audit.PasswordReset, Detail: "reset from the command line; password sign-in on; all sessions ended"})
-	return nil
+	if ended.Sessions, err = s.Sessions.EndAll(ctx); err != nil {
+		return ended, err
+	}
+	s.Audit.Record(ctx, audit.Event{Kind: audit.PasswordReset, Detail: fmt.Sprintf(
+		"reset from the command line; password sign-in on; %s", ended)})
+	return ended, nil
+}
+
+// String says what was ended, as the audit and the commands say it.
+func (e Ended) String() string {
+	return fmt.Sprintf("%d session(s) ended, %d API token(s) revoked", e.Sessions, e.Tokens)
+}
+
+// EndSessions ends every session after a recovery other than the
+// password's (disable-2fa: whoever held a lost authenticator may hold a
+// session too), audited under kind with why.
+func (s *Service) EndSessions(ctx context.Context, kind, why string) (int64, error) {
+	n, err := s.Sessions.EndAll(ctx)
+	if err != nil {
+		return 0, err
+	}
+	s.Audit.Record(ctx, audit.Event{Kind: kind, Detail: fmt.Sprintf("%s; %d session(s) ended", why, n)})
+	return n, nil
 }
 
 // passwordLoginOffKey is set ("off") while password sign-in is turned off

@@ -172,9 +172,10 @@ func (s *Sessions) End(ctx context.Context, token string) error {
 	return err
 }
 
-// EndAll ends every session (password reset).
-func (s *Sessions) EndAll(ctx context.Context) error {
-	err := s.Store.DeleteAllSessions(ctx)
+// EndAll ends every session (the recovery commands) and says how many
+// live ones it ended.
+func (s *Sessions) EndAll(ctx context.Context) (int64, error) {
+	n, err := s.Store.DeleteAllSessions(ctx, s.Now())
 	s.forget()
-	return err
+	return n, err
 }

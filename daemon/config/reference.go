@@ -67,7 +67,7 @@ Other commands (` + "`setup-code`" + `, ` + "`reset-password`" + ` and ` + "`dis
 |---|---|
 | ` + "`tunnelsvc version`" + ` | prints the version |
 | ` + "`tunnelsvc setup-code`" + ` | prints the one-time code that setup from another address needs |
-| ` + "`tunnelsvc reset-password`" + ` | sets a new operator password and ends every session |
+| ` + "`tunnelsvc reset-password`" + ` | sets a new operator password, ends every session and revokes every API token |
 | ` + "`tunnelsvc disable-2fa`" + ` | removes every 2FA device and backup code |
 | ` + "`tunnelsvc db copy --to URL\\|sqlite [--from URL\\|sqlite]`" + ` | copies every row into an empty database, SQLite ⇄ PostgreSQL, with the daemon stopped (see [database.md](database.md)) |
 | ` + "`tunnelsvc edge join [--name NAME] [--ca-file FILE] https://<edge> <token>`" + ` | joins this VPS to a cluster as one more edge: fetches the database URL and the sealing key over HTTPS, writes them 0600, restarts tunnelsvc (see [edges.md](edges.md)) |

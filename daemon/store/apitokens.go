@@ -94,6 +94,17 @@ func (s *Store) DeleteAPIToken(ctx context.Context, id int64) (APIToken, error) 
 	return t, s.announce(err, TopicAPITokens)
 }
 
+// DeleteAllAPITokens revokes every token (the password reset) and says
+// how many it revoked.
+func (s *Store) DeleteAllAPITokens(ctx context.Context) (int64, error) {
+	res, err := s.exec(ctx, "DELETE FROM api_tokens")
+	if err != nil {
+		return 0, s.announce(err, TopicAPITokens)
+	}
+	n, err := res.RowsAffected()
+	return n, s.announce(err, TopicAPITokens)
+}
+
 // TouchAPIToken records a use of token id at at from addr.
 func (s *Store) TouchAPIToken(ctx context.Context, id int64, at time.Time, addr string) error {
 	return s.announce(affectOne(s.exec(ctx, "UPDATE api_tokens SET last_used_at = ?, last_used_addr = ? WHERE id = ?", at.UnixMilli(), addr, id)), TopicAPITokens)

@@ -39,7 +39,7 @@ func testChangesSeesEveryWriter(t *testing.T, db testDB) {
 		t.Fatal(err)
 	}
 	c := settled(t, s)
-	if err := s.DeleteAllSessions(ctx); err != nil {
+	if _, err := s.DeleteAllSessions(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if d := s.Changes(); d == c {

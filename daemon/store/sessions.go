@@ -59,10 +59,18 @@ func (s *Store) DeleteSession(ctx context.Context, tokenHash string) error {
 	return err
 }
 
-// DeleteAllSessions ends every session (password reset).
-func (s *Store) DeleteAllSessions(ctx context.Context) error {
-	_, err := s.exec(ctx, "DELETE FROM sessions")
-	return err
+// DeleteAllSessions ends every session (the recovery commands) and says
+// how many live ones it ended.
+func (s *Store) DeleteAllSessions(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := tx.queryRow(ctx, "SELECT COUNT(*) FROM sessions WHERE expires_at > ?", now.Unix()).Scan(&n); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, "DELETE FROM sessions")
+		return err
+	})
+	return n, err
 }
 
 // DeleteExpiredSessions removes sessions that expired before now.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 )
 
@@ -85,10 +86,11 @@ func resetPassword(args []string, in *os.File, out io.Writer) error {
 		return err
 	}
 	defer a.Store.Close()
-	if err := a.Auth.ResetPassword(context.Background(), pw); err != nil {
+	ended, err := a.Auth.ResetPassword(context.Background(), pw)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "password changed; every session has ended")
+	fmt.Fprintf(out, "password changed; %s\n", ended)
 	return nil
 }
 
@@ -112,10 +114,15 @@ func disable2FA(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Whoever holds the lost authenticator may hold a session too.
+	ended, err := a.Auth.EndSessions(context.Background(), audit.SessionsEnded, "disable-2fa from the command line")
+	if err != nil {
+		return err
+	}
 	if n == 0 {
-		fmt.Fprintln(out, "2FA was not enabled; nothing to remove (the password alone logs in)")
+		fmt.Fprintf(out, "2FA was not enabled; nothing to remove (the password alone logs in); %d session(s) ended\n", ended)
 		return nil
 	}
-	fmt.Fprintf(out, "2FA disabled: %d device(s) and every backup code removed; log in with the password and enroll again\n", n)
+	fmt.Fprintf(out, "2FA disabled: %d device(s) and every backup code removed; %d session(s) ended; log in with the password and enroll again\n", n, ended)
 	return nil
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	pqtotp "github.com/pquerna/otp/totp"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/apitokens"
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
@@ -32,13 +34,17 @@ func TestDisable2FACommand(t *testing.T) {
 	if _, err := a.TOTP.Confirm(ctx, auth.Client{}, code, "lost phone"); err != nil {
 		t.Fatal(err)
 	}
+	// Whoever holds the lost phone may hold a session: it ends too.
+	if _, err := a.Auth.Sessions.Create(ctx, "192.0.2.9", "thief"); err != nil {
+		t.Fatal(err)
+	}
 	a.Store.Close()
 
 	var out bytes.Buffer
 	if err := disable2FA([]string{"--data-dir", dir}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "2FA disabled: 1 device(s)") {
+	if !strings.Contains(out.String(), "2FA disabled: 1 device(s) and every backup code removed; 1 session(s) ended") {
 		t.Fatalf("output %q", out.String())
 	}
 	a, err = app.Services(ctx, &cfg, newLogger("error", io.Discard))
@@ -50,7 +56,8 @@ func TestDisable2FACommand(t *testing.T) {
 		t.Fatal("2FA still enabled")
 	}
 	entries, _ := a.Audit.List(ctx, 10)
-	if len(entries) == 0 || entries[0].Kind != "TOTP_DISABLED" || !strings.Contains(entries[0].Detail, "disable-2fa") {
+	if len(entries) < 2 || entries[0].Kind != "SESSIONS_ENDED" || entries[0].Detail != "disable-2fa from the command line; 1 session(s) ended" ||
+		entries[1].Kind != "TOTP_DISABLED" || !strings.Contains(entries[1].Detail, "disable-2fa") {
 		t.Fatalf("audit %+v", entries)
 	}
 	out.Reset()
@@ -59,5 +66,59 @@ func TestDisable2FACommand(t *testing.T) {
 	}
 	if err := disable2FA([]string{"--data-dir", dir + "/missing"}, &out); err == nil {
 		t.Fatal("missing data dir accepted")
+	}
+}
+
+// TestResetPasswordEndsEverything: root's reset-password ends every
+// session and revokes every API token (a stolen session may have left one
+// behind), says how many of each, and so does the audit log.
+func TestResetPasswordEndsEverything(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	a, err := app.Services(ctx, &cfg, newLogger("error", io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Auth.Setup(ctx, auth.Client{Local: true}, "the first long passphrase", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Auth.Sessions.Create(ctx, "192.0.2.9", "thief"); err != nil {
+		t.Fatal(err)
+	}
+	tokens := &apitokens.Service{Store: a.Store}
+	left, err := tokens.Create(ctx, "left-behind", apitokens.ScopeWrite, 365)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokens.Create(ctx, "ci", apitokens.ScopeRead, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.Store.Close()
+
+	r, w, _ := os.Pipe()
+	w.WriteString("a brand new passphrase here\n")
+	w.Close()
+	var out bytes.Buffer
+	if err := resetPassword([]string{"--data-dir", dir}, r, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The setup's session and the thief's.
+	if got := out.String(); got != "password changed; 2 session(s) ended, 2 API token(s) revoked\n" {
+		t.Fatalf("output %q", got)
+	}
+	a, err = app.Services(ctx, &cfg, newLogger("error", io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Store.Close()
+	if _, err := (&apitokens.Service{Store: a.Store}).Check(ctx, left.Secret, "192.0.2.9"); err != apitokens.ErrInvalid {
+		t.Fatalf("the token left behind after the reset: %v", err)
+	}
+	entries, _ := a.Audit.List(ctx, 1)
+	if len(entries) != 1 || entries[0].Kind != "PASSWORD_RESET" ||
+		entries[0].Detail != "reset from the command line; password sign-in on; 2 session(s) ended, 2 API token(s) revoked" {
+		t.Fatalf("audit %+v", entries)
 	}
 }

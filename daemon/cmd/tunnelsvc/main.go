@@ -25,7 +25,7 @@ commands:
   serve            run the daemon (socket-activated under systemd, else --listen)
   version          print the version
   setup-code       print the one-time code a remote first setup needs
-  reset-password   set a new operator password and end every session
+  reset-password   set a new operator password, end every session, revoke every API token
   disable-2fa      turn two-factor authentication off (lost authenticator)
   machines outdated  list machines whose agent predates fleet updates, with the line to run on each
   edge join        join this VPS to a cluster as one more edge (docs/edges.md)
