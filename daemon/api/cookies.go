@@ -39,3 +39,24 @@ func clearSessionCookie(w http.ResponseWriter, r *http.Request) {
 func netSplitHostPort(hp string) (string, string, error) { return net.SplitHostPort(hp) }
 
 func trimBrackets(h string) string { return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]") }
+
+// ssoCookie binds a single sign-on flow to the browser that started it:
+// set at /api/auth/sso/start, read and cleared at the callback.
+const ssoCookie = "tunnel_sso"
+
+// ssoCookiePath limits it to the flow's two routes.
+const ssoCookiePath = "/api/auth/sso/"
+
+func setSSOCookie(w http.ResponseWriter, r *http.Request, binding string, ttl int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: ssoCookie, Value: binding, Path: ssoCookiePath, MaxAge: ttl,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureRequest(r),
+	})
+}
+
+func clearSSOCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{
+		Name: ssoCookie, Value: "", Path: ssoCookiePath, MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureRequest(r),
+	})
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -75,6 +76,11 @@ func (s *Server) authStatus(w http.ResponseWriter, r *http.Request) error {
 		if st.Enabled {
 			out["sso"] = st.Name
 		}
+	}
+	// The login page shows why single sign-on sent it back: the fixed
+	// sentence of the reason's code, never text from the URL.
+	if code := r.URL.Query().Get("sso_error"); code != "" {
+		out["sso_error"] = sso.ReasonText(code)
 	}
 	writeData(w, http.StatusOK, out)
 	return nil

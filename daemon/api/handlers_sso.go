@@ -84,12 +84,13 @@ func (s *Server) ssoPut(w http.ResponseWriter, r *http.Request) error {
 }
 
 // ssoBack sends the browser to the login page with why the sign-in did
-// not happen, in words.
-func ssoBack(w http.ResponseWriter, r *http.Request, why string) {
-	http.Redirect(w, r, "/#/login?sso_error="+url.QueryEscape(why), http.StatusSeeOther)
+// not happen: a reason's code (sso.Reasons), never free text.
+func ssoBack(w http.ResponseWriter, r *http.Request, reason string) {
+	http.Redirect(w, r, "/#/login?sso_error="+url.QueryEscape(reason), http.StatusSeeOther)
 }
 
-// ssoStart: GET /api/auth/sso/start: to the provider.
+// ssoStart: GET /api/auth/sso/start: to the provider, with the flow bound
+// to this browser by a short-lived cookie.
 func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
 	if s.sso == nil {
 		return errNoSSO
@@ -104,7 +105,7 @@ func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
 			host, ok = s.gate.SSOSite(asked)
 		}
 		if !ok {
-			ssoBack(w, r, "no site here signs in through single sign-on at that name")
+			ssoBack(w, r, sso.ReasonNoSite)
 			return nil
 		}
 		purpose, returnTo = sso.PurposeGate+host, gate.SafeNext(r.URL.Query().Get("next"))
@@ -112,28 +113,43 @@ func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
 			extra = append(extra, "groups")
 		}
 	}
-	to, err := s.sso.Start(r.Context(), ssoRedirectURI(r), purpose, returnTo, extra...)
-	var refusal sso.Refusal
+	to, binding, err := s.sso.Start(r.Context(), ssoRedirectURI(r), purpose, returnTo, extra...)
+	var refusal *sso.Refusal
 	if errors.As(err, &refusal) {
-		ssoBack(w, r, string(refusal))
+		s.ssoRefused(r, refusal)
+		ssoBack(w, r, refusal.Code)
 		return nil
 	}
 	if err != nil {
 		return Internal("could not start the sign-in", err)
 	}
+	setSSOCookie(w, r, binding, int(sso.FlowTTL.Seconds()))
 	http.Redirect(w, r, to, http.StatusSeeOther)
 	return nil
 }
 
-// ssoCallback: GET /api/auth/sso/callback: the provider's answer. An
-// allowed identity gets the operator's session, and the audit log names
-// it; anything else goes back to the login page with why.
+// ssoRefused audits a refused sign-in in full (the identity, the
+// provider's or the network's words).
+func (s *Server) ssoRefused(r *http.Request, refusal *sso.Refusal) {
+	c := client(r)
+	s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: refusal.Detail})
+}
+
+// ssoCallback: GET /api/auth/sso/callback: the provider's answer, in the
+// browser that started the sign-in. An allowed identity gets the
+// operator's session, or, with 2FA enrolled, goes on to the second-factor
+// step as a password does; the audit log names it. Anything else goes
+// back to the login page with the reason.
 func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	if s.sso == nil {
 		return errNoSSO
 	}
-	c := client(r)
-	id, flow, err := s.sso.Callback(r.Context(), ssoRedirectURI(r), r.URL.Query())
+	binding := ""
+	if ck, err := r.Cookie(ssoCookie); err == nil {
+		binding = ck.Value
+	}
+	clearSSOCookie(w, r)
+	id, flow, err := s.sso.Callback(r.Context(), ssoRedirectURI(r), binding, r.URL.Query())
 	host, toGate := strings.CutPrefix(flow.Purpose, sso.PurposeGate)
 	if toGate {
 		// Back to the site only while it still signs in this way.
@@ -143,25 +159,48 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 			host, toGate = s.gate.SSOSite(host)
 		}
 	}
-	var refusal sso.Refusal
+	var refusal *sso.Refusal
 	if errors.As(err, &refusal) {
-		s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: string(refusal)})
+		s.ssoRefused(r, refusal)
 		if toGate {
-			s.toGatePage(w, r, host, "login?sso_error="+url.QueryEscape(string(refusal))+"&next="+url.QueryEscape(flow.ReturnTo))
+			s.toGatePage(w, r, host, "login?sso_error="+url.QueryEscape(refusal.Code)+"&next="+url.QueryEscape(flow.ReturnTo))
 			return nil
 		}
-		ssoBack(w, r, string(refusal))
+		ssoBack(w, r, refusal.Code)
 		return nil
 	}
 	if err != nil {
 		return Internal("could not finish the sign-in", err)
 	}
 	if toGate {
-		return s.ssoToGate(w, r, c, host, id, flow.ReturnTo)
+		return s.ssoToGate(w, r, client(r), host, id, flow.ReturnTo)
 	}
 	if flow.Purpose != sso.PurposeDashboard {
 		// A gate's sign-in whose site is gone or changed meanwhile.
-		ssoBack(w, r, "the site this sign-in was for no longer signs in through single sign-on")
+		ssoBack(w, r, sso.ReasonSiteGone)
+		return nil
+	}
+	return s.ssoSignIn(w, r, id, flow.ReturnTo)
+}
+
+// ssoSignIn signs the operator in whom the provider named: single sign-on
+// is a first factor, so with 2FA enrolled the login page goes on to the
+// second-factor step with a pending login, and the session (recent from
+// then on) starts only when that step passes.
+func (s *Server) ssoSignIn(w http.ResponseWriter, r *http.Request, id sso.Identity, returnTo string) error {
+	c := client(r)
+	twoFA, err := s.auth.TOTPEnabled(r.Context())
+	if err != nil {
+		return Internal("could not read the 2FA state", err)
+	}
+	if twoFA {
+		pending, err := s.totp.BeginPending(r.Context(), c)
+		if err != nil {
+			return Internal("could not start the second-factor step", err)
+		}
+		s.audit.Record(r.Context(), audit.Event{Kind: auditSSOSuccess, Client: c.Addr, UserAgent: c.UserAgent,
+			Detail: "the provider signed in " + id.Label() + "; the second factor is asked next"})
+		http.Redirect(w, r, "/#/login?step=2fa&pending="+url.QueryEscape(pending), http.StatusSeeOther)
 		return nil
 	}
 	token, err := s.auth.Sessions.Create(r.Context(), c.Addr.String(), c.UserAgent)
@@ -171,11 +210,10 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	s.auth.LoginSucceeded(c)
 	s.audit.Record(r.Context(), audit.Event{Kind: auditSSOSuccess, Client: c.Addr, UserAgent: c.UserAgent, Detail: "signed in as " + id.Label()})
 	setSessionCookie(w, r, token)
-	to := flow.ReturnTo
-	if to == "" {
-		to = "/#/overview"
+	if returnTo == "" {
+		returnTo = "/#/overview"
 	}
-	http.Redirect(w, r, to, http.StatusSeeOther)
+	http.Redirect(w, r, returnTo, http.StatusSeeOther)
 	return nil
 }
 
@@ -289,10 +327,10 @@ func (s *Server) ssoToGate(w http.ResponseWriter, r *http.Request, c auth.Client
 	case errors.Is(err, gate.ErrSSONotAllowed):
 		why := id.Label() + " may not enter " + host + ": it is not on the site's list"
 		s.audit.Record(r.Context(), audit.Event{Kind: auditSSORefused, Client: c.Addr, UserAgent: c.UserAgent, Detail: why})
-		s.toGatePage(w, r, host, "login?sso_error="+url.QueryEscape(why)+"&next="+url.QueryEscape(next))
+		s.toGatePage(w, r, host, "login?sso_error="+sso.ReasonNotAllowed+"&next="+url.QueryEscape(next))
 		return nil
 	case errors.Is(err, gate.ErrNotSSOSite):
-		ssoBack(w, r, host+" is not a site that signs in through "+"single sign-on")
+		ssoBack(w, r, sso.ReasonSiteGone)
 		return nil
 	case err != nil:
 		return Internal("could not sign in to the site", err)

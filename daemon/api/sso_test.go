@@ -44,21 +44,29 @@ func TestSSORefusals(t *testing.T) {
 		}
 		back := func(q, want string) {
 			t.Helper()
-			r := e.do(req{method: "GET", path: q})
+			r := e.do(req{method: "GET", path: q, header: map[string]string{"Cookie": ssoCookie + "=b"}})
 			loc, _ := url.Parse(r.Header().Get("Location"))
 			why, _ := url.ParseQuery(strings.TrimPrefix(loc.Fragment, "/login?"))
-			if r.Code != 303 || why.Get("sso_error") != want || r.Header().Get("Set-Cookie") != "" {
+			if r.Code != 303 || why.Get("sso_error") != want || sessionCookie(t, r) != nil {
 				t.Fatalf("GET %s: %d %q (want %q)", q, r.Code, r.Header().Get("Location"), want)
 			}
 		}
-		back("/api/auth/sso/start", "single sign-on is off")
+		back("/api/auth/sso/start", sso.ReasonOff)
 		// A gate's sign-in only for a site this edge serves in sso mode:
 		// never a way to send the browser to another host.
-		back("/api/auth/sso/start?gate=evil.example&next=/", "no site here signs in through single sign-on at that name")
-		back("/api/auth/sso/callback?error=access_denied&error_description=End-User+aborted+interaction&state=x",
-			"the identity provider refused the sign-in: End-User aborted interaction (access_denied)")
-		back("/api/auth/sso/callback", "the provider's answer has no state or code: start the sign-in again")
-		back("/api/auth/sso/callback?state=forged&code=c", "this sign-in is not known here (expired, already used, or started elsewhere): start it again")
+		back("/api/auth/sso/start?gate=evil.example&next=/", sso.ReasonNoSite)
+		back("/api/auth/sso/callback?error=access_denied&error_description=End-User+aborted+interaction&state=x", sso.ReasonProviderSaid)
+		if got := e.lastAudit(auditSSORefused); got != "the identity provider refused the sign-in: End-User aborted interaction (access_denied)" {
+			t.Fatalf("audit: %q", got)
+		}
+		back("/api/auth/sso/callback", sso.ReasonIncomplete)
+		back("/api/auth/sso/callback?state=forged&code=c", sso.ReasonUnknownFlow)
+		// Text in the URL never reaches the login page: only a code's
+		// fixed sentence does.
+		st := data(t, e.do(req{method: "GET", path: "/api/auth/status?sso_error=Your+account+is+locked:+call+555-0100"}))
+		if st["sso_error"] != "The sign-in did not happen. Start it again." {
+			t.Fatalf("status with a crafted sso_error: %v", st)
+		}
 	})
 }
 
@@ -97,7 +105,7 @@ func TestPasswordLoginOff(t *testing.T) {
 		wantError(t, e.do(req{method: "PUT", path: "/api/auth/sso", body: `{"enabled":false}`, cookie: cookie}), 400,
 			"single sign-on is the only way in while password sign-in is off: turn password sign-in on first")
 		// Root's way back: a reset password signs in again.
-		if err := e.authSvc.ResetPassword(ctx, "a brand new passphrase here"); err != nil {
+		if _, err := e.authSvc.ResetPassword(ctx, "a brand new passphrase here"); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.do(req{method: "POST", path: "/api/auth/login", body: `{"password":"a brand new passphrase here"}`}); r.Code != 200 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 )
 
 // MaxFormBytes caps a gate form's body.
@@ -130,8 +131,10 @@ func (g *Gate) loginPage(w http.ResponseWriter, r *http.Request) {
 	if s.access == SSO {
 		// Back from the provider without a session: say why, and offer
 		// to try again.
-		if why := r.URL.Query().Get("sso_error"); why != "" {
-			g.page(w, http.StatusForbidden, pageData{Title: "Not signed in", Message: why, Retry: Prefix + "login?next=" + url.QueryEscape(next)})
+		// The reason comes as a code: the page says its fixed sentence,
+		// never text from the URL.
+		if code := r.URL.Query().Get("sso_error"); code != "" {
+			g.page(w, http.StatusForbidden, pageData{Title: "Not signed in", Message: sso.ReasonText(code), Retry: Prefix + "login?next=" + url.QueryEscape(next)})
 			return
 		}
 		g.toSSO(w, r, s, next)

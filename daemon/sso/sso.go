@@ -75,10 +75,67 @@ type InputError string
 
 func (e InputError) Error() string { return string(e) }
 
-// Refusal is a sign-in that did not happen, in words a person can act on.
-type Refusal string
+// Refusal is a sign-in that did not happen: Code names why, among the
+// fixed reasons of Reasons (the browser is sent back with the code alone,
+// never free text), and Detail says it in full for the audit log: the
+// identity and the provider's or the network's own words.
+type Refusal struct {
+	Code, Detail string
+}
 
-func (e Refusal) Error() string { return string(e) }
+func (e *Refusal) Error() string { return e.Detail }
+
+func refuse(code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// The reasons a sign-in does not happen, as the login page says them.
+const (
+	ReasonOff          = "off"
+	ReasonDown         = "provider_down"
+	ReasonProviderSaid = "provider_refused"
+	ReasonIncomplete   = "incomplete_answer"
+	ReasonUnknownFlow  = "unknown_sign_in"
+	ReasonCodeRefused  = "code_refused"
+	ReasonTokenDown    = "token_endpoint_down"
+	ReasonBadToken     = "bad_id_token"
+	ReasonUnverified   = "email_unverified"
+	ReasonNotAllowed   = "not_allowed"
+	ReasonNoSite       = "no_sso_site"
+	ReasonSiteGone     = "site_gone"
+)
+
+// Reasons are the fixed sentences of each reason: the only text a
+// refused sign-in puts on a login page, whatever its URL says.
+var Reasons = map[string]string{
+	ReasonOff: "Single sign-on is off.",
+	ReasonDown: "The identity provider did not answer. Check that it is up and that this server reaches " +
+		"the issuer URL set in Security > Single sign-on; the audit log has the error.",
+	ReasonProviderSaid: "The identity provider refused the sign-in; the audit log has its words.",
+	ReasonIncomplete:   "The identity provider's answer was incomplete. Start the sign-in again.",
+	ReasonUnknownFlow: "This sign-in is not known here: it expired, was already used, or was started in another browser. " +
+		"Start it again from this browser.",
+	ReasonCodeRefused: "The identity provider did not accept this sign-in's code. Check the client ID and secret in " +
+		"Security > Single sign-on, and that the provider lists this dashboard's redirect URI; the audit log has its words.",
+	ReasonTokenDown: "The identity provider's token endpoint did not answer, so the sign-in could not be completed. " +
+		"Check that the provider is up and reachable from this server; the audit log has the error.",
+	ReasonBadToken: "The identity provider's ID token did not verify. Check the issuer URL and the client ID in " +
+		"Security > Single sign-on; the audit log has the reason.",
+	ReasonUnverified: "The identity provider has not verified this account's email address, so it cannot sign in here. " +
+		"Verify it at the provider, or use another account.",
+	ReasonNotAllowed: "This account may not enter: it is not among the allowed emails, domains or groups.",
+	ReasonNoSite:     "No site here signs in through single sign-on at that name.",
+	ReasonSiteGone:   "The site this sign-in was for no longer signs in through single sign-on.",
+}
+
+// ReasonText is the sentence of code; an unknown code gets a fixed
+// sentence too.
+func ReasonText(code string) string {
+	if t, ok := Reasons[code]; ok {
+		return t
+	}
+	return "The sign-in did not happen. Start it again."
+}
 
 // Service runs the flows.
 type Service struct {
@@ -183,7 +240,9 @@ func (s *Service) Put(ctx context.Context, in Input) (Settings, error) {
 		return Settings{}, err
 	}
 	in.Name = strings.TrimSpace(in.Name)
-	in.Issuer = strings.TrimRight(strings.TrimSpace(in.Issuer), "/")
+	// Kept exactly as given: the issuer is compared character for
+	// character with what the provider publishes, trailing slash and all.
+	in.Issuer = strings.TrimSpace(in.Issuer)
 	in.ClientID = strings.TrimSpace(in.ClientID)
 	in.GroupsClaim = strings.TrimSpace(in.GroupsClaim)
 	in.Emails, in.Domains, in.Groups = clean(in.Emails, true), clean(in.Domains, true), clean(in.Groups, false)
@@ -253,7 +312,7 @@ func (s *Service) config(ctx context.Context, redirectURI string, extraScopes ..
 		return nil, nil, st, err
 	}
 	if !st.Enabled {
-		return nil, nil, st, Refusal("single sign-on is off")
+		return nil, nil, st, refuse(ReasonOff, "single sign-on is off")
 	}
 	secret, err := s.Sealer.Open(st.SecretSealed, aad)
 	if err != nil {
@@ -261,7 +320,7 @@ func (s *Service) config(ctx context.Context, redirectURI string, extraScopes ..
 	}
 	p, err := s.provider(ctx, st.Issuer)
 	if err != nil {
-		return nil, nil, st, Refusal("the identity provider does not answer: " + err.Error())
+		return nil, nil, st, refuse(ReasonDown, "the identity provider %s does not answer: %v", st.Issuer, err)
 	}
 	scopes := []string{oidc.ScopeOpenID, "email", "profile"}
 	if len(st.Groups) > 0 {
@@ -277,30 +336,41 @@ func (s *Service) config(ctx context.Context, redirectURI string, extraScopes ..
 }
 
 // Start begins a sign-in: the provider's authorization URL, with state,
-// nonce and a PKCE challenge kept for the callback.
+// nonce and a PKCE challenge kept for the callback, and the binding: a
+// secret the caller puts in a short-lived cookie of the browser that
+// started it. The flow is found again only with both the state (which
+// comes back in the URL) and the binding (which comes back in that
+// cookie), so a callback URL redeemed in another browser is no session.
 // extraScopes are asked besides the settings' (the groups scope, for a
 // tunnel whose list names groups).
-func (s *Service) Start(ctx context.Context, redirectURI, purpose, returnTo string, extraScopes ...string) (string, error) {
+func (s *Service) Start(ctx context.Context, redirectURI, purpose, returnTo string, extraScopes ...string) (authURL, binding string, err error) {
 	_, cfg, _, err := s.config(ctx, redirectURI, extraScopes...)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	state, err := random()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	nonce, err := random()
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	if binding, err = random(); err != nil {
+		return "", "", err
 	}
 	verifier := oauth2.GenerateVerifier()
 	now := s.now()
-	if err := s.Store.PutOIDCFlow(ctx, store.OIDCFlow{StateHash: hashState(state), Nonce: nonce, Verifier: verifier,
+	if err := s.Store.PutOIDCFlow(ctx, store.OIDCFlow{StateHash: flowKey(state, binding), Nonce: nonce, Verifier: verifier,
 		Purpose: purpose, ReturnTo: returnTo, ExpiresAt: now.Add(FlowTTL)}, now); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return cfg.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), nil
+	return cfg.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), binding, nil
 }
+
+// flowKey is what a flow is stored under: its state and the binding of
+// the browser that started it.
+func flowKey(state, binding string) string { return hashState(state + "\x00" + binding) }
 
 // Identity is who the provider says signed in.
 type Identity struct {
@@ -316,12 +386,13 @@ func (i Identity) Label() string {
 	return "subject " + i.Subject
 }
 
-// Callback ends a sign-in: the provider's answer (q) is checked (state,
-// code exchanged with the PKCE verifier, ID token and its nonce), then the
-// identity against who may enter. It returns the identity and the flow's
-// purpose and return address. A *Refusal says why in words (the
-// provider's own refusal included).
-func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values) (Identity, store.OIDCFlow, error) {
+// Callback ends a sign-in: the provider's answer (q) is checked (state
+// and the browser's binding, code exchanged with the PKCE verifier, ID
+// token and its nonce), then the identity: an email the provider has not
+// verified is refused, and the dashboard's list decides who may enter. It
+// returns the identity and the flow's purpose and return address. A
+// *Refusal says why, by reason and in full.
+func (s *Service) Callback(ctx context.Context, redirectURI, binding string, q url.Values) (Identity, store.OIDCFlow, error) {
 	var id Identity
 	if e := q.Get("error"); e != "" {
 		why := e
@@ -329,18 +400,21 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 			why = d + " (" + e + ")"
 		}
 		var flow store.OIDCFlow
-		if st := q.Get("state"); st != "" {
-			flow, _ = s.Store.TakeOIDCFlow(ctx, hashState(st), s.now())
+		if st := q.Get("state"); st != "" && binding != "" {
+			flow, _ = s.Store.TakeOIDCFlow(ctx, flowKey(st, binding), s.now())
 		}
-		return id, flow, Refusal("the identity provider refused the sign-in: " + why)
+		return id, flow, refuse(ReasonProviderSaid, "the identity provider refused the sign-in: %s", why)
 	}
 	state, code := q.Get("state"), q.Get("code")
 	if state == "" || code == "" {
-		return id, store.OIDCFlow{}, Refusal("the provider's answer has no state or code: start the sign-in again")
+		return id, store.OIDCFlow{}, refuse(ReasonIncomplete, "the provider's answer has no state or code")
 	}
-	flow, err := s.Store.TakeOIDCFlow(ctx, hashState(state), s.now())
+	if binding == "" {
+		return id, store.OIDCFlow{}, refuse(ReasonUnknownFlow, "the sign-in's cookie did not come back: it was started in another browser, or the cookie expired")
+	}
+	flow, err := s.Store.TakeOIDCFlow(ctx, flowKey(state, binding), s.now())
 	if errors.Is(err, store.ErrNotFound) {
-		return id, flow, Refusal("this sign-in is not known here (expired, already used, or started elsewhere): start it again")
+		return id, flow, refuse(ReasonUnknownFlow, "this sign-in is not known here (expired, already used, or started in another browser)")
 	}
 	if err != nil {
 		return id, flow, err
@@ -349,26 +423,49 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 	if err != nil {
 		return id, flow, err
 	}
+	claims, subject, err := s.redeem(ctx, p, cfg, code, flow)
+	if err != nil {
+		return id, flow, err
+	}
+	if id, err = identityOf(claims, subject, st); err != nil {
+		return id, flow, err
+	}
+	// The dashboard's own list; a gate's flow is checked against its
+	// tunnel's list by the gate.
+	if flow.Purpose == PurposeDashboard && !allowed(st.Settings, id) {
+		return id, flow, refuse(ReasonNotAllowed, "%s may not enter this dashboard: it is not among the allowed emails, domains or groups", id.Label())
+	}
+	return id, flow, nil
+}
+
+// redeem exchanges the code for tokens (with the flow's PKCE verifier),
+// verifies the ID token and its nonce, and returns its claims with the
+// UserInfo answer's added, and its subject.
+func (s *Service) redeem(ctx context.Context, p *oidc.Provider, cfg *oauth2.Config, code string, flow store.OIDCFlow) (map[string]any, string, error) {
 	xctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, s.client()), DiscoveryTimeout)
 	defer cancel()
 	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(flow.Verifier))
+	var said *oauth2.RetrieveError
+	if errors.As(err, &said) {
+		return nil, "", refuse(ReasonCodeRefused, "the identity provider did not accept the sign-in's code: %v", err)
+	}
 	if err != nil {
-		return id, flow, Refusal("the identity provider did not accept the sign-in's code: " + err.Error())
+		return nil, "", refuse(ReasonTokenDown, "the identity provider's token endpoint did not answer: %v", err)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return id, flow, Refusal("the identity provider sent no ID token")
+		return nil, "", refuse(ReasonIncomplete, "the identity provider sent no ID token")
 	}
 	idt, err := p.Verifier(&oidc.Config{ClientID: cfg.ClientID}).Verify(xctx, raw)
 	if err != nil {
-		return id, flow, Refusal("the ID token does not verify: " + err.Error())
+		return nil, "", refuse(ReasonBadToken, "the ID token does not verify: %v", err)
 	}
 	if idt.Nonce != flow.Nonce {
-		return id, flow, Refusal("the ID token's nonce is not this sign-in's: start it again")
+		return nil, "", refuse(ReasonBadToken, "the ID token's nonce is not this sign-in's")
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return id, flow, err
+		return nil, "", refuse(ReasonBadToken, "the ID token's claims do not parse: %v", err)
 	}
 	// Providers that follow the specification to the letter put the
 	// scopes' claims (email, groups) in the UserInfo answer, not the ID
@@ -385,12 +482,20 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 			}
 		}
 	}
-	id.Subject = idt.Subject
-	if e, ok := claims["email"].(string); ok {
+	return claims, idt.Subject, nil
+}
+
+// identityOf reads who signed in from the provider's claims. An email
+// counts only when the provider says it verified it: email_verified true,
+// as a boolean or the string "true". An absent claim, false, "false" or
+// anything else is refused, whatever the allow-lists say.
+func identityOf(claims map[string]any, subject string, st stored) (Identity, error) {
+	id := Identity{Subject: subject}
+	if e, ok := claims["email"].(string); ok && e != "" {
 		id.Email = strings.ToLower(e)
-	}
-	if v, ok := claims["email_verified"].(bool); ok && !v {
-		id.Email = ""
+		if !verified(claims["email_verified"]) {
+			return id, refuse(ReasonUnverified, "%s is not verified by %s", id.Email, providerName(st.Settings))
+		}
 	}
 	gc := st.GroupsClaim
 	if gc == "" {
@@ -403,12 +508,27 @@ func (s *Service) Callback(ctx context.Context, redirectURI string, q url.Values
 			}
 		}
 	}
-	// The dashboard's own list; a gate's flow is checked against its
-	// tunnel's list by the gate.
-	if flow.Purpose == PurposeDashboard && !allowed(st.Settings, id) {
-		return id, flow, Refusal(fmt.Sprintf("%s may not enter this dashboard: it is not among the allowed emails, domains or groups", id.Label()))
+	return id, nil
+}
+
+// verified says whether an email_verified claim says yes.
+func verified(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true"
 	}
-	return id, flow, nil
+	return false
+}
+
+// providerName names the provider in a refusal: the name the operator
+// gave it, and its issuer.
+func providerName(st Settings) string {
+	if st.Name == "" || st.Name == "SSO" {
+		return st.Issuer
+	}
+	return st.Name + " (" + st.Issuer + ")"
 }
 
 // allowed says whether id may enter under st.

@@ -248,7 +248,7 @@ export class Api {
 // for issue 14 are optional: an older daemon leaves them out and the page
 // says less rather than breaking.
 export interface Message { message: string }
-export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean; passkey_login?: boolean; sso?: string; password_login?: boolean }
+export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean; passkey_login?: boolean; sso?: string; password_login?: boolean; sso_error?: string }
 export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
 export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }
 export interface Outcome { ok: boolean; message?: string; at?: string }

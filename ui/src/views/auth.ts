@@ -74,9 +74,18 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     // Single sign-on, when set up: "Sign in with <name>" beside the form,
     // and why the last attempt did not sign in, in the provider's words.
     const ssoBox = h('div');
-    // One question to the daemon for all three (asked after the page
+    // Why single sign-on sent the browser back: the URL carries a code,
+    // and the daemon says its fixed sentence (never text from the URL).
+    const refused = h('p', { class: 'bad-text', role: 'alert', hidden: true });
+    const ssoError = hashParams().get('sso_error');
+    const statusPath = ssoError ? `/api/auth/status?sso_error=${encodeURIComponent(ssoError)}` : '/api/auth/status';
+    // One question to the daemon for all four (asked after the page
     // shows, so the password form never waits for it).
-    void api.get<AuthStatus>('/api/auth/status').then((st) => {
+    void api.get<AuthStatus>(statusPath).then((st) => {
+      if (st.sso_error) {
+        refused.textContent = st.sso_error;
+        refused.hidden = false;
+      }
       if (st.password_login === false) {
         f.form.hidden = true;
         pwOff.hidden = false;
@@ -93,8 +102,6 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       }));
       clear(alone, h('div', { class: 'actions' }, b), an.el);
     }).catch(() => { /* the password form is there */ });
-    const ssoError = new URLSearchParams(location.hash.split('?')[1] ?? '').get('sso_error');
-    const refused = ssoError ? h('p', { class: 'bad-text', role: 'alert' }, ssoError) : null;
     clear(box, heading?.('Log in to tunnelsvc'), refused, pwOff, f.form, alone, ssoBox, giveUp);
     pw.input.focus();
   };
@@ -117,7 +124,22 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     clear(box, heading?.('Two-factor authentication'), f.form, h('div', { class: 'actions' }, passkey), pn.el, back, giveUp);
     code.input.focus();
   };
+  // Back from single sign-on with 2FA enrolled: the provider was the
+  // first factor, and the second-factor step follows with its pending
+  // login (taken out of the address bar at once).
+  const back = hashParams();
+  const pending = back.get('step') === '2fa' ? back.get('pending') : null;
+  if (pending) {
+    history.replaceState(null, '', location.pathname + location.search + '#/login');
+    codeStep(pending);
+    return;
+  }
   passwordStep();
+}
+
+/** The query of the address's fragment (#/login?a=b). */
+function hashParams(): URLSearchParams {
+  return new URLSearchParams(location.hash.split('?')[1] ?? '');
 }
 
 /** A full data disk is said at the field the operator just filled (the
