@@ -150,5 +150,25 @@ func TestPasskeyFlowsThroughTheAPI(t *testing.T) {
 		if r.Code != 200 || sessionCookie(t, r) == nil {
 			t.Fatalf("passwordless: %d %s", r.Code, r.Body)
 		}
+
+		// Passwordless stays as the operator last set it: removing the
+		// last passkey turns it off, and a passkey registered later does
+		// not turn it back on by itself.
+		id := st["devices"].([]any)[0].(map[string]any)["id"].(string)
+		backup := done["backup_codes"].([]any)[0].(string)
+		data(t, at("DELETE", "/api/auth/2fa/devices/"+id, jsonOf(map[string]any{"code": backup}), session.Value))
+		if got := data(t, at("GET", "/api/auth/status", "", "")); got["passkey_login"] != false || got["totp_enabled"] != false {
+			t.Fatalf("status after the last device went: %v", got)
+		}
+		k2 := newSoftKey(t, host, "http://"+host)
+		begin = data(t, at("POST", "/api/auth/passkeys/register/begin", "", session.Value))
+		data(t, at("POST", "/api/auth/passkeys/register/finish", jsonOf(map[string]any{"ceremony": begin["ceremony"], "name": "new laptop",
+			"credential": k2.create(begin["options"].(map[string]any))}), session.Value))
+		if got := data(t, at("GET", "/api/auth/status", "", "")); got["passkey_login"] != false || got["totp_enabled"] != true {
+			t.Fatalf("status after a new first passkey: %v", got)
+		}
+		if kinds := e.auditKinds(); countKind(kinds, "TOTP_PASSWORDLESS_CHANGED") != 2 {
+			t.Fatalf("audit: %v", kinds)
+		}
 	})
 }

@@ -81,12 +81,24 @@ const sharedTimeout = 300 * time.Millisecond
 type clusterFailures struct {
 	store *store.Store
 	edge  string
+	// scope keeps one limiter's failures apart from another's: "" for
+	// the dashboard's login, "join" for the machines' doors (bootstrap,
+	// rejoin, transport).
+	scope string
+}
+
+// key is what the failures of prefix are stored under.
+func (c clusterFailures) key(prefix netip.Prefix) string {
+	if c.scope == "" {
+		return prefix.String()
+	}
+	return c.scope + "@" + prefix.String()
 }
 
 func (c clusterFailures) Add(key netip.Prefix, at time.Time) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 	defer cancel()
-	id, err := c.store.InsertAuthFailure(ctx, c.edge, key.String(), at)
+	id, err := c.store.InsertAuthFailure(ctx, c.edge, c.key(key), at)
 	if err != nil {
 		return 0
 	}
@@ -104,7 +116,7 @@ func (c clusterFailures) Remove(id int64) {
 func (c clusterFailures) Others(key netip.Prefix, now time.Time) (forKey, global []time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
 	defer cancel()
-	forKey, global, err := c.store.OtherAuthFailures(ctx, c.edge, key.String(),
+	forKey, global, err := c.store.OtherAuthFailures(ctx, c.edge, c.key(key),
 		now.Add(-auth.FailureWindow), auth.MaxFailures, now.Add(-auth.GlobalWindow), auth.GlobalFailures)
 	if err != nil {
 		return nil, nil

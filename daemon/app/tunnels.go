@@ -38,9 +38,16 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 	}
 	ports := store.PortRange{Lo: cfg.TunnelPortLo, Hi: cfg.TunnelPortHi}
 	ca := &tunnelca.Authority{Store: a.Store, Sealer: a.Sealer, Now: time.Now}
+	// The machines' doors (bootstrap, rejoin, transport) have a limiter
+	// of their own, shared by the edges of a cluster as the login's is:
+	// N edges give a guesser no more tries than one.
+	joins := auth.NewLimiter(time.Now)
+	if a.Store.Engine() == "postgres" {
+		joins.Shared = clusterFailures{store: a.Store, edge: cfg.EdgeName, scope: "join"}
+	}
 	a.Machines = &machines.Service{
 		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: time.Now,
-		Limiter: auth.NewLimiter(time.Now), Ports: ports,
+		Limiter: joins, Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
 	}

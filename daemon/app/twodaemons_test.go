@@ -113,6 +113,28 @@ func TestLoginLimitsCountAcrossEdges(t *testing.T) {
 	a.call("POST", "/api/auth/login", wrong, http.StatusTooManyRequests, nil)
 }
 
+// TestJoinLimitsCountAcrossEdges: wrong join tokens spread over two edges
+// count as one client's, as wrong passwords do: after five on each, the
+// next join on either is refused (429), even with a good token. The
+// dashboard's login keeps a budget of its own.
+func TestJoinLimitsCountAcrossEdges(t *testing.T) {
+	a, b := twoEdges(t, "", "")
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	var tok struct{ Token string }
+	a.call("POST", "/api/bootstrap/tokens", `{}`, http.StatusOK, &tok)
+	guess := func(d *wiredDaemon, token string, want int) {
+		t.Helper()
+		d.call("POST", "/api/bootstrap", fmt.Sprintf(`{"token":%q,"name":"nas","username":"pi"}`, token), want, nil)
+	}
+	for i := range auth.MaxFailures / 2 {
+		guess(a, fmt.Sprintf("guess-a-%d", i), http.StatusUnauthorized)
+		guess(b, fmt.Sprintf("guess-b-%d", i), http.StatusUnauthorized)
+	}
+	guess(b, tok.Token, http.StatusTooManyRequests)
+	guess(a, tok.Token, http.StatusTooManyRequests)
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+}
+
 // TestMachineOnlineThroughEitherEdge: each edge's frps plugin records what
 // it sees of a machine; the machine is online while one edge has it, and
 // each edge's view shows under "edges" on both daemons.

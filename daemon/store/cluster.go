@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -98,7 +99,7 @@ func (s *Store) DeleteAuthFailure(ctx context.Context, id int64) error {
 
 // OtherAuthFailures returns, oldest first, the times of the failures that
 // edges other than edge recorded: the newest perKey of key since keySince,
-// and the newest global of all since globalSince.
+// and the newest global of all of key's scope since globalSince.
 func (s *Store) OtherAuthFailures(ctx context.Context, edge, key string, keySince time.Time, perKey int, globalSince time.Time, global int) (forKey, all []time.Time, err error) {
 	read := func(q string, args ...any) ([]time.Time, error) {
 		rows, err := s.query(ctx, q, args...)
@@ -122,8 +123,16 @@ func (s *Store) OtherAuthFailures(ctx context.Context, edge, key string, keySinc
 	if err != nil {
 		return nil, nil, err
 	}
-	all, err = read("SELECT at FROM auth_failures WHERE edge <> ? AND at >= ? ORDER BY at DESC LIMIT ?",
-		edge, globalSince.UnixMilli(), global)
+	// The global count is the key's scope's own: a key of a scope reads
+	// "<scope>@<prefix>" ('@' is never in a prefix), the dashboard's
+	// login has none. (LIKE with '@' and '%' alone matches alike on both
+	// engines.)
+	scope, like := "NOT LIKE", "%@%"
+	if at := strings.IndexByte(key, '@'); at >= 0 {
+		scope, like = "LIKE", key[:at]+"@%"
+	}
+	all, err = read("SELECT at FROM auth_failures WHERE edge <> ? AND at >= ? AND key "+scope+" ? ORDER BY at DESC LIMIT ?",
+		edge, globalSince.UnixMilli(), like, global)
 	return forKey, all, err
 }
 

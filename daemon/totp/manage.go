@@ -64,7 +64,7 @@ func (s *Service) Disable(ctx context.Context, c auth.Client, code string) error
 		return err
 	}
 	s.record(ctx, c, KindDisabled, "")
-	return nil
+	return s.passkeysGone(ctx, c)
 }
 
 // ForceDisable is root's recovery on the box (lost phone): it turns 2FA off
@@ -75,7 +75,7 @@ func (s *Service) ForceDisable(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	s.audit.Record(ctx, audit.Event{Kind: KindDisabled, Detail: fmt.Sprintf("disabled from the command line (disable-2fa); %d device(s) removed", n)})
-	return n, nil
+	return n, s.passkeysGone(ctx, auth.Client{})
 }
 
 // RemoveDevice removes device id after checking a code from another device
@@ -120,6 +120,27 @@ func (s *Service) RemoveDevice(ctx context.Context, c auth.Client, id, code stri
 	if lastGone {
 		s.record(ctx, c, KindDisabled, "the last device was removed")
 	}
+	return s.passkeysGone(ctx, c)
+}
+
+// passkeysGone turns passwordless sign-in off once no passkey is left, so
+// that a passkey registered later does not turn it back on by itself: it
+// stays off until the operator turns it on again.
+func (s *Service) passkeysGone(ctx context.Context, c auth.Client) error {
+	on, err := s.st.GetSetting(ctx, passwordlessKey)
+	if errors.Is(err, store.ErrNotFound) || err == nil && on != "on" {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ps, err := s.st.ListPasskeys(ctx); err != nil || len(ps) > 0 {
+		return err
+	}
+	if err := s.st.DeleteSetting(ctx, passwordlessKey); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	s.record(ctx, c, KindPasswordless, "passwordless sign-in with a passkey turned off: no passkey is left")
 	return nil
 }
 
