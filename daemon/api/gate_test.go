@@ -35,6 +35,14 @@ func TestTunnelAccessFields(t *testing.T) {
 			t.Fatal("the password hash is shown")
 		}
 		before := e.do(req{method: "GET", path: path, cookie: e.cookie}).Body.String()
+		// A gate of mode sso cannot work while single sign-on is off.
+		ssoOff := `access: "sso" needs single sign-on, which is not on here: set it up in Security → Single sign-on first`
+		wantError(t, patch(`{"access":"sso","sso_allow":["ana@example.com"]}`), 400, ssoOff)
+		wantError(t, create(`"name":"w3","kind":"http","local_port":80,"subdomain":"w3","access":"sso","sso_allow":["ana@example.com"]`), 400, ssoOff)
+		e.ssoOn(t)
+		// A misspelt field is refused by name, and changes nothing.
+		wantError(t, patch(`{"acess":"operator"}`), 400, `unknown field "acess"`)
+		wantError(t, create(`"name":"w4","kind":"http","local_port":80,"subdomain":"w4","acess":"operator"`), 400, `unknown field "acess"`)
 		for _, c := range []struct{ body, msg string }{
 			{`{"access":"everyone"}`, `access must be "public", "operator", "password" or "sso"`},
 			{`{"access":"sso"}`, `sso_allow is required for access "sso": the emails, @domains or group:names that may enter`},
@@ -88,6 +96,7 @@ func TestTunnelSSOAccess(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := newMachinesEnvOn(t, engine, wide)
 		mid, _ := e.machine(t)
+		e.ssoOn(t)
 		web := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie,
 			body: `{"machine_id":` + mid + `,"name":"team","kind":"http","local_port":80,"subdomain":"team","access":"sso","sso_allow":["Ana@Example.com ","@Corp.example","group:ops","ana@example.com"]}`}), 201)
 		if web["access"] != "sso" || fmt.Sprint(web["sso_allow"]) != "[ana@example.com @corp.example group:ops]" {

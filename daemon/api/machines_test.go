@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -83,9 +84,20 @@ func newMachinesEnvOn(t *testing.T, engine string, ports store.PortRange) *machi
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
 		Ports: ports, FRPSPort: 7000,
 	}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys, TOTP: e.totp})
+	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys, TOTP: e.totp,
+		SSO: &sso.Service{Store: e.st, Sealer: sealer, Now: clock}})
 	me.cookie = e.setup()
 	return me
+}
+
+// ssoOn turns single sign-on on as saved settings (the provider is not
+// asked): access gates of mode sso then work.
+func (e *machinesEnv) ssoOn(t *testing.T) {
+	t.Helper()
+	err := e.st.SetSetting(context.Background(), "sso", `{"enabled":true,"name":"SSO","issuer":"https://idp.example.test","client_id":"c","email_domains":["example.com"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (e *machinesEnv) data(t *testing.T, r resp, status int) map[string]any {

@@ -47,7 +47,7 @@ export function apiTokens(ctx: Ctx): HTMLElement {
   const name = field('Name', { type: 'text', name: 'name', required: true, maxlength: 64, autocomplete: 'off', placeholder: 'ci' },
     'Shown in the audit log beside what the token does.');
   const scope = select('Scope', [['read', 'read: GET requests only'], ['write', 'write: every route a token may use']], { name: 'scope' });
-  const days = field('Expires in (days)', { type: 'number', name: 'expires_in_days', min: 1, max: 3650, value: '90', required: true });
+  const days = field('Expires in (days)', { type: 'number', name: 'expires_in_days', min: 1, max: 365, value: '30', required: true });
   const create = form({ label: 'New API token', submit: 'Create token' }, [name.row, scope.row, days.row], async () => {
     const t = await api.post<APIToken>('/api/tokens', { name: name.input.value.trim(), scope: scope.input.value, expires_in_days: Number(days.input.value) });
     keep({ key: 'api-token', route: 'security/tokens', what: `the API token ${t.name}`, data: { name: t.name, token: t.token ?? '' } });
@@ -60,7 +60,9 @@ export function apiTokens(ctx: Ctx): HTMLElement {
   return h('div', null,
     card('API tokens',
       h('p', null, 'For scripts and CI: ', h('code', null, 'Authorization: Bearer <token>'),
-        ' on the API, with or without two-factor. No token can manage tokens, two-factor or the password, or do what needs a recent sign-in.'),
+        ' on the API, with or without two-factor, for at most a year. No token manages identity (tokens, two-factor, passkeys, single sign-on, ',
+        'the password, edges), generates, uploads or downloads a private key, or does what needs a recent sign-in. ',
+        'Resetting the password on the VPS revokes every token.'),
       shown, listNotice.el, body),
     card('New API token', create.form));
 }

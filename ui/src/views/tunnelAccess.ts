@@ -11,6 +11,9 @@ export interface AccessControl {
   body: () => Record<string, unknown>;
   /** Back to the defaults (public, no password, no list). */
   reset: () => void;
+  /** Whether single sign-on is on: while it is not, choosing "sso" says
+   * why it cannot work (the API refuses it too). */
+  setSSO: (on: boolean) => void;
 }
 
 /** The access rows, filled from an existing tunnel when one is edited: a
@@ -29,6 +32,11 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
     { hint: 'At least 8 characters, not easy to guess. Whoever should see the site signs in with it.', invalid: 'At least 8 characters.' });
   const ips = field('Allowed addresses', { type: 'text', name: 'allow_ips', autocomplete: 'off', spellcheck: 'false', placeholder: '203.0.113.0/24, 2001:db8::1' },
     'Optional: addresses and CIDRs, comma-separated; others are refused.');
+  // Shown while "sso" is chosen and single sign-on is not on.
+  const ssoOff = h('p', { class: 'bad-text small', hidden: true, role: 'status' },
+    'Single sign-on is not set up, so nobody could sign in to this site: set it up in ',
+    h('a', { href: '#/security' }, 'Security → Single sign-on'), ' first.');
+  let ssoOn = true;
   if (init.access) mode.input.value = init.access;
   if (init.allow_ips?.length) ips.input.value = init.allow_ips.join(', ');
   if (init.sso_allow?.length) who.input.value = init.sso_allow.join(', ');
@@ -36,6 +44,7 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
   const syncMode = () => {
     pw.row.hidden = !http || mode.input.value !== 'password';
     who.row.hidden = !http || mode.input.value !== 'sso';
+    ssoOff.hidden = !http || mode.input.value !== 'sso' || ssoOn;
     who.input.required = !who.row.hidden;
     // Editing a tunnel that has a password: blank keeps it.
     pw.input.required = !pw.row.hidden && !(init.has_password && init.access === 'password');
@@ -63,7 +72,11 @@ export function accessControl(init: { access?: string; allow_ips?: string[]; has
     who.input.value = '';
     syncMode();
   };
-  return { rows: [mode.row, pw.row, who.row, ips.row], sync, body, reset };
+  const setSSO = (on: boolean) => {
+    ssoOn = on;
+    syncMode();
+  };
+  return { rows: [mode.row, ssoOff, pw.row, who.row, ips.row], sync, body, reset, setSSO };
 }
 
 /** A tunnel's access, as the tunnel list shows it: who may reach it and

@@ -4,7 +4,7 @@
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { accessControl, accessLabel } from './tunnelAccess';
 import { targetsControl, targetsList } from './tunnelTargets';
-import type { Machine, Message, Tunnel } from '../api';
+import type { AuthStatus, Machine, Message, Tunnel } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head, type Notice } from '../dom';
@@ -125,13 +125,14 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
     access.reset();
     targets.reset();
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines };
+  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
   void modal(`Edit tunnel ${t.name}`, (box, close) => {
     const f = tunnelFields(t, true, () => t.machine_id);
     void ctx.api.get<Machine[]>('/api/machines').then((ms) => f.setMachines(ms ?? []), () => undefined);
+    ssoState(ctx, f.setSSO);
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: close }, 'Cancel');
     const fm = form({ label: `Edit tunnel ${t.name}`, submit: 'Save changes' }, f.rows, async () => {
       const saved = await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, f.body());
@@ -183,10 +184,18 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
   }), 'No tunnels yet.', 'Tunnels', 'data-table');
 }
 
+/** Tells a tunnel form whether single sign-on is on (an access gate of
+ * mode sso needs it); unknown when the question fails, and then the API's
+ * answer says it. */
+function ssoState(ctx: Ctx, set: (on: boolean) => void): void {
+  void ctx.api.get<AuthStatus>('/api/auth/status').then((st) => set(st.sso !== undefined), () => undefined);
+}
+
 /** The form that adds a tunnel, to one machine or to a chosen one. */
 export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; setMachines: (ms: Machine[]) => void } {
   const sel = select('Machine', [], { name: 'machine_id', required: true });
   const f = tunnelFields({ kind: 'http' }, false, () => machineId ?? Number(sel.input.value));
+  ssoState(ctx, f.setSSO);
   // Until the machines are known (a load can fail or time out) neither
   // the form nor "add a machine first" shows: that would not be true.
   const none = h('p', { class: 'muted', hidden: true }, 'Tunnels belong to a machine: ', h('a', { href: '#/machines' }, 'add a machine'), ' first.');
