@@ -87,6 +87,28 @@ func TestAPITokens(t *testing.T) {
 			}
 		}
 
+		// The scheme's name in any case (RFC 9110 §11.1).
+		if got := e.do(req{method: "GET", path: "/api/machines", peer: "198.51.100.20:5000", header: map[string]string{"Authorization": "bearer " + write}}); got.Code != 200 {
+			t.Fatalf("GET with `bearer`: %d %s", got.Code, got.Body)
+		}
+		// No token generates, uploads or downloads a private key; what a
+		// token may do to keys (delete one) is audited under its name, by
+		// the key service itself.
+		key := e.data(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/generate", body: `{"name":"ops","type":"ed25519"}`, cookie: e.cookie}), 200)
+		keyID := fmt.Sprint(key["id"])
+		for _, c := range []struct{ method, path, body string }{
+			{"POST", "/api/local/ssh-keys/generate", `{"name":"more","type":"ed25519"}`},
+			{"POST", "/api/local/ssh-keys/upload", `{"name":"up","private_key":"x"}`},
+			{"POST", "/api/local/ssh-keys/" + keyID + "/download", `{"password":"` + goodPassword + `"}`},
+		} {
+			wantError(t, e.withToken(c.method, c.path, write, c.body), 403,
+				"API tokens cannot be used here: API tokens, two-factor, passkeys, single sign-on, the password and what needs a recent sign-in are for the operator signed in to the dashboard")
+		}
+		e.data(t, e.withToken("DELETE", "/api/local/ssh-keys/"+keyID, write, ""), 200)
+		if got := e.lastAudit("SSH_KEY_DELETED"); !strings.HasSuffix(got, `(by API token "ci")`) {
+			t.Fatalf("the key's deletion is not audited under the token's name: %q", got)
+		}
+
 		// The read token reads only.
 		if got := e.withToken("GET", "/api/tunnels", read, ""); got.Code != 200 {
 			t.Fatalf("GET with the read token: %d %s", got.Code, got.Body)

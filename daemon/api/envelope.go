@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,24 @@ func within(dir, path string) bool {
 // is over MaxBodyBytes.
 func decode(r *http.Request, v any) error {
 	return decodeFrom(r.Body, v)
+}
+
+// decodeOptional is decode for bodies whose every field is optional: an
+// empty body is the zero value.
+func decodeOptional(r *http.Request, v any) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d bytes)", MaxBodyBytes)
+		}
+		return errInvalidBody
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decode(r, v)
 }
 
 // decodeFrom is decode of any reader.

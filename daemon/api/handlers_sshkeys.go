@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -22,24 +20,6 @@ func sshKeyError(err error, what string) error {
 		return Errorf(http.StatusBadRequest, "%s", ke.Error())
 	}
 	return Internal(what, err)
-}
-
-// decodeOptional is decode for bodies whose every field is optional: an
-// empty body is the zero value.
-func decodeOptional(r *http.Request, v any) error {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return Errorf(http.StatusRequestEntityTooLarge, "request body too large (limit %d bytes)", MaxBodyBytes)
-		}
-		return errInvalidBody
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decode(r, v)
 }
 
 func (s *Server) sshKeysList(w http.ResponseWriter, r *http.Request) error {

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -24,18 +22,6 @@ type updateBody struct {
 	MachineIDs []int64 `json:"machine_ids"`
 	All        bool    `json:"all"`
 	Batch      *int    `json:"batch"`
-}
-
-// readOptional decodes an optional JSON body (empty is fine) as decode does.
-func readOptional(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
-	if err != nil {
-		return errInvalidBody
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	return decodeFrom(bytes.NewReader(b), v)
 }
 
 // serverBundle is the server's bundle version, or why there is none.
@@ -87,7 +73,7 @@ func (s *Server) machineUpdate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body updateBody
-	if err := readOptional(r, &body); err != nil {
+	if err := decodeOptional(r, &body); err != nil {
 		return err
 	}
 	m, err := s.machines.Machine(r.Context(), id, s.fallbackHost(r))
@@ -143,7 +129,7 @@ func (s *Server) runUpdate(r *http.Request, run func(context.Context, Progress) 
 // fleetUpdate: POST /api/machines/update.
 func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 	var body updateBody
-	if err := readOptional(r, &body); err != nil {
+	if err := decodeOptional(r, &body); err != nil {
 		return err
 	}
 	switch {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gorilla/mux"
 )
 
@@ -66,4 +67,60 @@ func TestOpenAPICoversRouteTable(t *testing.T) {
 // normalize renames path variables so {id} and {machine_id} compare equal.
 func normalize(p string) string {
 	return regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(p, "{}")
+}
+
+// TestOpenAPIRefusesUnknownFields: every JSON request body the document
+// describes as an object says additionalProperties: false, as the server
+// refuses unknown fields (400 `unknown field "x"`); POST /api/local/skip,
+// whose body is ignored when it does not parse, is the one exception.
+func TestOpenAPIRefusesUnknownFields(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPIDocument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil || path == "/api/local/skip" {
+				continue
+			}
+			mt := op.RequestBody.Value.Content.Get("application/json")
+			if mt == nil || mt.Schema == nil || mt.Schema.Value == nil {
+				continue
+			}
+			s := mt.Schema.Value
+			if s.Type.Is("object") && (s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has) {
+				t.Errorf("%s %s: its request body does not say additionalProperties: false", method, path)
+			}
+		}
+	}
+}
+
+// TestOpenAPISecurityIsTheRouteTable: the document names the apiToken
+// scheme on exactly the routes the route table lets API tokens call.
+func TestOpenAPISecurityIsTheRouteTable(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPIDocument())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range Table() {
+		item := doc.Paths.Find(rt.Path)
+		if item == nil {
+			continue // TestOpenAPICoversRouteTable reports it
+		}
+		op := item.GetOperation(rt.Method)
+		if op == nil {
+			continue
+		}
+		tokens := false
+		if op.Security != nil {
+			for _, req := range *op.Security {
+				if _, ok := req["apiToken"]; ok {
+					tokens = true
+				}
+			}
+		}
+		if want := rt.Access == read || rt.Access == write; tokens != want {
+			t.Errorf("%s %s (%s): the document says API tokens %v", rt.Method, rt.Path, rt.Access, map[bool]string{true: "may call it", false: "may not"}[tokens])
+		}
+	}
 }
