@@ -164,11 +164,13 @@ test-system:
 # cache that grew with every run made each pass longer than the last).
 FUZZ_TIME ?=
 FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:1000x ./daemon/api:FuzzTwoFABodies:5000x ./daemon/api:FuzzSSHKeyBodies:2000x \
-	./daemon/api:FuzzJoinCommand:800x
-# Generated files: every accepted value renders a file the real tool accepts.
+	./daemon/api:FuzzJoinCommand:800x ./daemon/api:FuzzAuthorizationHeader:600x ./daemon/api:FuzzBootstrapRequest:800x \
+	./daemon/api:FuzzSSOCallbackQuery:800x
+# Generated files: every accepted value renders a file the real tool accepts
+# (and the frps plugin's answers, next to its package's other targets).
 FUZZ_TARGETS += ./daemon/validate:FuzzValidators:25000x ./daemon/webproxy:FuzzCaddyfile:8000x \
 	./daemon/firewall:FuzzFirewallRuleset:12000x ./daemon/banner:FuzzJailFile:15000x \
-	./daemon/revtunnel:FuzzFrpsConfig:4000x ./daemon/revtunnel:FuzzFrpcConfig:5000x \
+	./daemon/revtunnel:FuzzFrpsConfig:4000x ./daemon/revtunnel:FuzzFrpcConfig:5000x ./daemon/revtunnel:FuzzPluginRequest:1500x \
 	./daemon/gate:FuzzCheck:10000x ./daemon/gate:FuzzCallback:10000x ./daemon/gate:FuzzLogin:500x
 test-fuzz:
 	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) bash scripts/fuzz-brief.sh $(FUZZ_TARGETS)

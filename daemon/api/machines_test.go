@@ -29,7 +29,7 @@ type fakeKeys struct{ key string }
 
 func (k fakeKeys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
 
-func newKey(t *testing.T) string {
+func newKey(t testing.TB) string {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -64,13 +64,13 @@ type machinesEnv struct {
 	vpsKey string
 }
 
-func newMachinesEnv(t *testing.T, ports store.PortRange) *machinesEnv {
+func newMachinesEnv(t testing.TB, ports store.PortRange) *machinesEnv {
 	t.Helper()
 	return newMachinesEnvOn(t, sqliteEngine, ports)
 }
 
 // newMachinesEnvOn is newMachinesEnv on a store of the given engine.
-func newMachinesEnvOn(t *testing.T, engine string, ports store.PortRange) *machinesEnv {
+func newMachinesEnvOn(t testing.TB, engine string, ports store.PortRange) *machinesEnv {
 	t.Helper()
 	e := newEnvOn(t, engine)
 	sealer, err := seal.LoadOrCreate(t.TempDir())
