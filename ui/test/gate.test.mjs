@@ -295,11 +295,18 @@ test('sso gate: visitors on the tunnel\'s list sign in through the OpenID provid
   const logs = await call('GET', '/api/security/logs');
   assert.ok(logs.some((e) => e.kind === 'LOGIN_SSO_SUCCESS' && e.detail === 'signed in to team.example.test as alice@example.test'));
 
-  // mallory is not on the list: the site's page says so, no session.
+  // mallory is not on the list: the site's page says so in its fixed
+  // sentence, no session; the audit log names her and the site.
   await context.clearCookies();
   await visit('mallory');
-  await page.getByText('mallory@other.test may not enter team.example.test: it is not on the site\'s list').waitFor();
+  await page.getByText('This account may not enter: it is not among the allowed emails, domains or groups.').waitFor();
   assert.equal((await context.cookies()).some((c) => c.name === 'tunnelsvc_gate'), false);
+  const refused = await call('GET', '/api/security/logs');
+  assert.ok(refused.some((e) => e.kind === 'LOGIN_SSO_REFUSED' && e.detail === 'mallory@other.test may not enter team.example.test: it is not on the site\'s list'));
+  // A crafted link cannot put its words on the site's page.
+  await page.goto(`${site}/.tunnelsvc/login?sso_error=${encodeURIComponent('Your account is locked: call 555-0100')}&next=/`);
+  await page.getByText('The sign-in did not happen. Start it again.').waitFor();
+  assert.equal(await page.getByText(/555-0100/).count(), 0);
   await page.setExtraHTTPHeaders({});
   assert.deepEqual(problems, []);
 });
