@@ -123,27 +123,6 @@ func (s *Service) RemoveDevice(ctx context.Context, c auth.Client, id, code stri
 	return s.passkeysGone(ctx, c)
 }
 
-// passkeysGone turns passwordless sign-in off once no passkey is left, so
-// that a passkey registered later does not turn it back on by itself: it
-// stays off until the operator turns it on again.
-func (s *Service) passkeysGone(ctx context.Context, c auth.Client) error {
-	on, err := s.st.GetSetting(ctx, passwordlessKey)
-	if errors.Is(err, store.ErrNotFound) || err == nil && on != "on" {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if ps, err := s.st.ListPasskeys(ctx); err != nil || len(ps) > 0 {
-		return err
-	}
-	if err := s.st.DeleteSetting(ctx, passwordlessKey); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	s.record(ctx, c, KindPasswordless, "passwordless sign-in with a passkey turned off: no passkey is left")
-	return nil
-}
-
 // RegenerateBackupCodes replaces the backup codes after checking code and
 // returns the new set, once.
 func (s *Service) RegenerateBackupCodes(ctx context.Context, c auth.Client, code string) ([]string, error) {
