@@ -29,6 +29,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/hostsync"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -101,7 +102,7 @@ type App struct {
 	Delivery *delivery.Reconciler
 	// follow applies tunnel changes to Caddy, the publish table and the
 	// firewall, always the latest state.
-	follow *follower
+	follow *hostsync.Syncer
 	// Prober checks http tunnels through the web proxy.
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
@@ -284,6 +285,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.agentServices()
 	a.guardServices(deps.Dashboard)
 	a.probeServices()
+	// This edge's own host (the tunnel server's config, Caddy, the publish
+	// table, the firewall) is kept as the database says: a change heard of
+	// makes the next pass sooner, and a pass runs every 30 s regardless.
+	a.follow = &hostsync.Syncer{Edge: cfg.EdgeName, Parts: a.hostParts(), Record: hostRecorder{a.Store}, Log: log}
 	if err := a.gateServices(ctx); err != nil {
 		a.Store.Close()
 		return nil, err
@@ -367,25 +372,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Loops.Loop("edge heartbeat", a.heartbeat)
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
-	a.Loops.Loop("tunnel followers (web proxy, publish table, firewall)", a.follow.Run)
+	a.Loops.Loop("this edge's host (tunnel server, web proxy, publish table, firewall)", a.follow.Run)
 	a.Loops.Loop("tunnel prober", func(ctx context.Context) error { a.Prober.Run(ctx); return nil })
 	a.Loops.Loop("access gate reload", a.reloadGate)
 	a.Loops.Loop("frps certificate renewal", a.renewCertificates)
 	a.Loops.Loop("retention", func(ctx context.Context) error { a.pruneLoop(ctx); return nil })
-	// Bring server.toml up to date with this version and the settings; a
-	// failure is logged and the previous file stays.
-	a.Loops.Once("revtunnel-server reconcile at start", func(ctx context.Context) error {
-		msg, err := a.Revtunnel.Reconcile(ctx)
-		if err == nil {
-			log.Info(msg)
-		}
-		return err
-	})
-	// The Caddyfile names the gate's address and this version's site
-	// blocks: bring a deployed one up to date (nothing happens when it is).
-	a.Loops.Once("web proxy update at start (the previous Caddyfile stays)", func(ctx context.Context) error {
-		return a.Setup.DeployProxy(ctx, false)
-	})
 	return a, nil
 }
 

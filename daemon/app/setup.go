@@ -52,55 +52,6 @@ func (a *App) setupServices(dashboard net.Addr) {
 	// dashboards watching the log WebSocket.
 	a.Hub.OnDone = a.Setup.RecordOperation
 	a.Machines.Exposure = a.exposure
-	// Tunnel changes reach Caddy, the publish table and the firewall
-	// through one loop that always applies the latest state.
-	a.follow = &follower{wake: make(chan struct{}, 1), apply: a.followTunnels}
-}
-
-// followTunnels applies the current tunnels to Caddy, the publish table
-// and the firewall; each failure is logged and leaves that part's
-// previous configuration in place.
-func (a *App) followTunnels(ctx context.Context) {
-	if err := a.Setup.DeployProxy(ctx, false); err != nil {
-		a.Log.Error("updating the web proxy after a tunnel change failed; the previous Caddyfile stays", "err", err)
-	}
-	if err := a.Publish.Reconcile(ctx); err != nil {
-		a.Log.Error("publishing public tcp tunnels after a tunnel change failed", "err", err)
-	}
-	if a.Firewall != nil {
-		if err := a.Firewall.Reconcile(ctx); err != nil {
-			a.Log.Error("updating the firewall after a tunnel change failed", "err", err)
-		}
-	}
-}
-
-// follower runs apply after every Poke, coalescing pokes that arrive while
-// it runs into one more run.
-type follower struct {
-	wake  chan struct{}
-	apply func(ctx context.Context)
-}
-
-// Poke asks for one more run; it never blocks.
-func (f *follower) Poke() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Run applies until ctx ends; each run is bounded by 30 s.
-func (f *follower) Run(ctx context.Context) error {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-f.wake:
-		}
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		f.apply(rctx)
-		cancel()
-	}
 }
 
 // loopbackOf turns a listener address into one the proxy on this box can

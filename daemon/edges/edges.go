@@ -70,6 +70,9 @@ type View struct {
 	Version  string     `json:"version"`
 	// This is the edge that answered.
 	This bool `json:"this"`
+	// Parts are what the edge last found of the parts of its own host
+	// (hostsync): each applied as desired, or pending since when and why.
+	Parts []Part `json:"parts"`
 }
 
 // List returns every edge, oldest first.
@@ -78,11 +81,22 @@ func (s *Service) List(ctx context.Context) ([]View, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts, err := s.Store.HostParts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byEdge := map[string][]Part{}
+	for _, p := range parts {
+		byEdge[p.Edge] = append(byEdge[p.Edge], partView(p))
+	}
 	self, _ := s.Self()
 	now := s.now()
 	out := make([]View, 0, len(list))
 	for _, e := range list {
-		v := View{ID: e.ID, Name: e.Name, Address: e.Address, Version: e.Version, This: e.ID == self}
+		v := View{ID: e.ID, Name: e.Name, Address: e.Address, Version: e.Version, This: e.ID == self, Parts: byEdge[e.Name]}
+		if v.Parts == nil {
+			v.Parts = []Part{}
+		}
 		switch {
 		case e.RetiringAt != nil:
 			v.Status = "retiring"
@@ -100,6 +114,23 @@ func (s *Service) List(ctx context.Context) ([]View, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// Part is one part of an edge's own host, as the Edges page shows it.
+type Part struct {
+	Part         string     `json:"part"`
+	Label        string     `json:"label"`
+	InUse        bool       `json:"in_use"`
+	Generation   int64      `json:"generation"`
+	Drifted      bool       `json:"drifted"`
+	PendingSince *time.Time `json:"pending_since"`
+	Error        string     `json:"error"`
+	CheckedAt    time.Time  `json:"checked_at"`
+}
+
+func partView(p store.HostPart) Part {
+	return Part{Part: p.Part, Label: p.Label, InUse: p.InUse, Generation: p.Generation, Drifted: p.Drifted(),
+		PendingSince: p.PendingSince, Error: p.Error, CheckedAt: p.CheckedAt}
 }
 
 // Token is a new edge join token; the secret is shown once.

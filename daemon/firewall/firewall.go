@@ -152,6 +152,21 @@ func (s *Service) EnterSvc(ctx context.Context, p Progress) {
 	p.Done(true)
 }
 
+// Desired is the ruleset Reconcile would apply now; inUse is false unless
+// the mode is svc (the operator's own firewall, or none).
+func (s *Service) Desired(ctx context.Context) ([]byte, bool, error) {
+	mode, err := s.Mode(ctx)
+	if err != nil || mode != ModeSvc {
+		return nil, false, err
+	}
+	ports, err := s.ports(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading tunnels and settings: %w", err)
+	}
+	script, err := Render(ports)
+	return []byte(script), err == nil, err
+}
+
 // Reconcile re-renders and re-applies our table when the mode is `svc`;
 // call it whenever tunnels or the server-port settings change.
 func (s *Service) Reconcile(ctx context.Context) error {

@@ -394,6 +394,20 @@ func (s *Service) DeployProxy(ctx context.Context, force bool) error {
 	return err
 }
 
+// ProxyDesired is the Caddyfile DeployProxy would apply now; inUse is
+// false while the web proxy is not installed (or has no domain).
+func (s *Service) ProxyDesired(ctx context.Context) ([]byte, bool, error) {
+	if ok, err := s.proxyManaged(ctx); err != nil || !ok {
+		return nil, false, err
+	}
+	in, ok, err := s.ProxyInput(ctx)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	b, err := s.Proxy.RenderWithCustom(in)
+	return b, err == nil, err
+}
+
 // Skip saves the domain (if given) without installing anything.
 func (s *Service) Skip(ctx context.Context, domain string) error {
 	domain = strings.ToLower(strings.TrimSpace(domain))

@@ -110,6 +110,8 @@ var (
 	descDataFree  = prometheus.NewDesc("tunnelsvc_data_free_bytes", "Bytes the daemon may still write on the data directory's file system (as root, ext4's reserve for root included).", nil, nil)
 	descDataSize  = prometheus.NewDesc("tunnelsvc_data_size_bytes", "Size of the data directory's file system in bytes.", nil, nil)
 	descDataFull  = prometheus.NewDesc("tunnelsvc_data_disk_full", "1 while writes to the data directory fail for lack of space (what /healthz answers 503 for).", nil, nil)
+	descHostGen   = prometheus.NewDesc("tunnelsvc_host_part_applied_generation", "How many configurations an edge applied to a part of its own host (frps, caddy, publish, firewall) since it started keeping it.", []string{"edge", "part"}, nil)
+	descHostDrift = prometheus.NewDesc("tunnelsvc_host_part_drifted", "1 while a part of an edge's own host is not as the database says it should be (an apply failed, or is due).", []string{"edge", "part"}, nil)
 )
 
 // Audit kinds that count as logins and failed logins.
@@ -122,7 +124,7 @@ type collector struct{ o Options }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMachines, descTunnels, descBytesIn, descBytesOut, descConns, descFRPSUp,
-		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo, descDataFree, descDataSize, descDataFull} {
+		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo, descDataFree, descDataSize, descDataFull, descHostGen, descHostDrift} {
 		ch <- d
 	}
 }
@@ -149,6 +151,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if err := c.audit(ctx, ch); err != nil {
 		ch <- prometheus.NewInvalidMetric(descAudit, err)
 	}
+	if err := c.hostParts(ctx, ch); err != nil {
+		ch <- prometheus.NewInvalidMetric(descHostDrift, err)
+	}
 	if c.o.Jails != nil {
 		if jails, err := c.o.Jails(ctx); err == nil {
 			for _, j := range jails {
@@ -168,6 +173,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descOps, prometheus.CounterValue, float64(n), k.Name, result)
 		}
 	}
+}
+
+// hostParts reports every edge's parts of its own host, as each recorded
+// them (hostsync).
+func (c *collector) hostParts(ctx context.Context, ch chan<- prometheus.Metric) error {
+	parts, err := c.o.Store.HostParts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		drift := 0.0
+		if p.Drifted() {
+			drift = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descHostGen, prometheus.GaugeValue, float64(p.Generation), p.Edge, p.Part)
+		ch <- prometheus.MustNewConstMetric(descHostDrift, prometheus.GaugeValue, drift, p.Edge, p.Part)
+	}
+	return nil
 }
 
 func (c *collector) buildInfo(ch chan<- prometheus.Metric) {

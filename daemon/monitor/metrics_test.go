@@ -39,6 +39,16 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two edges' host parts: one as desired, one pending.
+	since := time.Now()
+	for _, p := range []store.HostPart{
+		{Edge: "edge-a", Part: "caddy", Label: "Caddy config", InUse: true, DesiredHash: "a", AppliedHash: "a", Generation: 4, CheckedAt: since},
+		{Edge: "edge-b", Part: "caddy", Label: "Caddy config", InUse: true, DesiredHash: "b", AppliedHash: "a", Generation: 3, PendingSince: &since, Error: "caddy refused", CheckedAt: since},
+	} {
+		if err := st.SaveHostPart(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	m := monitor.New(monitor.Options{Store: st, Tokens: tokens, Hub: hub, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "1.2.3"})
 	srv := httptest.NewServer(m)
 	defer srv.Close()
@@ -58,6 +68,10 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 		{"tunnelsvc_operations_total", map[string]string{"operation": "install", "result": "failure"}, 1},
 		{"tunnelsvc_machines", map[string]string{"status": "online"}, 0},
 		{"tunnelsvc_build_info", map[string]string{"version": "1.2.3"}, 1},
+		{"tunnelsvc_host_part_applied_generation", map[string]string{"edge": "edge-a", "part": "caddy"}, 4},
+		{"tunnelsvc_host_part_drifted", map[string]string{"edge": "edge-a", "part": "caddy"}, 0},
+		{"tunnelsvc_host_part_applied_generation", map[string]string{"edge": "edge-b", "part": "caddy"}, 3},
+		{"tunnelsvc_host_part_drifted", map[string]string{"edge": "edge-b", "part": "caddy"}, 1},
 	} {
 		if got, ok := value(fams, c.name, c.labels); !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)

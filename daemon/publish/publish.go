@@ -171,6 +171,20 @@ func New(o Options) *Service {
 	return &Service{o: o}
 }
 
+// Desired is the table Reconcile would apply now; inUse is false while no
+// tunnel is published (Reconcile then removes the table).
+func (s *Service) Desired(ctx context.Context) ([]byte, bool, error) {
+	p, err := s.o.Params(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading public tunnels: %w", err)
+	}
+	if len(p.Ports) == 0 && len(p.UDPPorts) == 0 {
+		return nil, false, nil
+	}
+	script, err := Render(p)
+	return []byte(script), err == nil, err
+}
+
 // Reconcile applies the table for the current public tunnels (checked with
 // `nft -c` first; a refused or failed script leaves the previous table and
 // file in place), then turns route_localnet on. With no public tunnel it

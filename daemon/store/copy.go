@@ -19,7 +19,7 @@ var copyTables = []string{
 	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets", "tunnel_domains",
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
-	"api_tokens", "passkeys", "webauthn_ceremonies", "oidc_flows",
+	"api_tokens", "passkeys", "webauthn_ceremonies", "oidc_flows", "host_parts",
 }
 
 // identityTables are the tables whose id the database hands out.

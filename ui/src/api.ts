@@ -312,6 +312,13 @@ export interface MachineEdge { edge_id: number; edge: string; status: 'online' |
 export interface Edge {
   id: number; name: string; address: string; status: 'up' | 'down' | 'joining' | 'retiring';
   last_seen?: string | null; version: string; this: boolean;
+  /** The parts of the edge's own host it keeps as desired (tunnel server, Caddy, publish table, firewall). */
+  parts: HostPart[];
+}
+/** One part of an edge's own host: applied as desired, or pending since when and why. */
+export interface HostPart {
+  part: string; label: string; in_use: boolean; generation: number; drifted: boolean;
+  pending_since?: string | null; error?: string; checked_at: string;
 }
 /** POST /api/edges/tokens: the one-time token and the command that uses it. */
 export interface EdgeToken { token: string; expires_at: string; command: string; warning?: string }

@@ -10,6 +10,7 @@ import { badge, busy, card, clear, copyBox, fmtTime, form, h, notice, refill, ro
 import { emit } from '../live';
 import { dismiss, getSecret, keep } from '../secrets';
 import { statusBadge } from './machines';
+import { reason } from '../words';
 
 const POLL = 10_000;
 
@@ -38,9 +39,20 @@ function edgesTable(ctx: Ctx, es: Edge[]): HTMLElement {
     return [
       h('div', { class: 'main-cell' }, h('span', { class: 'name' }, e.name), e.this ? [' ', badge('this edge', '')] : null,
         h('div', { class: 'muted small' }, e.address || 'no public address yet')),
-      h('div', { class: 'state' }, edgeBadge(e)),
+      h('div', { class: 'state' }, edgeBadge(e), hostParts(e)),
       time(e.last_seen), e.version || h('span', { class: 'muted' }, '—'), h('div', { class: 'row-actions' }, retire)];
   }), 'No edge has reported yet.', 'Edges', 'data-table');
+}
+
+/** The parts of an edge's host that are not as desired, in words:
+ * "Caddy config pending since 12:03: <the tool's words>"; or that all are. */
+function hostParts(e: Edge): Child {
+  const pending = (e.parts ?? []).filter((p) => p.drifted);
+  if (!(e.parts ?? []).length) return null;
+  if (!pending.length) return h('div', { class: 'muted small' }, 'host as desired');
+  return h('div', null, ...pending.map((p) => h('div', { class: 'bad-text small', role: 'status' },
+    `${e.name}: ${p.label} pending`, p.pending_since ? [' since ', time(p.pending_since)] : null,
+    reason(p.error ? `: ${p.error}` : '', 'bad-text small'))));
 }
 
 /** Rows of machines, a column per edge: what each edge sees of each. */
@@ -103,7 +115,7 @@ export const edgesView: View = (root, ctx) => {
     card('Edges', h('p', { class: 'muted' }, 'The VPSes of this cluster. An edge is up while it reports every few seconds.'), list),
     card('Machines on each edge', h('p', { class: 'muted' }, 'A machine is online while at least one edge that is up has it.'), grid),
     addCard(ctx));
-  ctx.sub(['edges', 'machines'], () => void load());
+  ctx.sub(['edges', 'machines', 'host_parts'], () => void load());
   void load();
   return () => clearTimeout(poll);
 };

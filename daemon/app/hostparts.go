@@ -1,0 +1,48 @@
+package app
+
+import (
+	"context"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/hostsync"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+)
+
+// hostParts are the parts of this edge's own host the daemon renders and
+// keeps as the database says: the tunnel server's config, the Caddyfile,
+// the nft publish table and the firewall ruleset. Each Apply keeps the
+// previous working configuration when its tool refuses the new one.
+func (a *App) hostParts() []hostsync.Part {
+	return []hostsync.Part{
+		{
+			Name: "frps", Label: "tunnel server config",
+			Desired: func(ctx context.Context) ([]byte, bool, error) {
+				s, err := a.Revtunnel.Render(ctx)
+				return []byte(s), err == nil, err
+			},
+			Apply: func(ctx context.Context) error {
+				msg, err := a.Revtunnel.Reconcile(ctx)
+				if err == nil {
+					a.Log.Debug(msg)
+				}
+				return err
+			},
+		},
+		{
+			Name: "caddy", Label: "Caddy config",
+			Desired: a.Setup.ProxyDesired,
+			Apply:   func(ctx context.Context) error { return a.Setup.DeployProxy(ctx, false) },
+		},
+		{Name: "publish", Label: "publish table", Desired: a.Publish.Desired, Apply: a.Publish.Reconcile},
+		{Name: "firewall", Label: "firewall ruleset", Desired: a.Firewall.Desired, Apply: a.Firewall.Reconcile},
+	}
+}
+
+// hostRecorder keeps this edge's part states in the database, for every
+// edge's Edges page and metrics.
+type hostRecorder struct{ st *store.Store }
+
+func (r hostRecorder) SaveHostPart(ctx context.Context, edge string, s hostsync.State) error {
+	return r.st.SaveHostPart(ctx, store.HostPart{Edge: edge, Part: s.Part, Label: s.Label, InUse: s.InUse,
+		DesiredHash: s.DesiredHash, AppliedHash: s.AppliedHash, Generation: s.Generation,
+		PendingSince: s.PendingSince, Error: s.Error, CheckedAt: s.CheckedAt})
+}

@@ -1,0 +1,292 @@
+// Package hostsync keeps this edge's own host as the database says it
+// should be: each part the daemon renders (the tunnel server's config, the
+// Caddyfile, the nft publish table, the firewall ruleset) has a desired
+// state, rendered afresh, and an applied one. The syncer applies a part
+// until the two are equal, retries a failed apply with backoff, and makes
+// a full pass at least every FullPass, so a change heard of late, or not
+// at all, costs at most one pass. What it finds is recorded per edge and
+// part, for the Edges page and the metrics: a failed apply keeps the
+// previous working configuration and says why, in the tool's own words.
+package hostsync
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// FullPass bounds the time between two looks at every part.
+const FullPass = 30 * time.Second
+
+// Backoff bounds: a failed part is tried again after MinRetry, doubling up
+// to FullPass.
+const MinRetry = time.Second
+
+// Reassert is how long a part in place goes without being applied again
+// (its file rewritten if someone changed it, its table loaded again if it
+// was flushed): the observed state is brought back to the desired one
+// even when nothing in the database changed.
+const Reassert = 5 * time.Minute
+
+// Part is one piece of this edge's host.
+type Part struct {
+	// Name is its key ("frps", "caddy", "publish", "firewall"); Label says
+	// it in words ("Caddy config").
+	Name, Label string
+	// Desired renders what the part must be now; inUse false when this
+	// edge does not run it (the web proxy not installed, no public tcp
+	// tunnel, a firewall the operator manages).
+	Desired func(ctx context.Context) (content []byte, inUse bool, err error)
+	// Apply brings the host to the desired state. It is idempotent (a
+	// part already in place is left alone) and, when it fails, leaves the
+	// previous working configuration and says why in the tool's words.
+	Apply func(ctx context.Context) error
+}
+
+// State is what the syncer last found of a part on this edge.
+type State struct {
+	Part  string `json:"part"`
+	Label string `json:"label"`
+	// InUse is false for a part this edge does not run.
+	InUse bool `json:"in_use"`
+	// DesiredHash and AppliedHash name the rendered configuration wanted
+	// and the one last applied (sha256, 16 hex digits).
+	DesiredHash string `json:"desired_hash"`
+	AppliedHash string `json:"applied_hash"`
+	// Generation counts the configurations applied since this edge
+	// started keeping the part (each new one adds one).
+	Generation int64 `json:"generation"`
+	// PendingSince is when the part first failed to reach its desired
+	// state, and Error the last failure, in the tool's words.
+	PendingSince *time.Time `json:"pending_since,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	CheckedAt    time.Time  `json:"checked_at"`
+}
+
+// Drifted says whether the part is not (yet) as desired.
+func (s State) Drifted() bool { return s.InUse && (s.Error != "" || s.DesiredHash != s.AppliedHash) }
+
+// Recorder keeps the states for the cluster (the database); a failure is
+// logged and tried again at the next pass.
+type Recorder interface {
+	SaveHostPart(ctx context.Context, edge string, s State) error
+}
+
+// Syncer reconciles the parts of one edge.
+type Syncer struct {
+	Edge   string
+	Parts  []Part
+	Record Recorder
+	Log    *slog.Logger
+	Now    func() time.Time
+	// Every is the full pass's period (FullPass when zero); Reassert how
+	// long a part in place goes without being applied again, which
+	// mends what changed it behind the daemon's back (Reassert when zero).
+	Every, Reassert time.Duration
+
+	wakeOnce sync.Once
+	wake     chan struct{}
+
+	mu     sync.Mutex
+	states map[string]*partState
+}
+
+type partState struct {
+	State
+	failures int
+	retryAt  time.Time
+	// applied is set once this process applied the part; appliedAt is
+	// when it last did.
+	applied   bool
+	appliedAt time.Time
+	// saved is false until the database took this state.
+	saved bool
+}
+
+func (s *Syncer) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+func (s *Syncer) wakeCh() chan struct{} {
+	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
+	return s.wake
+}
+
+// Poke asks for a pass now (a change was heard of); it never blocks. A
+// lost poke costs at most one full pass.
+func (s *Syncer) Poke() {
+	select {
+	case s.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// States returns what the syncer last found of each part, in Parts order.
+func (s *Syncer) States() []State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]State, 0, len(s.Parts))
+	for _, p := range s.Parts {
+		if st, ok := s.states[p.Name]; ok {
+			out = append(out, st.State)
+		}
+	}
+	return out
+}
+
+// Run makes a pass at once, then whenever poked, when a failed part is due
+// again, and at least every Every, until ctx ends. Each pass is bounded by
+// the period.
+func (s *Syncer) Run(ctx context.Context) error {
+	every := s.Every
+	if every <= 0 {
+		every = FullPass
+	}
+	wake := s.wakeCh()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, every)
+		s.Pass(pctx)
+		cancel()
+		// Until the period ends, a failed part is due again, or a change
+		// is heard of: each starts a pass over every part (cheap for the
+		// parts in place, and a part's inputs may have moved meanwhile).
+		wait := every
+		if due, ok := s.nextRetry(); ok {
+			wait = min(wait, max(due.Sub(s.now()), 0))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// nextRetry is when the earliest failed part is due again.
+func (s *Syncer) nextRetry() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var at time.Time
+	for _, st := range s.states {
+		if st.failures > 0 && (at.IsZero() || st.retryAt.Before(at)) {
+			at = st.retryAt
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// Pass looks at every part once and applies what is not as desired.
+func (s *Syncer) Pass(ctx context.Context) {
+	for _, p := range s.Parts {
+		if ctx.Err() != nil {
+			return
+		}
+		s.sync(ctx, p)
+	}
+}
+
+// sync renders part p and, when it is due (never applied by this
+// process, changed, failed last time, or not re-asserted for Reassert),
+// applies it; then records what it found.
+func (s *Syncer) sync(ctx context.Context, p Part) {
+	content, inUse, err := p.Desired(ctx)
+	hash := ""
+	if err == nil && inUse {
+		sum := sha256.Sum256(content)
+		hash = hex.EncodeToString(sum[:8])
+	}
+	s.mu.Lock()
+	st := s.state(p)
+	due := !st.applied || st.failures > 0 || st.AppliedHash != hash || s.now().Sub(st.appliedAt) >= s.reassert()
+	s.mu.Unlock()
+	if err == nil && due {
+		// Not run here (inUse false): Apply removes what is left of it.
+		err = p.Apply(ctx)
+	}
+	s.mu.Lock()
+	now := s.now()
+	before := st.State
+	st.CheckedAt, st.InUse, st.DesiredHash = now, inUse, hash
+	switch {
+	case err != nil:
+		if st.PendingSince == nil {
+			st.PendingSince = &now
+		}
+		st.Error = err.Error()
+		st.failures++
+		st.retryAt = now.Add(backoff(st.failures))
+	case due:
+		if st.AppliedHash != hash && inUse {
+			st.Generation++
+		}
+		st.AppliedHash, st.Error, st.PendingSince, st.failures = hash, "", nil, 0
+		st.applied, st.appliedAt = true, now
+	}
+	if !sameState(before, st.State) {
+		st.saved = false
+	}
+	snapshot, save, failures := st.State, !st.saved, st.failures
+	s.mu.Unlock()
+	if err != nil {
+		s.Log.Warn("this edge's "+p.Label+" is not as desired; the previous configuration stays and it is tried again",
+			"part", p.Name, "err", err, "retry_in", backoff(failures))
+	}
+	if save && s.Record != nil {
+		if rerr := s.Record.SaveHostPart(ctx, s.Edge, snapshot); rerr != nil {
+			s.Log.Warn("could not record the state of this edge's "+p.Label+"; recorded at a later pass", "err", rerr)
+			return
+		}
+		s.mu.Lock()
+		if sameState(st.State, snapshot) {
+			st.saved = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sameState says whether a and b differ only in when they were checked.
+func sameState(a, b State) bool {
+	a.CheckedAt, b.CheckedAt = time.Time{}, time.Time{}
+	sinceA, sinceB := a.PendingSince, b.PendingSince
+	a.PendingSince, b.PendingSince = nil, nil
+	return a == b && (sinceA == nil) == (sinceB == nil) && (sinceA == nil || sinceA.Equal(*sinceB))
+}
+
+func (s *Syncer) reassert() time.Duration {
+	if s.Reassert <= 0 {
+		return Reassert
+	}
+	return s.Reassert
+}
+
+// state is p's entry, made on first use; the caller holds mu.
+func (s *Syncer) state(p Part) *partState {
+	if s.states == nil {
+		s.states = map[string]*partState{}
+	}
+	st, ok := s.states[p.Name]
+	if !ok {
+		st = &partState{State: State{Part: p.Name, Label: p.Label}}
+		s.states[p.Name] = st
+	}
+	return st
+}
+
+// backoff is the wait after n failures in a row.
+func backoff(n int) time.Duration {
+	d := MinRetry
+	for i := 1; i < n && d < FullPass; i++ {
+		d *= 2
+	}
+	return min(d, FullPass)
+}
