@@ -39,7 +39,7 @@ func (s *Server) localInstall(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := setupError(s.setup.StartInstall(req), "install"); err != nil {
+	if err := setupError(s.setup.StartInstall(r.Context(), req), "install"); err != nil {
 		return err
 	}
 	s.record(r, auditInstallStarted, fmt.Sprintf("installation started: domain %q, server host %q, skip proxy %t", req.Domain, req.ServerHost, req.SkipWebproxy))

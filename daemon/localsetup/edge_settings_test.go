@@ -10,11 +10,14 @@ import (
 )
 
 // The server host is each edge's own: what edge A saved is where machines
-// reach A, and edge B, which joined later, does not take A's address (it
-// has its own, or --server-host). A box saved before edges keeps its
-// server host while it is the only edge.
+// reach A, and edge B, which joined later, does not take A's address: it
+// takes its host name until it is given its own, and another edge's
+// address is refused in words. A box saved before edges keeps its server
+// host while it is the only edge.
 func TestServerHostIsEachEdgesOwn(t *testing.T) {
 	ctx := context.Background()
+	defer func(h func() string) { localsetup.HostName = h }(localsetup.HostName)
+	localsetup.HostName = func() string { return "vps2.example.net" }
 	st, err := store.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +38,7 @@ func TestServerHostIsEachEdgesOwn(t *testing.T) {
 	a := localsetup.Settings{Store: st, Edge: "edge-a"}
 	b := localsetup.Settings{Store: st, Edge: "edge-b"}
 	now := time.Now()
-	if _, err := st.EdgeHeartbeat(ctx, "edge-a", "", "", 7000, now); err != nil {
+	if _, err := st.EdgeHeartbeat(ctx, "edge-a", "router.example.com", "", 7000, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := host(a); got != "a.example.com" {
@@ -44,8 +47,16 @@ func TestServerHostIsEachEdgesOwn(t *testing.T) {
 	if _, err := st.EdgeHeartbeat(ctx, "edge-b", "", "", 7000, now); err != nil {
 		t.Fatal(err)
 	}
-	if got := host(b); got != "" {
-		t.Fatalf("edge B took another edge's server host: %q", got)
+	if got := host(b); got != "vps2.example.net" {
+		t.Fatalf("edge B's address before it was given one: %q, want its host name", got)
+	}
+	// Setup on B with A's address is refused before anything starts.
+	svc := &localsetup.Service{Settings: b}
+	err = svc.StartInstall(ctx, localsetup.InstallRequest{Domain: "example.com", ServerHost: "Router.example.com"})
+	want := "server_host: router.example.com is the address of the edge edge-a: each edge needs an address of its own " +
+		"(its host name or IP address); router.<domain> is for the dashboard, on every edge"
+	if err == nil || err.Error() != want {
+		t.Fatalf("B installing with A's address: %v", err)
 	}
 	if err := b.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "b.example.com"}); err != nil {
 		t.Fatal(err)

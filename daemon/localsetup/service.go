@@ -197,7 +197,7 @@ func (r *InstallRequest) Validate() error {
 		if err != nil {
 			return InputError("invalid server_host: give a hostname or an IP address")
 		}
-		r.ServerHost = h
+		r.ServerHost = strings.ToLower(h)
 	}
 	if r.ServerHost == "" {
 		// Machines reach the tunnel server under the dashboard's name, which
@@ -209,8 +209,23 @@ func (r *InstallRequest) Validate() error {
 
 // StartInstall validates req and starts the installation in the background,
 // streaming its steps to the log hub.
-func (s *Service) StartInstall(req InstallRequest) error {
+func (s *Service) StartInstall(ctx context.Context, req InstallRequest) error {
+	given := strings.TrimSpace(req.ServerHost) != ""
 	if err := req.Validate(); err != nil {
+		return err
+	}
+	// An edge that joined a cluster defaults to its host name, not to the
+	// first edge's router.<domain>; no edge takes another's address.
+	others, err := s.Settings.otherEdges(ctx)
+	if err != nil {
+		return err
+	}
+	if !given && len(others) > 0 {
+		if h := HostName(); h != "" {
+			req.ServerHost = h
+		}
+	}
+	if err := s.Settings.AddressClash(ctx, req.ServerHost); err != nil {
 		return err
 	}
 	op, err := s.Hub.Begin("install")

@@ -7,6 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
@@ -210,13 +213,15 @@ func (s Settings) Reach(ctx context.Context) (reach.Settings, error) {
 			return reach.Settings{}, err
 		default:
 			// Saved before edges: it is this edge's only when this edge is
-			// the cluster (an edge that joined has its own or none).
-			edges, err := s.Store.ListEdges(ctx)
+			// the cluster. An edge that joined and was given no address of
+			// its own takes its host name: never another edge's address
+			// (router.<domain> is the first edge's).
+			others, err := s.otherEdges(ctx)
 			if err != nil {
 				return reach.Settings{}, err
 			}
-			if len(edges) > 1 {
-				out.ServerHost = ""
+			if len(others) > 0 {
+				out.ServerHost = HostName()
 			}
 		}
 	}
@@ -225,3 +230,45 @@ func (s Settings) Reach(ctx context.Context) (reach.Settings, error) {
 
 // edgeKey is the settings key of one edge's own value of name.
 func edgeKey(edge, name string) string { return "edge." + edge + "." + name }
+
+// HostName is this machine's host name, the address an edge that joined
+// a cluster gives machines until it is given another.
+var HostName = func() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(h)
+}
+
+// otherEdges are the edges of the cluster but this one.
+func (s Settings) otherEdges(ctx context.Context) ([]store.Edge, error) {
+	edges, err := s.Store.ListEdges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Edge
+	for _, e := range edges {
+		if e.Name != s.Edge {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// AddressClash refuses host as this edge's address when another edge of
+// the cluster already gives machines that address: the machines' clients
+// for two edges would both dial one of them.
+func (s Settings) AddressClash(ctx context.Context, host string) error {
+	others, err := s.otherEdges(ctx)
+	if err != nil {
+		return err
+	}
+	for _, e := range others {
+		if e.RetiringAt == nil && strings.EqualFold(e.Address, host) {
+			return InputError(fmt.Sprintf("server_host: %s is the address of the edge %s: each edge needs an address of its own "+
+				"(its host name or IP address); router.<domain> is for the dashboard, on every edge", host, e.Name))
+		}
+	}
+	return nil
+}
