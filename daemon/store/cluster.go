@@ -126,13 +126,15 @@ func (s *Store) OtherAuthFailures(ctx context.Context, edge, key string, keySinc
 	// The global count is the key's scope's own: a key of a scope reads
 	// "<scope>@<prefix>" ('@' is never in a prefix), the dashboard's
 	// login has none. (LIKE with '@' and '%' alone matches alike on both
-	// engines.)
-	scope, like := "NOT LIKE", "%@%"
+	// engines; a scope's own prefix is compared with substr, as LIKE
+	// ignores case on SQLite alone.)
+	scoped, args := "key NOT LIKE '%@%'", []any{edge, globalSince.UnixMilli()}
 	if at := strings.IndexByte(key, '@'); at >= 0 {
-		scope, like = "LIKE", key[:at]+"@%"
+		scoped = "substr(key, 1, ?) = ?"
+		args = append(args, at+1, key[:at+1])
 	}
-	all, err = read("SELECT at FROM auth_failures WHERE edge <> ? AND at >= ? AND key "+scope+" ? ORDER BY at DESC LIMIT ?",
-		edge, globalSince.UnixMilli(), like, global)
+	all, err = read("SELECT at FROM auth_failures WHERE edge <> ? AND at >= ? AND "+scoped+" ORDER BY at DESC LIMIT ?",
+		append(args, global)...)
 	return forKey, all, err
 }
 

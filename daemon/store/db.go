@@ -149,7 +149,7 @@ func (t *Tx) insertID(ctx context.Context, query string, args ...any) (int64, er
 // sees the guarantees SQLite's single writer gives; one that loses a
 // conflict to another process is run again from the start, a few times.
 const (
-	txAttempts = 6
+	txAttempts = 10
 	txBackoff  = 5 * time.Millisecond
 )
 
@@ -157,20 +157,24 @@ const (
 // fn may be run more than once (on PostgreSQL, after a serialization
 // failure); it must set whatever it reports afresh each time.
 //
-// The daemon's write transactions queue here, one at a time, before they
-// take SQLite's write lock. Left to SQLite's busy handler, which sleeps and
+// On SQLite the daemon's write transactions queue here, one at a time,
+// before they take SQLite's write lock. Left to SQLite's busy handler, which sleeps and
 // retries with no order among the waiters, one of twenty concurrent
 // writers could wait past the busy timeout and fail with "database is
 // locked" (a 500 on a valid POST /api/tunnels under load). Waiting here
 // honours ctx; writers in other processes (the admin commands) still meet
-// the busy timeout, but only one of ours at a time.
+// the busy timeout, but only one of ours at a time. PostgreSQL takes
+// writers side by side (s.writer is nil): a serialization failure between
+// two of them is run again, as one with another edge is.
 func (s *Store) Tx(ctx context.Context, fn func(*Tx) error) error {
-	select {
-	case s.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	if s.writer != nil {
+		select {
+		case s.writer <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-s.writer }()
 	}
-	defer func() { <-s.writer }()
 	for attempt := 1; ; attempt++ {
 		err := s.tx(ctx, fn)
 		if err == nil || !retryable(err) || attempt == txAttempts {

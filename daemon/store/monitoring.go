@@ -54,7 +54,9 @@ func (s *Store) ApplyTrafficOf(ctx context.Context, edge string, minute int64, d
 		prefix = edge + "/"
 	}
 	return s.Tx(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(ctx, "UPDATE traffic_totals SET conns = 0 WHERE proxy LIKE ? OR proxy NOT LIKE '%/%'", prefix+"%"); err != nil {
+		// substr, not LIKE: LIKE ignores case on SQLite and not on
+		// PostgreSQL, and '_' in a name would match any character.
+		if _, err := tx.exec(ctx, "UPDATE traffic_totals SET conns = 0 WHERE substr(proxy, 1, ?) = ? OR proxy NOT LIKE '%/%'", len(prefix), prefix); err != nil {
 			return err
 		}
 		for _, o := range obs {

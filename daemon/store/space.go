@@ -9,13 +9,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/mattn/go-sqlite3"
 	"golang.org/x/sys/unix"
 )
 
 // DiskFull reports whether err is a write that failed for lack of space:
 // SQLite's SQLITE_FULL ("database or disk is full"), an OS error SQLite
-// passed on, or ENOSPC or EDQUOT from a file write, however wrapped.
+// passed on, PostgreSQL's disk_full (SQLSTATE 53100, "could not extend
+// file ...: No space left on device"), or ENOSPC or EDQUOT from a file
+// write, however wrapped.
 func DiskFull(err error) bool {
 	if err == nil {
 		return false
@@ -24,8 +27,15 @@ func DiskFull(err error) bool {
 	if errors.As(err, &se) {
 		return se.Code == sqlite3.ErrFull || se.SystemErrno == syscall.ENOSPC || se.SystemErrno == syscall.EDQUOT
 	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == pgDiskFull
+	}
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// pgDiskFull is PostgreSQL's SQLSTATE disk_full.
+const pgDiskFull = "53100"
 
 // FullError says the data directory's file system has no room for the
 // daemon's writes.

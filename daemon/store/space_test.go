@@ -1,9 +1,12 @@
 package store
 
 import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"strings"
@@ -142,5 +145,17 @@ func TestSpaceForgetsAFailureAtTheNextWrite(t *testing.T) {
 	}
 	if sp, _ := s.Space(); sp.Full {
 		t.Fatalf("after a transaction that committed: %+v", sp)
+	}
+}
+
+// TestDiskFullOnPostgreSQL: PostgreSQL's disk_full (SQLSTATE 53100), as
+// pgx hands it over however wrapped, is a full disk as SQLite's is.
+func TestDiskFullOnPostgreSQL(t *testing.T) {
+	full := &pgconn.PgError{Severity: "ERROR", Code: "53100", Message: `could not extend file "base/16384/16385": No space left on device`}
+	if !DiskFull(fmt.Errorf("insert audit: %w", full)) {
+		t.Fatal("53100 is not a full disk")
+	}
+	if DiskFull(&pgconn.PgError{Code: "40001", Message: "could not serialize access"}) {
+		t.Fatal("a serialization failure is a full disk")
 	}
 }
