@@ -334,6 +334,15 @@ func TestPackage(t *testing.T) {
 		if st := v.show("tunnelsvc.service", "ActiveState", "InvocationID"); st["ActiveState"] != "inactive" || st["InvocationID"] != "" {
 			t.Fatalf("the daemon ran before anything asked for it: %v", st)
 		}
+		// Moving the database while a socket could start the daemon is
+		// refused: db copy asks systemd over D-Bus (which starts nothing).
+		out, err := h.Exec("tunnelsvc", "db", "copy", "--to", "postgres://tunnelsvc@127.0.0.1/tunnelsvc", "--data-dir", "/var/lib/tunnelsvc")
+		if err == nil || !strings.Contains(out, "db copy: tunnelsvc.socket is active; stop tunnelsvc first") {
+			t.Fatalf("db copy beside the active sockets: %v\n%s", err, out)
+		}
+		if st := v.show("tunnelsvc.service", "ActiveState")["ActiveState"]; st != "inactive" {
+			t.Fatalf("db copy started the daemon: %s", st)
+		}
 		if st := v.show("revtunnel-server.service", "ActiveState")["ActiveState"]; st != "active" {
 			t.Fatalf("revtunnel-server after the reboot: %s\n%s", st, journal())
 		}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
 )
 
 // stopLine stops the daemon and every socket that would start it again
@@ -156,12 +156,21 @@ func describeDB(dataDir, url string) string {
 // the dashboard address. The port is dialled only once no socket unit is
 // active: a connection to an active socket would start the daemon.
 func daemonRunning(ctx context.Context) error {
-	if _, err := os.Stat("/run/systemd/system"); err == nil {
-		units := []string{"tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"}
-		out, _ := exec.CommandContext(ctx, "systemctl", append([]string{"is-active"}, units...)...).Output()
-		for i, state := range strings.Fields(string(out)) {
-			if i < len(units) && state != "inactive" && state != "failed" && state != "unknown" {
-				return fmt.Errorf("db copy: %s is %s; stop tunnelsvc first: %s", units[i], state, stopLine)
+	if sdbus.Booted() {
+		// Asked over D-Bus, as the daemon drives its units.
+		c, err := sdbus.Dial(ctx)
+		if err != nil {
+			return fmt.Errorf("db copy: systemd does not answer over D-Bus, so whether tunnelsvc runs is not known: %w", err)
+		}
+		defer c.Close()
+		for _, unit := range []string{"tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"} {
+			p, err := c.GetUnitPropertyContext(ctx, unit, "ActiveState")
+			if err != nil {
+				return fmt.Errorf("db copy: the state of %s: %w", unit, err)
+			}
+			state, _ := p.Value.Value().(string)
+			if state != "inactive" && state != "failed" {
+				return fmt.Errorf("db copy: %s is %s; stop tunnelsvc first: %s", unit, state, stopLine)
 			}
 		}
 	}
