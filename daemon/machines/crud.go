@@ -864,33 +864,24 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	if err := access.hash(ctx); err != nil {
 		return Tunnel{}, err
 	}
-	created, err := s.Store.InsertTunnel(ctx, t, s.Ports, s.now())
-	if errors.Is(err, store.ErrNotFound) {
-		return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
-	}
-	if err != nil {
-		return Tunnel{}, conflict(err)
-	}
+	// One transaction: the tunnel with its gate, domains and targets,
+	// whole or not at all (never public for a moment when asked for with
+	// a gate, never seen half made by another edge).
+	var gate *store.TunnelAccess
 	if access.changed {
-		access.next.TunnelID = created.ID
-		if err := s.Store.SetTunnelAccess(ctx, access.next); err != nil {
-			// Never leave a tunnel public that was asked for with a gate.
-			s.Store.DeleteTunnel(ctx, created.ID)
-			return Tunnel{}, err
-		}
+		gate = &access.next
 	}
-	if domains != nil && len(*domains) > 0 {
-		if err := s.Store.SetTunnelDomains(ctx, created.ID, *domains); err != nil {
-			s.Store.DeleteTunnel(ctx, created.ID)
-			return Tunnel{}, domainTaken(err)
-		}
+	created, err := s.Store.InsertTunnelParts(ctx, t, gate, domains, targets, s.Ports, s.now())
+	var dt *store.DomainTakenError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
+	case errors.As(err, &dt):
+		return Tunnel{}, domainTaken(err)
+	case err != nil:
+		return Tunnel{}, targetsError(err)
 	}
-	if targets != nil && len(*targets) > 0 {
-		if _, err := s.Store.SetTargets(ctx, created.ID, *targets, s.Ports); err != nil {
-			// Nothing half made: the tunnel goes with its targets.
-			s.Store.DeleteTunnel(ctx, created.ID)
-			return Tunnel{}, targetsError(err)
-		}
+	if targets != nil {
 		for _, tg := range *targets {
 			s.changed(tg.MachineID)
 		}

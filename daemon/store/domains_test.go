@@ -54,3 +54,38 @@ func TestTunnelDomainsBelongToOneTunnel(t *testing.T) {
 		}
 	})
 }
+
+// TestTunnelMadeWholeOrNotAtAll: a tunnel made with its gate, domains and
+// targets is one transaction: when its domain is taken, neither the
+// tunnel nor its gate is left behind, on both engines.
+func TestTunnelMadeWholeOrNotAtAll(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		r := PortRange{Lo: 30100, Hi: 30199}
+		m, err := s.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: time.Now(), Ports: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gate := &TunnelAccess{Access: "operator"}
+		taken := []string{"docs.example.org"}
+		first, err := s.InsertTunnelParts(ctx, Tunnel{MachineID: m.ID, Name: "docs", Kind: "http", LocalPort: 80, Subdomain: "docs"}, gate, &taken, nil, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, _ := s.ListTunnels(ctx, 0)
+		var dt *DomainTakenError
+		_, err = s.InsertTunnelParts(ctx, Tunnel{MachineID: m.ID, Name: "copy", Kind: "http", LocalPort: 81, Subdomain: "copy"}, gate, &taken, nil, r, time.Now())
+		if !errors.As(err, &dt) || dt.TunnelID != first.ID {
+			t.Fatalf("a tunnel with a taken domain: %v", err)
+		}
+		after, _ := s.ListTunnels(ctx, 0)
+		if len(after) != len(before) {
+			t.Fatalf("a refused tunnel was left behind: %d tunnels, was %d", len(after), len(before))
+		}
+		as, err := s.TunnelAccessOf(ctx, first.ID)
+		if err != nil || as.Access != "operator" {
+			t.Fatalf("the first tunnel's gate: %+v %v", as, err)
+		}
+	})
+}

@@ -65,6 +65,11 @@ func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
 
 // SetTunnelAccess writes a tunnel's access settings (a.Subdomain is ignored).
 func (s *Store) SetTunnelAccess(ctx context.Context, a TunnelAccess) error {
-	return affectOne(s.exec(ctx, "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ? WHERE id = ?",
-		a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), strings.Join(a.SSOAllow, ","), a.TunnelID))
+	return affectOne(s.exec(ctx, setTunnelAccess, setTunnelAccessArgs(a)...))
+}
+
+const setTunnelAccess = "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ? WHERE id = ?"
+
+func setTunnelAccessArgs(a TunnelAccess) []any {
+	return []any{a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), strings.Join(a.SSOAllow, ","), a.TunnelID}
 }

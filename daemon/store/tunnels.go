@@ -77,6 +77,14 @@ func tunnelConflict(err error) error {
 // InsertTunnel allocates a remote port and stores t; ErrNotFound when the
 // machine does not exist, a *ConflictError for a taken name or subdomain.
 func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now time.Time) (Tunnel, error) {
+	return s.InsertTunnelParts(ctx, t, nil, nil, nil, r, now)
+}
+
+// InsertTunnelParts is InsertTunnel with, when they are not nil, the
+// tunnel's access gate, its own domains and its targets, in one
+// transaction: the tunnel is made whole or not at all, and no other edge
+// sees it half made.
+func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelAccess, domains *[]string, targets *[]TargetSpec, r PortRange, now time.Time) (Tunnel, error) {
 	var out Tunnel
 	err := s.Tx(ctx, func(tx *Tx) error {
 		var one int
@@ -96,6 +104,23 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus)
 		if err != nil {
 			return tunnelConflict(err)
+		}
+		if access != nil {
+			a := *access
+			a.TunnelID = id
+			if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(a)...)); err != nil {
+				return err
+			}
+		}
+		if domains != nil && len(*domains) > 0 {
+			if err := setDomains(ctx, tx, id, *domains); err != nil {
+				return err
+			}
+		}
+		if targets != nil && len(*targets) > 0 {
+			if _, err := setTargets(ctx, tx, id, *targets, r); err != nil {
+				return err
+			}
 		}
 		out, err = scanTunnel(tx.queryRow(ctx, tunnelSelect+" WHERE id = ?", id))
 		return err
