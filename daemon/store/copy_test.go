@@ -24,6 +24,9 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 		}
 	}
 	must(s.SetSetting(ctx, "password_hash", "$argon2id$v=19$x\nwith a newline, 'quotes' and ünïcode"))
+	since := now.Add(-time.Minute)
+	must(s.SaveHostPart(ctx, HostPart{Edge: "edge-a", Part: "caddy", Label: "Caddy config", InUse: true, DesiredHash: "b", AppliedHash: "a",
+		Generation: 2, PendingSince: &since, Error: "caddy refused", CheckedAt: now}))
 	must(s.CreateSession(ctx, Session{TokenHash: "sess", CreatedAt: now, ExpiresAt: now.Add(time.Hour), ClientAddr: "192.0.2.1"}))
 	must(s.InsertAudit(ctx, AuditEntry{CreatedAt: now, Kind: "LOGIN_OK", ClientAddr: "192.0.2.1", Detail: "d"}))
 	if _, err := s.AddAggregatedAudit(ctx, AuditEntry{CreatedAt: now, Kind: "LOGIN_RATE_LIMITED", ClientAddr: "192.0.2.9"}); err != nil {
