@@ -206,7 +206,7 @@ bench: build
 ## (a test fails when it is out of date).
 docs:
 	$(GO) run ./daemon/cmd/tunnelsvc config-reference > docs/configuration.md
-	$(GO) run ./daemon/internal/apidocs docs/api.md
+	$(GO) run ./daemon/internal/apidocs docs
 
 clean:
 	rm -rf bin dist ui/dist/assets ui/dist/index.html

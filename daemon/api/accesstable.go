@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/docsection"
 )
 
 // The markers around the access table in docs/api.md.
@@ -30,23 +32,12 @@ func AccessTable() string {
 }
 
 // AccessSection is the access table doc carries between its markers.
-func AccessSection(doc string) (string, bool) {
-	_, rest, ok := strings.Cut(doc, accessBegin+"\n")
-	if !ok {
-		return "", false
-	}
-	table, _, ok := strings.Cut(rest, accessEnd)
-	return table, ok
-}
+func AccessSection(doc string) (string, bool) { return docsection.Get(doc, accessBegin, accessEnd) }
 
 // WithAccessTable is doc with the access table between its markers made
 // anew (make docs); doc unchanged, false, when it has no markers.
 func WithAccessTable(doc string) (string, bool) {
-	old, ok := AccessSection(doc)
-	if !ok {
-		return doc, false
-	}
-	return strings.Replace(doc, accessBegin+"\n"+old+accessEnd, accessBegin+"\n"+AccessTable()+accessEnd, 1), true
+	return docsection.Set(doc, accessBegin, accessEnd, AccessTable())
 }
 
 // Rule is the route's access rule by its name in routes.go: public,

@@ -35,6 +35,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
 	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
@@ -103,6 +104,13 @@ type App struct {
 	// follow applies tunnel changes to Caddy, the publish table and the
 	// firewall, always the latest state.
 	follow *hostsync.Syncer
+	// life is the daemon's (New to Close); end ends it.
+	life context.Context
+	end  context.CancelFunc
+	// beatWake asks the heartbeat loop for a beat now.
+	beatWake chan struct{}
+	// notifier sends the webhook notifications; Close waits for it.
+	notifier *notify.Sender
 	// Prober checks http tunnels through the web proxy.
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
@@ -272,6 +280,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	}
 	// Without systemd every unit operation says so (503), as Serve's
 	// D-Bus manager does when systemd is not the init system.
+	// The daemon's life: what runs in the background outside a request
+	// runs under it, and Close ends it.
+	a.life, a.end = context.WithCancel(context.WithoutCancel(ctx))
+	a.beatWake = make(chan struct{}, 1)
 	a.Units = deps.Units
 	if a.Units == nil {
 		a.Units = units.Unavailable{}
@@ -307,8 +319,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		a.Hub.Notify(topic)
 		a.Delivery.Changed(topic)
 		if topic == store.TopicSettings {
-			// The address this edge gives the others may have changed.
-			go a.beat(context.Background())
+			// The address this edge gives the others may have changed:
+			// the heartbeat loop beats at once.
+			a.beatSoon()
 		}
 		if topic == store.TopicEdges {
 			a.follow.Poke() // the Caddyfile relays challenges once there are other edges
@@ -369,6 +382,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	if err := a.beat(ctx); err != nil {
 		a.Log.Warn("could not record this edge's heartbeat", "edge", cfg.EdgeName, "err", err)
 	}
+	// Host settings saved cluster-wide before they were each edge's own
+	// move to the edge that set them (the oldest); read as its until then.
+	if err := a.settings().AdoptHostSettings(ctx); err != nil {
+		a.Log.Warn("could not move the host settings to this edge's own", "edge", cfg.EdgeName, "err", err)
+	}
 	a.Loops.Loop("edge heartbeat", a.heartbeat)
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
@@ -380,18 +398,45 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	return a, nil
 }
 
-// Close stops the background work, then closes the store.
+// gateReloadTimeout bounds a reload of the access gate after a change.
+const gateReloadTimeout = 10 * time.Second
+
+// Close ends the daemon's life: the background work stops (the loops,
+// and webhook deliveries waiting to try again), then the store closes.
+// Deliveries under way get ShutdownTimeout to end.
 func (a *App) Close() {
+	if a.end != nil {
+		a.end()
+	}
 	if a.Loops != nil {
 		a.Loops.Stop()
 	}
+	if a.notifier != nil {
+		done := make(chan struct{})
+		go func() { a.notifier.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(ShutdownTimeout):
+			a.Log.Warn("webhook deliveries still under way at shutdown were cut short")
+		}
+	}
 	a.Store.Close()
+}
+
+// beatSoon asks the heartbeat loop for a beat now; it never blocks.
+func (a *App) beatSoon() {
+	select {
+	case a.beatWake <- struct{}{}:
+	default:
+	}
 }
 
 // tunnelsChanged is the machines service's change hook: one place, in
 // order, instead of a chain of hooks.
 func (a *App) tunnelsChanged(machineID int64) {
-	if err := a.Gate.Reload(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(a.life, gateReloadTimeout)
+	defer cancel()
+	if err := a.Gate.Reload(ctx); err != nil {
 		a.Log.Error("the access gate could not reload the tunnels", "err", err)
 	}
 	a.follow.Poke()

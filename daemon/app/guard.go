@@ -26,7 +26,7 @@ func (a *App) guardServices(dashboard net.Addr) {
 		Units:   reloadOrStart{a.Units},
 	})
 	a.Firewall = firewall.New(firewall.Options{
-		Store: a.Store, Run: run, Log: a.Log,
+		Store: a.Store, Run: run, Log: a.Log, Edge: cfg.EdgeName,
 		RulesetPath: cfg.SystemPath(FirewallRulesetPath),
 		Ports: func(ctx context.Context) (firewall.Ports, error) {
 			return a.firewallPorts(ctx, dashboard)

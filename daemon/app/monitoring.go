@@ -49,7 +49,8 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
 	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
 		Jails: monitor.BannerJails(a.Banner)})
-	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now}
+	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now, Life: a.life}
+	a.notifier = sender
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
@@ -75,7 +76,7 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 // names it holds certificates for: router.<domain> and every HTTP
 // tunnel's <sub>.<domain>. Nothing before the web proxy is installed.
 func (a *App) httpsSites(ctx context.Context) (string, []string, error) {
-	set := localsetup.Settings{Store: a.Store}
+	set := a.settings()
 	v, err := set.VPS(ctx)
 	if err != nil || v == nil || v.SkipWebproxy || v.Domain == "" {
 		return "", nil, err

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
@@ -53,7 +52,7 @@ func (a *App) OutdatedMachines(ctx context.Context) ([]OutdatedMachine, error) {
 		return nil, ErrNoJoinBase
 	}
 	line := machines.RejoinCommand(ans.JoinBase)
-	set := localsetup.Settings{Store: a.Store, Edge: a.Config.EdgeName}
+	set := a.settings()
 	svc := &machines.Service{Store: a.Store, Reach: a.Reach, Exposure: func(ctx context.Context) (machines.Exposure, error) {
 		var x machines.Exposure
 		var err error

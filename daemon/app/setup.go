@@ -29,7 +29,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 	a.Hub = logstream.NewHub(time.Now)
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
-		Settings: localsetup.Settings{Store: a.Store, Edge: a.Config.EdgeName},
+		Settings: a.settings(),
 		Proxy:    &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
 		// Imported by ours, so installing us drops none of the operator's sites.
 		OperatorCaddyfile: cfg.SystemPath("/etc/caddy/Caddyfile"),
@@ -91,4 +91,10 @@ func (r reconciler) Reconcile(ctx context.Context) error {
 		return localsetup.InputError(err.Error())
 	}
 	return err
+}
+
+// settings are the stored settings as this edge reads them: the host
+// settings (server host, bind address, firewall mode) its own.
+func (a *App) settings() localsetup.Settings {
+	return localsetup.Settings{Store: a.Store, Edge: a.Config.EdgeName}
 }

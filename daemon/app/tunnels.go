@@ -11,7 +11,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
@@ -100,7 +99,7 @@ const PublishRulesetPath = "/etc/tunnelsvc/publish.nft"
 // publishParams: bind_ip and the ports of public tcp and udp tunnels (not
 // paused).
 func (a *App) publishParams(ctx context.Context) (publish.Params, error) {
-	bind, err := localsetup.Settings{Store: a.Store}.BindIP(ctx)
+	bind, err := a.settings().BindIP(ctx)
 	if err != nil {
 		return publish.Params{}, err
 	}

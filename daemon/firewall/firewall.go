@@ -61,6 +61,9 @@ type Options struct {
 	// (/etc/tunnelsvc/firewall.nft, rooted at --system-root).
 	RulesetPath string
 	Log         *slog.Logger
+	// Edge is this edge's name: the mode is each edge's own (its host's
+	// firewall).
+	Edge string
 }
 
 // Service owns the firewall mode.
@@ -76,7 +79,7 @@ type Service struct {
 
 // New builds a Service.
 func New(o Options) *Service {
-	s := &Service{settings: localsetup.Settings{Store: o.Store}, run: o.Run, ports: o.Ports, path: o.RulesetPath, log: o.Log}
+	s := &Service{settings: localsetup.Settings{Store: o.Store, Edge: o.Edge}, run: o.Run, ports: o.Ports, path: o.RulesetPath, log: o.Log}
 	if s.run == nil {
 		s.run = cmdrun.Exec{}
 	}

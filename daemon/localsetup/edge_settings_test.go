@@ -2,10 +2,12 @@ package localsetup_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -29,7 +31,11 @@ func TestServerHostIsEachEdgesOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return r.ServerHost
+		a, err := (&reach.Resolver{Settings: func(context.Context) (reach.Settings, error) { return r, nil }}).Resolve(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.TunnelHost
 	}
 	legacy := localsetup.Settings{Store: st}
 	if err := legacy.SaveVPS(ctx, localsetup.VPS{Domain: "example.com", ServerHost: "a.example.com"}); err != nil {
@@ -66,5 +72,85 @@ func TestServerHostIsEachEdgesOwn(t *testing.T) {
 	}
 	if ga, gb := host(a), host(b); ga != "a.example.com" || gb != "b.example.com" {
 		t.Fatalf("server hosts: A %q, B %q", ga, gb)
+	}
+}
+
+// TestHostSettingsAreEachEdgesOwn: the bind address and the firewall mode
+// describe one host: set on edge A, edge B's stay as they were. Values
+// saved cluster-wide before they were kept per edge are the oldest edge's,
+// and it takes them over (AdoptHostSettings); no other edge reads them.
+func TestHostSettingsAreEachEdgesOwn(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	legacy := localsetup.Settings{Store: st}
+	if err := legacy.SetBindIP(ctx, "203.0.113.7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := legacy.SetFirewallMode(ctx, "svc"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, name := range []string{"edge-a", "edge-b"} {
+		if _, err := st.EdgeHeartbeat(ctx, name, "", "", 7000, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := localsetup.Settings{Store: st, Edge: "edge-a"}
+	b := localsetup.Settings{Store: st, Edge: "edge-b"}
+	get := func(s localsetup.Settings) string {
+		t.Helper()
+		ip, err := s.BindIP(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode, err := s.FirewallMode(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ip + " " + mode
+	}
+	if ga, gb := get(a), get(b); ga != "203.0.113.7 svc" || gb != " " {
+		t.Fatalf("before the move: A %q, B %q", ga, gb)
+	}
+	if err := b.AdoptHostSettings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AdoptHostSettings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetSetting(ctx, "bind_ip"); err != store.ErrNotFound {
+		t.Fatalf("the cluster-wide bind_ip is still there: %v", err)
+	}
+	if ga, gb := get(a), get(b); ga != "203.0.113.7 svc" || gb != " " {
+		t.Fatalf("after the move: A %q, B %q", ga, gb)
+	}
+	if err := b.SetBindIP(ctx, "198.51.100.9"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetFirewallMode(ctx, "manual"); err != nil {
+		t.Fatal(err)
+	}
+	if ga, gb := get(a), get(b); ga != "203.0.113.7 svc" || gb != "198.51.100.9 manual" {
+		t.Fatalf("B's own: A %q, B %q", ga, gb)
+	}
+}
+
+// TestScopesTableInDocs: docs/edges.md shows which setting is each edge's
+// own as the code says (make docs writes it).
+func TestScopesTableInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/edges.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := localsetup.ScopesSection(string(doc))
+	if !ok {
+		t.Fatal("docs/edges.md has no settings scopes section")
+	}
+	if want := localsetup.ScopesTable(); got != want {
+		t.Fatalf("docs/edges.md's settings scopes are out of date: run make docs\n--- docs\n%s\n--- code\n%s", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/docsection"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -116,12 +117,13 @@ func (s Settings) SetDomain(ctx context.Context, d string) error {
 	return s.Store.SetSetting(ctx, keyDomain, d)
 }
 
-// BindIP is the address public listeners bind to; "" means all.
-func (s Settings) BindIP(ctx context.Context) (string, error) { return s.get(ctx, keyBindIP) }
+// BindIP is the address this edge's public listeners bind to; "" means
+// all. It is this edge's own (an address of one host).
+func (s Settings) BindIP(ctx context.Context) (string, error) { return s.own(ctx, keyBindIP) }
 
-// SetBindIP stores (or with "" clears) the bind address.
+// SetBindIP stores (or with "" clears) this edge's bind address.
 func (s Settings) SetBindIP(ctx context.Context, ip string) error {
-	return s.Store.SetSetting(ctx, keyBindIP, ip)
+	return s.setOwn(ctx, keyBindIP, ip)
 }
 
 // DashboardPrivate reports whether the dashboard port is closed to the
@@ -140,15 +142,126 @@ func (s Settings) SetDashboardPrivate(ctx context.Context, on bool) error {
 	return s.Store.SetSetting(ctx, keyDashboardPrivate, v)
 }
 
-// FirewallMode is svc, manual, none, or "" when never chosen. The firewall
-// package owns its meaning and writes it with SetFirewallMode.
+// FirewallMode is this edge's svc, manual, none, or "" when never chosen.
+// The firewall package owns its meaning and writes it with
+// SetFirewallMode.
 func (s Settings) FirewallMode(ctx context.Context) (string, error) {
-	return s.get(ctx, keyFirewallMode)
+	return s.own(ctx, keyFirewallMode)
 }
 
-// SetFirewallMode stores the firewall mode.
+// SetFirewallMode stores this edge's firewall mode.
 func (s Settings) SetFirewallMode(ctx context.Context, mode string) error {
-	return s.Store.SetSetting(ctx, keyFirewallMode, mode)
+	return s.setOwn(ctx, keyFirewallMode, mode)
+}
+
+// own reads this edge's value of a host setting (see Scopes). Before the
+// first daemon that keeps them per edge adopted it (AdoptHostSettings), a
+// value saved under the setting's old cluster-wide key counts for the
+// edge that was the cluster then, the oldest, and for no other.
+func (s Settings) own(ctx context.Context, key string) (string, error) {
+	if s.Edge == "" {
+		return s.get(ctx, key)
+	}
+	v, err := s.Store.GetSetting(ctx, edgeKey(s.Edge, key))
+	if !errors.Is(err, store.ErrNotFound) {
+		return v, err
+	}
+	oldest, err := s.oldestEdge(ctx)
+	if err != nil || oldest != s.Edge {
+		return "", err
+	}
+	return s.get(ctx, key)
+}
+
+func (s Settings) setOwn(ctx context.Context, key, v string) error {
+	if s.Edge == "" {
+		return s.Store.SetSetting(ctx, key, v)
+	}
+	return s.Store.SetSetting(ctx, edgeKey(s.Edge, key), v)
+}
+
+// oldestEdge is the name of the cluster's first edge ("" when none has
+// reported yet): the box that was the cluster before edges.
+func (s Settings) oldestEdge(ctx context.Context) (string, error) {
+	edges, err := s.Store.ListEdges(ctx)
+	if err != nil || len(edges) == 0 {
+		return "", err
+	}
+	oldest := edges[0]
+	for _, e := range edges[1:] {
+		if e.ID < oldest.ID {
+			oldest = e
+		}
+	}
+	return oldest.Name, nil
+}
+
+// AdoptHostSettings moves the host settings saved cluster-wide before they
+// were kept per edge to the edge that set them: the oldest edge, the box
+// that was the cluster then (another edge leaves them). Run at start; once
+// done, there is nothing left to move.
+func (s Settings) AdoptHostSettings(ctx context.Context) error {
+	if s.Edge == "" {
+		return nil
+	}
+	oldest, err := s.oldestEdge(ctx)
+	if err != nil || oldest != s.Edge {
+		return err
+	}
+	for _, sc := range Scopes {
+		if sc.Scope != ScopeEdge || sc.legacy == "" {
+			continue
+		}
+		if err := s.Store.MoveSetting(ctx, sc.legacy, edgeKey(s.Edge, sc.legacy)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Scope says whether a setting describes one host (an edge) or the whole
+// cluster.
+const (
+	ScopeEdge    = "edge"
+	ScopeCluster = "cluster"
+)
+
+// SettingScope is one setting and its scope, as docs/edges.md lists them.
+type SettingScope struct {
+	Setting, Scope, What string
+	// legacy is the cluster-wide key an edge setting had before it was
+	// kept per edge ("" none).
+	legacy string
+}
+
+// Scopes lists every setting the dashboard sets, and whether it belongs
+// to one edge or to the cluster: the one answer the code and the docs
+// (make docs) both take.
+var Scopes = []SettingScope{
+	{Setting: "server host", Scope: ScopeEdge, What: "the address machines dial to reach this edge (Setup; its host name by default on an edge that joined)"},
+	{Setting: "bind address", Scope: ScopeEdge, What: "the address of this host its public listeners bind to (PUT /api/local/bind-ip)", legacy: keyBindIP},
+	{Setting: "firewall mode", Scope: ScopeEdge, What: "who manages this host's firewall: svc, manual or none (POST /api/local/firewall/configure)", legacy: keyFirewallMode},
+	{Setting: "tunnel server ports", Scope: ScopeCluster, What: "the tunnel server's control and port range (PUT /api/local/server-ports): every edge serves every machine"},
+	{Setting: "domain", Scope: ScopeCluster, What: "the domain HTTP tunnels live under, and router.<domain>"},
+	{Setting: "private dashboard", Scope: ScopeCluster, What: "the dashboard port closed to the outside on every edge"},
+	{Setting: "ACME CA", Scope: ScopeCluster, What: "where every edge's Caddy gets its certificates (PUT /api/local/acme)"},
+	{Setting: "password, 2FA, passkeys, single sign-on, API tokens", Scope: ScopeCluster, What: "the operator's identity, the same on every edge"},
+	{Setting: "notifications, metrics token", Scope: ScopeCluster, What: "sent or checked once for the cluster (under a lease)"},
+	{Setting: "ban tool whitelist and limits", Scope: ScopeCluster, What: "the same rules on every edge's ban tool"},
+}
+
+// ScopesTable is Scopes as docs/edges.md shows it.
+func ScopesTable() string {
+	var b strings.Builder
+	b.WriteString("| setting | describes | what |\n|---|---|---|\n")
+	for _, sc := range Scopes {
+		where := "the whole cluster"
+		if sc.Scope == ScopeEdge {
+			where = "one edge (its own host)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", sc.Setting, where, sc.What)
+	}
+	return b.String()
 }
 
 // DefaultACMECA is Let's Encrypt's production directory: the ACME CA used
@@ -221,7 +334,8 @@ func (s Settings) Reach(ctx context.Context) (reach.Settings, error) {
 				return reach.Settings{}, err
 			}
 			if len(others) > 0 {
-				out.ServerHost = HostName()
+				out.ServerHost = ""
+				out.HostName = HostName()
 			}
 		}
 	}
@@ -271,4 +385,19 @@ func (s Settings) AddressClash(ctx context.Context, host string) error {
 		}
 	}
 	return nil
+}
+
+// The markers around the scopes table in docs/edges.md.
+const (
+	scopesBegin = "<!-- settings scopes: generated by make docs from daemon/localsetup/settings.go -->"
+	scopesEnd   = "<!-- end of settings scopes -->"
+)
+
+// ScopesSection is the table doc carries between its markers.
+func ScopesSection(doc string) (string, bool) { return docsection.Get(doc, scopesBegin, scopesEnd) }
+
+// WithScopesTable is doc with the scopes table between its markers made
+// anew (make docs); doc unchanged, false, when it has no markers.
+func WithScopesTable(doc string) (string, bool) {
+	return docsection.Set(doc, scopesBegin, scopesEnd, ScopesTable())
 }

@@ -71,6 +71,10 @@ type Sender struct {
 	Client *http.Client
 	// Backoff is the first wait between attempts (0: FirstBackoff).
 	Backoff time.Duration
+	// Life bounds the deliveries in the background (the daemon's life;
+	// nil: none): once it ends, a delivery waiting to try again gives up,
+	// and Wait returns.
+	Life context.Context
 
 	wg sync.WaitGroup
 }
@@ -102,7 +106,12 @@ func (s *Sender) Notify(ctx context.Context, n Notification) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.deliver(context.WithoutCancel(ctx), set, n, MaxAttempts)
+		// Not the request's: the delivery outlives it, but not the daemon.
+		life := s.Life
+		if life == nil {
+			life = context.WithoutCancel(ctx)
+		}
+		s.deliver(life, set, n, MaxAttempts)
 	}()
 }
 

@@ -163,6 +163,37 @@ func TestDeliveryRetriedThenRecordedAsFailed(t *testing.T) {
 	}
 }
 
+// TestDeliveryEndsWithTheDaemon: a delivery waiting to try again does not
+// outlive the daemon: once its life ends, it gives up and Wait returns,
+// with the failure in the activity feed.
+func TestDeliveryEndsWithTheDaemon(t *testing.T) {
+	e := newEnv(t, notify.PresetJSON)
+	e.hook.status = http.StatusServiceUnavailable
+	e.sender.Backoff = time.Hour
+	life, end := context.WithCancel(context.Background())
+	e.sender.Life = life
+	e.sender.Notify(context.Background(), notify.Notification{Kind: notify.KindBanned, Title: "address banned: 192.0.2.7", Message: "x"})
+	for deadline := time.Now().Add(5 * time.Second); len(e.hook.kinds()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first attempt never came")
+		}
+	}
+	end()
+	done := make(chan struct{})
+	go func() { e.sender.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a delivery outlived the daemon by 5 s (its next try was an hour away)")
+	}
+	if n := len(e.hook.kinds()); n != 1 {
+		t.Fatalf("%d attempts", n)
+	}
+	if evs := e.events(t); len(evs) != 1 || evs[0].Kind != notify.EventFailed {
+		t.Fatalf("activity feed: %+v", evs)
+	}
+}
+
 // The ntfy preset posts the text with a title header to the topic URL.
 func TestNtfyPreset(t *testing.T) {
 	e := newEnv(t, notify.PresetNtfy)

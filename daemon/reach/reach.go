@@ -28,6 +28,11 @@ type Settings struct {
 	// ProxyInstalled: the web proxy is installed and serves
 	// https://router.<Domain> (DNS for router.<Domain> points here).
 	ProxyInstalled bool
+	// HostName is this edge's host name when it is one edge of several
+	// ("" otherwise): its tunnel host when no setting or flag names one,
+	// instead of router.<Domain>, which every edge serves and so names
+	// none of them in particular.
+	HostName string
 }
 
 // Resolver decides the addresses.
@@ -56,6 +61,7 @@ const (
 	FromBaseURL        = "--base-url"
 	FromRouter         = "router.<domain> (the web proxy is installed)"
 	FromRequest        = "the address this request reached the dashboard at"
+	FromHostName       = "this edge's host name (an edge of several, given no address of its own)"
 )
 
 // Answer is where machines reach this server.
@@ -109,11 +115,16 @@ func (r *Resolver) Resolve(ctx context.Context, req *Request) (Answer, error) {
 	if r.BaseURL != "" {
 		baseHost = HostOf(r.BaseURL)
 	}
+	tunnelRouter := router
+	if set.HostName != "" {
+		tunnelRouter = ""
+	}
 	for _, c := range []struct{ host, from string }{
 		{set.ServerHost, FromInstall},
 		{r.ServerHost, FromServerHostFlag},
 		{baseHost, FromBaseURL},
-		{router, FromRouter},
+		{set.HostName, FromHostName},
+		{tunnelRouter, FromRouter},
 	} {
 		if h := strings.TrimSpace(c.host); h != "" && validHost(h) {
 			a.TunnelHost, a.TunnelHostFrom = h, c.from

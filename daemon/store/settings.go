@@ -53,6 +53,34 @@ func (s *Store) SetSetting(ctx context.Context, key, value string) error {
 	return err
 }
 
+// MoveSetting moves the value of key from to key to, in one transaction:
+// to keeps a value it already has, and from is gone either way. Nothing
+// happens when from has no value.
+func (s *Store) MoveSetting(ctx context.Context, from, to string) error {
+	moved := false
+	err := s.Tx(ctx, func(tx *Tx) error {
+		var v string
+		err := tx.queryRow(ctx, "SELECT value FROM settings WHERE key = ?", from).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			moved = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO NOTHING", to, v); err != nil {
+			return err
+		}
+		_, err = tx.exec(ctx, "DELETE FROM settings WHERE key = ?", from)
+		moved = err == nil
+		return err
+	})
+	if moved {
+		s.changed(TopicSettings)
+	}
+	return err
+}
+
 // SetSettingIfAbsent inserts a setting only when it does not exist yet and
 // reports whether it did. It makes "first writer wins" decisions (such as
 // the initial password) atomic.
