@@ -1085,16 +1085,11 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	if err != nil {
 		return Rejoined{}, err
 	}
-	host, err := s.tunnelHost(ctx, req.FallbackHost)
+	target, err := s.Dial(ctx, m, req.FallbackHost)
 	if err != nil {
 		return Rejoined{}, err
 	}
-	if host == "" {
-		host = hostOfServer(m.Config.AppliedServer)
-	}
-	if _, err := validate.Host(host); err != nil {
-		return Rejoined{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
-	}
+	host := target.Host
 	var vpsKey, keyID string
 	if ki, ok := s.Keys.(KeyIdentifier); ok {
 		keyID, vpsKey, err = ki.DefaultKey(ctx)
@@ -1113,7 +1108,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	agentToken := deriveAgentToken(secret)
-	cfg, err := s.clientConfig(ctx, m, secret, host, tunnels)
+	cfg, err := s.clientConfigFor(ctx, m, secret, target, "", tunnels)
 	if err != nil {
 		return Rejoined{}, err
 	}

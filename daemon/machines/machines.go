@@ -295,16 +295,20 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		s.stale(ctx, req.Client, err.Error())
 		return Registration{}, err
 	}
-	host, err := s.tunnelHost(ctx, req.FallbackHost)
+	// A new machine's home is this edge. The address goes into its frpc
+	// config: refused before the token is spent.
+	target, err := s.Dial(ctx, store.Machine{HomeEdge: s.EdgeName}, req.FallbackHost)
+	var bad InputError
+	if errors.As(err, &bad) || errors.Is(err, reach.ErrNoAddress) {
+		s.stale(ctx, req.Client, "no valid server address")
+		if errors.Is(err, reach.ErrNoAddress) {
+			err = InputError(err.Error())
+		}
+	}
 	if err != nil {
 		return Registration{}, err
 	}
-	if _, err := validate.Host(host); err != nil {
-		// The address goes into the machine's frpc config; refuse before
-		// the token is spent.
-		s.stale(ctx, req.Client, "no valid server address")
-		return Registration{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
-	}
+	host := target.Host
 	var vpsKey, keyID string
 	if ki, ok := s.Keys.(KeyIdentifier); ok {
 		keyID, vpsKey, err = ki.DefaultKey(ctx)
@@ -337,7 +341,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 		Now:  now, TokenHash: hash, Ports: s.Ports, ConsumeToken: true, HomeEdge: s.EdgeName,
 		// The machine installs this very config: it is generation 1, applied.
 		Config: func(m store.Machine) (string, string, error) {
-			c, err := s.renderClient(ca, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", nil, nil)
+			c, err := s.renderClient(ca, m, secret, target, "", nil, nil)
 			cfg = c
 			return ConfigDigest(c), host, err
 		},
@@ -445,9 +449,6 @@ func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAtt
 	return s.Store.ListStaleTokenAttempts(ctx, staleTokenLimit)
 }
 
-func (s *Service) clientConfig(ctx context.Context, m store.Machine, secret, host string, tunnels []store.Tunnel) (string, error) {
-	return s.clientConfigFor(ctx, m, secret, EdgeTarget{Host: host, Port: s.FRPSPort}, "", tunnels)
-}
 
 // clientConfigFor renders machine m's config for edge e: the home edge's
 // ("" for edge) is client.toml with the admin port configured; another
@@ -580,7 +581,7 @@ func ConfigDigest(cfg string) string {
 // address the machine already uses (when nothing configured names one, a
 // machine that joined through the request's own address keeps it).
 func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
-	target, err := s.mainTarget(ctx, m)
+	target, err := s.Dial(ctx, m, "")
 	if err != nil {
 		return "", "", err
 	}
@@ -592,32 +593,44 @@ func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, serv
 	return cfg, serverKey(target.Host, transportOf(m)), err
 }
 
-// mainTarget is where machine m's main client dials. On one edge of
-// several: the machine's home edge, whichever edge renders it. Alone:
-// the resolver's answer, else the address the machine already uses.
-func (s *Service) mainTarget(ctx context.Context, m store.Machine) (EdgeTarget, error) {
+// Dial is the one answer to "what does machine m's main client dial":
+// every client config (delivered, downloaded, bootstrapped, rejoined, on
+// a change of transport) takes its host and port here, and nowhere else.
+// On one edge of several: the machine's home edge, whichever edge asks.
+// Alone: the resolver's answer, else fallbackHost (the host the machine's
+// own request reached the dashboard by; "" for none), else the address
+// the machine already uses. An answer that is no hostname or IP address
+// is refused before it goes into a config.
+func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string) (EdgeTarget, error) {
 	es, err := s.edgeTargets(ctx)
 	if err != nil {
 		return EdgeTarget{}, err
 	}
+	var t EdgeTarget
 	if es != nil {
 		home := HomeOf(m, es)
 		if home.Host == "" || home.Port == 0 {
 			return EdgeTarget{}, fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
 		}
-		return EdgeTarget{Host: home.Host, Port: home.Port}, nil
+		t = EdgeTarget{Host: home.Host, Port: home.Port}
+	} else {
+		host, err := s.tunnelHost(ctx, fallbackHost)
+		if err != nil {
+			return EdgeTarget{}, err
+		}
+		if host == "" {
+			host = hostOfServer(m.Config.AppliedServer)
+		}
+		if host == "" {
+			return EdgeTarget{}, reach.ErrNoAddress
+		}
+		t = EdgeTarget{Host: host, Port: s.FRPSPort}
 	}
-	host, err := s.tunnelHost(ctx, "")
-	if err != nil {
-		return EdgeTarget{}, err
+	if _, err := validate.Host(t.Host); err != nil {
+		return EdgeTarget{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): "+
+			"the operator must set --server-host", t.Host, err))
 	}
-	if host == "" {
-		host = hostOfServer(m.Config.AppliedServer)
-	}
-	if host == "" {
-		return EdgeTarget{}, reach.ErrNoAddress
-	}
-	return EdgeTarget{Host: host, Port: s.FRPSPort}, nil
+	return t, nil
 }
 
 // renderInputs is what every client config of machine m is rendered
@@ -649,8 +662,9 @@ func (s *Service) tunnelHost(ctx context.Context, fallbackHost string) (string, 
 }
 
 // ClientConfig renders a machine's current frpc config (its tunnels
-// included) from its sealed secret. fallbackHost names the server when
-// nothing configured does ("" for none: then reach.ErrNoAddress).
+// included) from its sealed secret, dialling where Dial says. fallbackHost
+// names the server when nothing configured does ("" for none: then
+// reach.ErrNoAddress).
 func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost string) (string, error) {
 	m, err := s.Store.GetMachine(ctx, id)
 	if err != nil {
@@ -660,14 +674,11 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if err != nil {
 		return "", err
 	}
-	host, err := s.tunnelHost(ctx, fallbackHost)
+	target, err := s.Dial(ctx, m, fallbackHost)
 	if err != nil {
 		return "", err
 	}
-	if host == "" {
-		return "", reach.ErrNoAddress
-	}
-	return s.clientConfig(ctx, m, secret, host, tunnels)
+	return s.clientConfigFor(ctx, m, secret, target, "", tunnels)
 }
 
 // checkName accepts 1–64 printable characters.

@@ -10,7 +10,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 )
 
 // DefaultWSSPort is the web proxy's HTTPS port, where the wss transport
@@ -135,16 +134,11 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	host, err := s.tunnelHost(ctx, req.FallbackHost)
+	target, err := s.Dial(ctx, m, req.FallbackHost)
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	if host == "" {
-		host = hostOfServer(m.Config.AppliedServer)
-	}
-	if _, err := validate.Host(host); err != nil {
-		return TransportChosen{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): the operator must set --server-host", host, err))
-	}
+	host := target.Host
 	was := transportOf(m)
 	if err := s.Store.SetMachineTransport(ctx, m.ID, req.Transport); err != nil {
 		return TransportChosen{}, err
@@ -154,7 +148,7 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	cfg, err := s.clientConfig(ctx, m, secret, host, tunnels)
+	cfg, err := s.clientConfigFor(ctx, m, secret, target, "", tunnels)
 	if err != nil {
 		return TransportChosen{}, err
 	}
