@@ -449,7 +449,6 @@ func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAtt
 	return s.Store.ListStaleTokenAttempts(ctx, staleTokenLimit)
 }
 
-
 // clientConfigFor renders machine m's config for edge e: the home edge's
 // ("" for edge) is client.toml with the admin port configured; another
 // edge's is client-<edge>.toml, whose frpc takes an admin port of its own.
