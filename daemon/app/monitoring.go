@@ -51,7 +51,7 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 		Jails: monitor.BannerJails(a.Banner)})
 	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now, Life: a.life}
 	a.notifier = sender
-	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now,
+	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now, Edge: a.Config.EdgeName,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner),

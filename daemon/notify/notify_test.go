@@ -358,6 +358,19 @@ func TestCertificateExpiring(t *testing.T) {
 	if k := e.hook.kinds(); len(k) != 3 {
 		t.Fatalf("a day later both expire within 14 days and are reported again: %v", e.hook.bodies)
 	}
+
+	// Each edge's Caddy orders its own certificates: an edge that does
+	// not hold the notifications lease checks its own all the same, and
+	// says which edge it is.
+	e.clock.Add(25 * time.Hour)
+	other := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Edge: "edge-b",
+		Lease: func(context.Context) bool { return false },
+		Sites: func(context.Context) (string, []string, error) { return addr, []string{"soon.example.com"}, nil }}
+	other.Check(ctx)
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 4 || !strings.Contains(e.hook.bodies[3], "certificate expiring: soon.example.com on edge-b") {
+		t.Fatalf("an edge without the lease: %v", e.hook.bodies)
+	}
 }
 
 func TestDiskLowThresholdIsTheLargerOfTheTwo(t *testing.T) {

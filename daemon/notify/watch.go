@@ -49,6 +49,8 @@ type Watcher struct {
 	Sender *Sender
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Edge names this edge in what only it can see (its own certificates).
+	Edge string
 	// Interval between checks (0: DefaultCheckInterval).
 	Interval time.Duration
 	// Minute is how long one minute of the offline delay lasts (0: a
@@ -135,6 +137,9 @@ func (w *Watcher) Check(ctx context.Context) {
 		w.log().Debug("notify: ban check failed", "err", err)
 	}
 	w.disk(ctx)
+	// Each edge's Caddy orders its own certificates: each edge checks its
+	// own, lease or not.
+	w.certs(ctx)
 	held := w.Lease == nil || w.Lease(ctx)
 	if !held {
 		w.leased = false
@@ -143,14 +148,13 @@ func (w *Watcher) Check(ctx context.Context) {
 	if !w.leased && !first {
 		// Taken over from another edge: learn the state first, so that
 		// what that edge already reported is not sent again.
-		w.offline, w.certReported, w.lastBurst = map[int64]bool{}, map[string]time.Time{}, w.now()
+		w.offline, w.lastBurst = map[int64]bool{}, w.now()
 		first = true
 	}
 	w.leased = true
 	if err := w.machines(ctx, set, first); err != nil {
 		w.log().Warn("notify: machine check failed", "err", err)
 	}
-	w.certs(ctx)
 	if err := w.logins(ctx); err != nil {
 		w.log().Warn("notify: login check failed", "err", err)
 	}
@@ -304,9 +308,13 @@ func (w *Watcher) certs(ctx context.Context) {
 		}
 		w.certReported[name] = now
 		days := int(notAfter.Sub(now).Hours() / 24)
-		w.Sender.Notify(ctx, Notification{Kind: KindCertExpiring, Title: "certificate expiring: " + name,
-			Message: fmt.Sprintf("The certificate the web proxy serves for %s expires on %s, in %d day(s); it should have been renewed by now.",
-				name, notAfter.UTC().Format("2006-01-02"), days)})
+		on := ""
+		if w.Edge != "" {
+			on = " on " + w.Edge
+		}
+		w.Sender.Notify(ctx, Notification{Kind: KindCertExpiring, Title: "certificate expiring: " + name + on,
+			Message: fmt.Sprintf("The certificate the web proxy%s serves for %s expires on %s, in %d day(s); it should have been renewed by now.",
+				on, name, notAfter.UTC().Format("2006-01-02"), days)})
 	}
 }
 
