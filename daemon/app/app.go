@@ -107,8 +107,9 @@ type App struct {
 	// life is the daemon's (New to Close); end ends it.
 	life context.Context
 	end  context.CancelFunc
-	// beatWake asks the heartbeat loop for a beat now.
-	beatWake chan struct{}
+	// beatWake and gateWake ask the heartbeat and the gate's reload loops
+	// for a turn now.
+	beatWake, gateWake chan struct{}
 	// notifier sends the webhook notifications; Close waits for it.
 	notifier *notify.Sender
 	// Prober checks http tunnels through the web proxy.
@@ -283,7 +284,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// The daemon's life: what runs in the background outside a request
 	// runs under it, and Close ends it.
 	a.life, a.end = context.WithCancel(context.WithoutCancel(ctx))
-	a.beatWake = make(chan struct{}, 1)
+	a.beatWake, a.gateWake = make(chan struct{}, 1), make(chan struct{}, 1)
 	a.Units = deps.Units
 	if a.Units == nil {
 		a.Units = units.Unavailable{}
@@ -312,21 +313,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// which hears of every write (below).
 	a.Edges = &edges.Service{Store: a.Store, Self: a.Edge, DatabaseURL: cfg.Database, DataDir: cfg.DataDir}
 	a.Machines.OnChange = a.tunnelsChanged
-	a.Store.OnChange(func(topic string) {
-		if topic == store.TopicEdges {
-			a.edgeList.forget()
-		}
-		a.Hub.Notify(topic)
-		a.Delivery.Changed(topic)
-		if topic == store.TopicSettings {
-			// The address this edge gives the others may have changed:
-			// the heartbeat loop beats at once.
-			a.beatSoon()
-		}
-		if topic == store.TopicEdges {
-			a.follow.Poke() // the Caddyfile relays challenges once there are other edges
-		}
-	})
+	// A change made here and one another edge made are reacted to alike.
+	a.Store.OnChange(a.changed)
 	// An operation running here is followed from any edge's dashboard,
 	// and one running on another edge from this one's.
 	a.Hub.Relay = func(m logstream.Message) {
@@ -342,18 +330,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		}
 	})
 	// What another edge changed: its dashboards hear it, and this edge
-	// applies it to its own files (the access gate, the Caddyfile, the
-	// publish table, the firewall) within a moment, as if made here.
-	a.Store.OnRemoteChange(func(topic string) {
-		if topic == store.TopicEdges {
-			a.edgeList.forget()
-		}
-		a.Hub.Notify(topic)
-		a.Delivery.Changed(topic)
-		if topic == store.TopicTunnels || topic == store.TopicSettings || topic == store.TopicEdges {
-			go a.tunnelsChanged(0)
-		}
-	})
+	// applies it to its own gate and host within a moment, as if made here.
+	a.Store.OnRemoteChange(a.changed)
 	mon, err := a.monitoringServices(ctx)
 	if err != nil {
 		a.Store.Close()
@@ -396,6 +374,38 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Loops.Loop("frps certificate renewal", a.renewCertificates)
 	a.Loops.Loop("retention", func(ctx context.Context) error { a.pruneLoop(ctx); return nil })
 	return a, nil
+}
+
+// changed is the one reaction to a change of the database, whether this
+// edge made it or another edge did: the dashboards hear of it, the
+// machines' configs, the access gate, this edge's host and the prober
+// follow, and the heartbeat says this edge's address anew after a
+// settings change. Every reaction is a notice to a loop that reconciles
+// anyway: nothing here blocks or starts work of its own.
+func (a *App) changed(topic string) {
+	if topic == store.TopicEdges {
+		a.edgeList.forget()
+	}
+	a.Hub.Notify(topic)
+	a.Delivery.Changed(topic)
+	switch topic {
+	case store.TopicSettings:
+		// The address this edge gives the others may have changed.
+		a.beatSoon()
+		fallthrough
+	case store.TopicTunnels, store.TopicEdges:
+		a.gateSoon()
+		a.follow.Poke()
+		a.Prober.Kick()
+	}
+}
+
+// gateSoon asks the access gate's reload loop for a reload now.
+func (a *App) gateSoon() {
+	select {
+	case a.gateWake <- struct{}{}:
+	default:
+	}
 }
 
 // gateReloadTimeout bounds a reload of the access gate after a change.
