@@ -39,7 +39,7 @@ func (s *Server) background(r *http.Request, operation string, op func(context.C
 	} else {
 		p = s.progress(operation)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), backgroundTimeout)
+	ctx, cancel := context.WithTimeout(s.life, backgroundTimeout)
 	go func() {
 		defer cancel()
 		op(ctx, p)

@@ -118,7 +118,7 @@ func (s *Server) runUpdate(r *http.Request, run func(context.Context, Progress) 
 	} else {
 		p = s.progress("update")
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), updateTimeout)
+	ctx, cancel := context.WithTimeout(s.life, updateTimeout)
 	go func() {
 		defer cancel()
 		p.Done(run(ctx, p) == nil)

@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	_ "embed"
 	"github.com/tunnelsvc/tunnelsvc/daemon/apitokens"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
@@ -98,6 +99,10 @@ type Options struct {
 	UI  http.Handler
 	Log *slog.Logger
 	Now func() time.Time
+	// Life is the daemon's (nil: none): an operation a request starts in
+	// the background (a fleet update, the firewall, the ban tool) outlives
+	// the request, but not the daemon.
+	Life context.Context
 }
 
 // Server holds the handlers' dependencies.
@@ -128,6 +133,7 @@ type Server struct {
 	gate      *gate.Gate
 	router    *mux.Router // the route table, for the OpenAPI coverage test
 	table     []Route     // each route's method, path and access, as declared
+	life      context.Context
 	detect    detectCache
 	mon       Monitoring
 	fleet     *fleet.Updater
@@ -151,6 +157,10 @@ func New(o Options) *Server {
 	s.edges = o.Edges
 	s.tokens = o.APITokens
 	s.sso = o.SSO
+	s.life = o.Life
+	if s.life == nil {
+		s.life = context.Background()
+	}
 	if s.tokens == nil && o.Auth != nil {
 		s.tokens = &apitokens.Service{Store: o.Auth.Store, Now: o.Now}
 	}

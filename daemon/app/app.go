@@ -353,6 +353,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		Monitoring: mon,
 		Fleet:      a.Fleet,
 		Edges:      a.Edges,
+		Life:       a.life,
 	})
 	// Versions of machines not heard from in 10 minutes, one at a time.
 	// The first beat now, so that the frps plugin records machines under

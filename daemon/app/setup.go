@@ -30,6 +30,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
 		Settings: a.settings(),
+		Life:     a.life,
 		Proxy:    &webproxy.Deployer{Path: cfg.SystemPath(CaddyfilePath), Run: cmdrun.Exec{}, Units: a.Units},
 		// Imported by ours, so installing us drops none of the operator's sites.
 		OperatorCaddyfile: cfg.SystemPath("/etc/caddy/Caddyfile"),

@@ -168,6 +168,9 @@ type Service struct {
 	// versions keeps caddy's and frps's versions while their files are
 	// the same: the status asks on every load of the dashboard.
 	versions cmdrun.Memo
+	// Life is the daemon's (nil: none): an installation outlives the
+	// request that started it, but not the daemon.
+	Life context.Context
 }
 
 // InstallRequest is POST /api/local/install's body.
@@ -232,7 +235,11 @@ func (s *Service) StartInstall(ctx context.Context, req InstallRequest) error {
 	if err != nil {
 		return err
 	}
-	go s.install(context.Background(), op, req)
+	life := s.Life
+	if life == nil {
+		life = context.Background()
+	}
+	go s.install(life, op, req)
 	return nil
 }
 
