@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/backoff"
 )
 
 // Supervisor runs the daemon's background work: each loop is a
@@ -77,13 +79,7 @@ func (s *Supervisor) Stop() {
 }
 
 // restartBackoff is the wait before the n-th restart in a row (n ≥ 1).
-func restartBackoff(n int) time.Duration {
-	d := time.Second
-	for i := 1; i < n && d < time.Minute; i++ {
-		d *= 2
-	}
-	return min(d, time.Minute)
-}
+func restartBackoff(n int) time.Duration { return backoff.Doubling(n, time.Second, time.Minute) }
 
 func (s *Supervisor) supervise(ctx context.Context, l namedLoop) {
 	log := s.Log

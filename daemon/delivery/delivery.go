@@ -24,6 +24,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/backoff"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -164,13 +165,7 @@ func New(o Options) *Reconciler {
 }
 
 // Backoff is the wait after the n-th failed delivery in a row (n ≥ 1).
-func Backoff(n int) time.Duration {
-	d := MinBackoff
-	for i := 1; i < n && d < MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, MaxBackoff)
-}
+func Backoff(n int) time.Duration { return backoff.Doubling(n, MinBackoff, MaxBackoff) }
 
 // ReadBackoff is the wait after the n-th failed read of the machines in a
 // row (n ≥ 1): 250 ms, doubling, capped at MaxReadBackoff.

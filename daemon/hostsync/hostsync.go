@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/backoff"
 )
 
 // FullPass bounds the time between two looks at every part.
@@ -224,7 +226,7 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 		}
 		st.Error = err.Error()
 		st.failures++
-		st.retryAt = now.Add(backoff(st.failures))
+		st.retryAt = now.Add(retryAfter(st.failures))
 	case due:
 		if st.AppliedHash != hash && inUse {
 			st.Generation++
@@ -239,7 +241,7 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 	s.mu.Unlock()
 	if err != nil {
 		s.Log.Warn("this edge's "+p.Label+" is not as desired; the previous configuration stays and it is tried again",
-			"part", p.Name, "err", err, "retry_in", backoff(failures))
+			"part", p.Name, "err", err, "retry_in", retryAfter(failures))
 	}
 	if save && s.Record != nil {
 		if rerr := s.Record.SaveHostPart(ctx, s.Edge, snapshot); rerr != nil {
@@ -283,10 +285,4 @@ func (s *Syncer) state(p Part) *partState {
 }
 
 // backoff is the wait after n failures in a row.
-func backoff(n int) time.Duration {
-	d := MinRetry
-	for i := 1; i < n && d < FullPass; i++ {
-		d *= 2
-	}
-	return min(d, FullPass)
-}
+func retryAfter(n int) time.Duration { return backoff.Doubling(n, MinRetry, FullPass) }

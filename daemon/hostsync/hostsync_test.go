@@ -130,8 +130,8 @@ func TestSyncerAppliesUntilEqual(t *testing.T) {
 	if _, n, _ := f.get(); n != applies+1 {
 		t.Fatalf("not re-asserted after %v: %d applies, want %d", Reassert, n, applies+1)
 	}
-	if b := backoff(10); b != FullPass {
-		t.Fatalf("backoff(10) = %v, want the cap %v", b, FullPass)
+	if b := retryAfter(10); b != FullPass {
+		t.Fatalf("retryAfter(10) = %v, want the cap %v", b, FullPass)
 	}
 }
 
