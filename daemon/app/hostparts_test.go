@@ -88,3 +88,40 @@ func TestEdgesShowTheirHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAProbeDoesNotStartAnother: a change wakes the loops that follow it
+// (the gate, this edge's host, the prober), and a probe's result is a
+// change the dashboards hear of, as "probes", not "tunnels": were it
+// "tunnels", every probe would wake the prober again, without end (and
+// each edge would wake the other's). After an HTTP tunnel is made, the
+// probes settle within a few rounds.
+func TestAProbeDoesNotStartAnother(t *testing.T) {
+	d := newWiredDaemon(t)
+	d.call("POST", "/api/local/skip", `{"domain":"example.test"}`, http.StatusOK, nil)
+	id, _ := d.join("nas")
+	_, events, cancel := d.a.Hub.Subscribe()
+	defer cancel()
+	d.call("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"wiki","kind":"http","local_port":8080,"subdomain":"wiki"}`, id), http.StatusCreated, nil)
+	probes, tunnels := 0, 0
+	window := time.After(3 * time.Second)
+	for done := false; !done; {
+		select {
+		case m, ok := <-events:
+			if !ok {
+				t.Fatalf("the event stream was cut off after %d probes: its reader was too slow for them", probes)
+			}
+			switch m.Event {
+			case "probes":
+				probes++
+			case "tunnels":
+				tunnels++
+			}
+		case <-window:
+			done = true
+		}
+	}
+	if probes == 0 || probes > 5 {
+		t.Fatalf("%d probe results in 3 s after one change (%d tunnel events): want a few", probes, tunnels)
+	}
+	t.Logf("%d probe results and %d tunnel events in 3 s after the change", probes, tunnels)
+}

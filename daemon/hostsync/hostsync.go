@@ -100,6 +100,8 @@ type partState struct {
 	State
 	failures int
 	retryAt  time.Time
+	// failedHash is the desired configuration that failed last.
+	failedHash string
 	// applied is set once this process applied the part; appliedAt is
 	// when it last did.
 	applied   bool
@@ -209,14 +211,24 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 	}
 	s.mu.Lock()
 	st := s.state(p)
-	due := !st.applied || st.failures > 0 || st.AppliedHash != hash || s.now().Sub(st.appliedAt) >= s.reassert()
+	now := s.now()
+	var due bool
+	switch {
+	case st.failures > 0:
+		// A failed part waits out its backoff, poked or not (its own
+		// failure may be what made the notice), unless what is desired
+		// changed since it failed.
+		due = hash != st.failedHash || !now.Before(st.retryAt)
+	default:
+		due = !st.applied || st.AppliedHash != hash || now.Sub(st.appliedAt) >= s.reassert()
+	}
 	s.mu.Unlock()
 	if err == nil && due {
 		// Not run here (inUse false): Apply removes what is left of it.
 		err = p.Apply(ctx)
 	}
 	s.mu.Lock()
-	now := s.now()
+	now = s.now()
 	before := st.State
 	st.CheckedAt, st.InUse, st.DesiredHash = now, inUse, hash
 	switch {
@@ -226,7 +238,7 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 		}
 		st.Error = err.Error()
 		st.failures++
-		st.retryAt = now.Add(retryAfter(st.failures))
+		st.retryAt, st.failedHash = now.Add(retryAfter(st.failures)), hash
 	case due:
 		if st.AppliedHash != hash && inUse {
 			st.Generation++

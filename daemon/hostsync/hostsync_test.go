@@ -105,6 +105,15 @@ func TestSyncerAppliesUntilEqual(t *testing.T) {
 	if at, ok := s.nextRetry(); !ok || at != now.Add(MinRetry) {
 		t.Fatalf("retry at %v %v, want after %v", at, ok, MinRetry)
 	}
+	// Poked again and again before then (its own failure may be what
+	// made the notice): not applied again until its backoff is over.
+	_, refused, _ := f.get()
+	for range 5 {
+		s.Pass(ctx)
+	}
+	if _, n, _ := f.get(); n != refused {
+		t.Fatalf("a failed part was applied %d more times within its backoff", n-refused)
+	}
 	now = now.Add(time.Second)
 	s.Pass(ctx) // refused again: pending since the first refusal, retry later
 	if st := s.States()[0]; !st.PendingSince.Equal(now.Add(-time.Second)) {

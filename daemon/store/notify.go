@@ -11,6 +11,10 @@ import (
 const (
 	TopicMachines = "machines"
 	TopicTunnels  = "tunnels"
+	// TopicProbes: a tunnel's reachability was probed anew. Apart from
+	// TopicTunnels, which makes the prober look again: a probe's own
+	// result must not start another probe.
+	TopicProbes   = "probes"
 	TopicActivity = "activity"
 	TopicTokens   = "tokens"
 	TopicAudit    = "audit"

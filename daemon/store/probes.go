@@ -38,7 +38,7 @@ func (s *Store) SetTunnelProbe(ctx context.Context, p TunnelProbe) error {
 	if _, err := s.TunnelProbe(ctx, p.TunnelID); err != nil {
 		return err
 	}
-	s.changed(TopicTunnels)
+	s.changed(TopicProbes)
 	return nil
 }
 

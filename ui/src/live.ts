@@ -49,7 +49,7 @@ export function onReconnect(fn: () => void): () => void {
 
 // Topics the daemon pushes as {event: "<topic>"} (daemon/api/openapi.yaml,
 // the log WebSocket); the others are only emitted by the page itself.
-const TOPICS = ['machines', 'tunnels', 'tokens', 'status', 'activity', 'audit', 'keys', 'banner', 'firewall', 'twofa', 'edges'];
+const TOPICS = ['machines', 'tunnels', 'probes', 'tokens', 'status', 'activity', 'audit', 'keys', 'banner', 'firewall', 'twofa', 'edges', 'host_parts'];
 
 function pushed(m: Record<string, unknown>): boolean {
   if (typeof m.event !== 'string') return false;

@@ -230,7 +230,7 @@ export const machineView: View = (root, ctx, params) => {
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
   ctx.sub(['machines'], () => void loadMachine());
-  ctx.sub(['tunnels'], () => void loadTunnels().then(loadActivity));
+  ctx.sub(['tunnels', 'probes'], () => void loadTunnels().then(loadActivity));
   ctx.sub(['activity'], () => void loadActivity());
   void loadMachine().then(() => m && (void loadKeys(), loadAgent()));
   void loadTunnels().then(loadActivity);

@@ -203,7 +203,7 @@ export const overviewView: View = (root, ctx) => {
     card('Operation log', h('p', null, 'Stream: ', logState), logBox, logDone),
     card('Recent activity', actBody));
   ctx.sub(['status'], () => { void loadStatus(); void loadChecklist(); });
-  ctx.sub(['machines', 'tunnels'], () => void loadChecklist());
+  ctx.sub(['machines', 'tunnels', 'probes'], () => void loadChecklist());
   ctx.sub(['activity'], () => void loadActivity());
   ctx.sub(['conn'], showConn);
   const offLog = onLog(addLine);

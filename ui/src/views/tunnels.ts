@@ -267,7 +267,7 @@ export const tunnelsView: View = (root, ctx) => {
     show();
     create.setMachines(machines);
   });
-  ctx.sub(['tunnels', 'machines'], () => void load());
+  ctx.sub(['tunnels', 'probes', 'machines'], () => void load());
   clear(root, h('h1', null, 'Tunnels'),
     card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'),
       filters.el, n.el, body),
