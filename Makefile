@@ -180,7 +180,7 @@ test-fuzz:
 ## licence of every module compiled into the shipped binaries.
 NFPM_VERSION := v2.44.0
 package: build bin/copyright
-	@$(GOBIN)/nfpm --version 2>/dev/null | grep -q "$(NFPM_VERSION:v%=%)" || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	@$(GO) version -m $(GOBIN)/nfpm 2>/dev/null | grep -qE '^\s+mod\s+github.com/goreleaser/nfpm/v2\s+$(NFPM_VERSION)\s' || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
 	@mkdir -p dist
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p deb -t dist/
 	VERSION=$(PKG_VERSION) GOARCH=$$($(GO) env GOARCH) $(GOBIN)/nfpm package -f nfpm.yaml -p rpm -t dist/

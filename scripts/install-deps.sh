@@ -81,7 +81,9 @@ if ! [ -x "$GOBIN/gotestsum" ]; then
 fi
 
 # nfpm builds the .deb and .rpm (`make package` and the package test).
-if ! "$GOBIN/nfpm" --version 2>/dev/null | grep -q "2.44.0"; then
+# Its module version, as Go recorded it: `go install` leaves nfpm's own
+# --version at "dev", which made every run install it again.
+if ! go version -m "$GOBIN/nfpm" 2>/dev/null | grep -qE '^\s+mod\s+github.com/goreleaser/nfpm/v2\s+v2\.44\.0\s'; then
   echo "install-deps: installing nfpm"
   go install github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.44.0
 fi
