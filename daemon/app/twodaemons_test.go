@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -384,6 +386,69 @@ func TestEveryMachineReachesEveryEdge(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRejoinOnAClusterIsOneGeneration: a machine that rejoins gets one new
+// generation, recorded with the digest the delivery reconciler computes
+// (its main config and its client for each other edge), not a second one
+// when the reconciler hashes it its own way.
+func TestRejoinOnAClusterIsOneGeneration(t *testing.T) {
+	a, b := twoEdges(t, "a.example.test", "b.example.test")
+	a.call("POST", "/api/auth/login", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
+	b.cookie = a.cookie
+	id, machine := a.join("nas")
+	mustEdge(t, b)
+	if err := a.a.Store.SetMachineEdgeStatus(context.Background(), id, mustEdge(t, a), "online", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(what string) store.ConfigState {
+		t.Helper()
+		var cs store.ConfigState
+		testutil.Eventually(t, 15*time.Second, what, func() error {
+			m, err := a.a.Store.GetMachine(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			cs = m.Config
+			if set, _ := machine.lastSet(); len(set.Edges) != 1 || cs.AppliedGen != cs.DesiredGen {
+				return fmt.Errorf("desired %d, applied %d, %d other edges", cs.DesiredGen, cs.AppliedGen, len(set.Edges))
+			}
+			return nil
+		})
+		return cs
+	}
+	b.call("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"db","kind":"tcp","local_port":5432}`, id), http.StatusCreated, nil)
+	before := settled("the machine runs its clients for both edges")
+	rejoinedAt := time.Now()
+	req, _ := http.NewRequest("POST", a.srv.URL+"/api/machines/rejoin", strings.NewReader(`{"username":"pi"}`))
+	req.Header.Set("Authorization", "Bearer "+machine.agentToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("rejoin: %d %s", res.StatusCode, raw)
+	}
+	// The machine's agent now wants the new agent token, which this fake
+	// does not know: the reconciler's next attempt after the rejoin is
+	// refused, but it records what it wants first.
+	var after store.ConfigState
+	testutil.Eventually(t, 15*time.Second, "the reconciler's attempt after the rejoin", func() error {
+		m, err := a.a.Store.GetMachine(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		after = m.Config
+		if m.ConfigPush == nil || !m.ConfigPush.At.After(rejoinedAt) {
+			return fmt.Errorf("no attempt yet (desired %d)", after.DesiredGen)
+		}
+		return nil
+	})
+	if after.DesiredGen != before.DesiredGen+1 {
+		t.Fatalf("a rejoin took the machine from generation %d to %d, want %d", before.DesiredGen, after.DesiredGen, before.DesiredGen+1)
+	}
 }
 
 func mustEdge(t *testing.T, d *wiredDaemon) int64 {

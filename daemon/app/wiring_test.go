@@ -27,6 +27,9 @@ import (
 // fakeMachine is a machine's side of the agent: it records the configs it
 // applies and the restarts of its tunnel client.
 type fakeMachine struct {
+	// agentToken is what the machine's join handed it.
+	agentToken string
+
 	mu       sync.Mutex
 	configs  []string
 	restarts int
@@ -197,7 +200,7 @@ func (d *wiredDaemon) join(name string) (int64, *fakeMachine) {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	sys := &fakeMachine{}
+	sys := &fakeMachine{agentToken: reg.AgentToken}
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(m.AgentPort)))
 	if err != nil {
 		d.t.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -416,7 +415,7 @@ func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigS
 	if err != nil {
 		return m.Config, err
 	}
-	return r.recordDesired(ctx, m, withEdges(cfg, edges), server)
+	return r.recordDesired(ctx, m, cfg, edges, server)
 }
 
 // render is machine m's desired main config, the server it names, and its
@@ -434,24 +433,12 @@ func (r *Reconciler) render(ctx context.Context, m store.Machine) (cfg, server s
 	return cfg, server, edges, nil
 }
 
-// withEdges is what the digest of a desired generation covers: the main
-// config, then each other edge's (the main config alone with one edge, so
-// that a one-edge install's digests are what they were).
-func withEdges(cfg string, edges []agent.EdgeClient) string {
-	var b strings.Builder
-	b.WriteString(cfg)
-	for _, e := range edges {
-		b.WriteString("\n# edge " + e.Edge + "\n")
-		b.WriteString(e.Config)
-	}
-	return b.String()
-}
 
-// recordDesired records cfg as what machine m should run. Most passes find
+// recordDesired records cfg and edges as what machine m should run. Most passes find
 // the digest unchanged: that needs no transaction (which would take the
 // store's one writer slot just to read).
-func (r *Reconciler) recordDesired(ctx context.Context, m store.Machine, cfg, server string) (store.ConfigState, error) {
-	digest := machines.ConfigDigest(cfg)
+func (r *Reconciler) recordDesired(ctx context.Context, m store.Machine, cfg string, edges []agent.EdgeClient, server string) (store.ConfigState, error) {
+	digest := machines.DesiredDigest(cfg, edges)
 	if m.Config.DesiredHash == digest {
 		return m.Config, nil
 	}
@@ -514,7 +501,7 @@ func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool
 		r.record(ctx, m, err)
 		return err
 	}
-	cs, err := r.recordDesired(ctx, m, withEdges(cfg, edges), server)
+	cs, err := r.recordDesired(ctx, m, cfg, edges, server)
 	if err != nil {
 		return err
 	}

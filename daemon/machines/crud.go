@@ -1123,7 +1123,16 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	if err != nil {
 		return Rejoined{}, err
 	}
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), false, serverKey(host, transportOf(m)), s.now()); err != nil {
+	// The clients for the other edges carry the new credential too.
+	now, err := s.Store.GetMachine(ctx, m.ID)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	digest, err := s.desiredDigest(ctx, now, cfg)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, digest, false, serverKey(host, transportOf(m)), s.now()); err != nil {
 		return Rejoined{}, err
 	}
 	if s.Redeliver != nil {

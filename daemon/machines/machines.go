@@ -575,6 +575,31 @@ func ConfigDigest(cfg string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// DesiredDigest is the one digest of a desired generation, whoever records
+// it (the delivery reconciler, a rejoin, a change of transport): the main
+// config, then each other edge's client (the main config alone with one
+// edge, so that a one-edge install's digests are what they were). Two
+// writers that hashed differently cost the machine a needless generation.
+func DesiredDigest(cfg string, edges []agent.EdgeClient) string {
+	var b strings.Builder
+	b.WriteString(cfg)
+	for _, e := range edges {
+		b.WriteString("\n# edge " + e.Edge + "\n")
+		b.WriteString(e.Config)
+	}
+	return ConfigDigest(b.String())
+}
+
+// desiredDigest is DesiredDigest of main config cfg with m's clients for
+// the other edges as they are now.
+func (s *Service) desiredDigest(ctx context.Context, m store.Machine, cfg string) (string, error) {
+	edges, err := s.DesiredEdges(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	return DesiredDigest(cfg, edges), nil
+}
+
 // DesiredConfig renders the config machine m should run now, and says
 // which tunnel-server address it names: the resolver's answer, else the
 // address the machine already uses (when nothing configured names one, a

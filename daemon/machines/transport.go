@@ -152,7 +152,11 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, ConfigDigest(cfg), false, serverKey(host, req.Transport), s.now()); err != nil {
+	digest, err := s.desiredDigest(ctx, m, cfg)
+	if err != nil {
+		return TransportChosen{}, err
+	}
+	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, digest, false, serverKey(host, req.Transport), s.now()); err != nil {
 		return TransportChosen{}, err
 	}
 	if s.Redeliver != nil {
