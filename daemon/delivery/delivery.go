@@ -433,7 +433,6 @@ func (r *Reconciler) render(ctx context.Context, m store.Machine) (cfg, server s
 	return cfg, server, edges, nil
 }
 
-
 // recordDesired records cfg and edges as what machine m should run. Most passes find
 // the digest unchanged: that needs no transaction (which would take the
 // store's one writer slot just to read).
