@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,15 +21,6 @@ const (
 )
 
 func init() { audit.RegisterFailureKind(auditAPITokenFailed) }
-
-// tokenKey holds the API token a request authenticated with.
-const tokenKey ctxKey = 100
-
-// apiToken is the token r authenticated with (nil for a session).
-func apiToken(r *http.Request) *apitokens.Token {
-	t, _ := r.Context().Value(tokenKey).(*apitokens.Token)
-	return t
-}
 
 // bearer is r's Authorization: Bearer credential ("" when none).
 func bearer(r *http.Request) string { return auth.Bearer(r.Header) }
@@ -71,8 +61,7 @@ func (s *Server) withAPIToken(r *http.Request, a access) (*http.Request, error) 
 		return nil, errTokenReadOnly
 	}
 	// Whatever records an event for this request names the token.
-	ctx := audit.WithActor(context.WithValue(r.Context(), tokenKey, &t), fmt.Sprintf("API token %q", t.Name))
-	return r.WithContext(ctx), nil
+	return r.WithContext(audit.WithActor(r.Context(), fmt.Sprintf("API token %q", t.Name))), nil
 }
 
 // listAPITokens: GET /api/tokens.

@@ -166,11 +166,17 @@ func (s Settings) own(ctx context.Context, key string) (string, error) {
 	if !errors.Is(err, store.ErrNotFound) {
 		return v, err
 	}
+	// Whose the old value is is asked only while there is one: once
+	// adopted, a read costs no look at the edges.
+	legacy, err := s.get(ctx, key)
+	if err != nil || legacy == "" {
+		return "", err
+	}
 	oldest, err := s.oldestEdge(ctx)
 	if err != nil || oldest != s.Edge {
 		return "", err
 	}
-	return s.get(ctx, key)
+	return legacy, nil
 }
 
 func (s Settings) setOwn(ctx context.Context, key, v string) error {
