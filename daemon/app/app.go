@@ -392,19 +392,20 @@ func (a *App) changed(topic string) {
 	switch topic {
 	case store.TopicSettings:
 		// The address this edge gives the others may have changed.
-		a.beatSoon()
+		wake(a.beatWake)
 		fallthrough
 	case store.TopicTunnels, store.TopicEdges:
-		a.gateSoon()
+		wake(a.gateWake)
 		a.follow.Poke()
 		a.Prober.Kick()
 	}
 }
 
-// gateSoon asks the access gate's reload loop for a reload now.
-func (a *App) gateSoon() {
+// wake asks the loop that waits on ch for a turn now; it never blocks,
+// and notices that arrive while one waits make one turn.
+func wake(ch chan struct{}) {
 	select {
-	case a.gateWake <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -432,14 +433,6 @@ func (a *App) Close() {
 		}
 	}
 	a.Store.Close()
-}
-
-// beatSoon asks the heartbeat loop for a beat now; it never blocks.
-func (a *App) beatSoon() {
-	select {
-	case a.beatWake <- struct{}{}:
-	default:
-	}
 }
 
 // tunnelsChanged is the machines service's change hook: one place, in
