@@ -20,12 +20,7 @@ import (
 func TestDisable2FACommand(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DataDir = dir
-	a, err := app.Services(ctx, &cfg, newLogger("error", io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openServices(t, dir)
 	en, err := a.TOTP.Enroll(ctx, "localhost")
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +42,7 @@ func TestDisable2FACommand(t *testing.T) {
 	if !strings.Contains(out.String(), "2FA disabled: 1 device(s) and every backup code removed; 1 session(s) ended") {
 		t.Fatalf("output %q", out.String())
 	}
-	a, err = app.Services(ctx, &cfg, newLogger("error", io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a = openServices(t, dir)
 	defer a.Store.Close()
 	if on, _ := a.TOTP.Enabled(ctx); on {
 		t.Fatal("2FA still enabled")
@@ -75,12 +67,7 @@ func TestDisable2FACommand(t *testing.T) {
 func TestResetPasswordEndsEverything(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DataDir = dir
-	a, err := app.Services(ctx, &cfg, newLogger("error", io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openServices(t, dir)
 	if _, err := a.Auth.Setup(ctx, auth.Client{Local: true}, "the first long passphrase", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +95,7 @@ func TestResetPasswordEndsEverything(t *testing.T) {
 	if got := out.String(); got != "password changed; 2 session(s) ended, 2 API token(s) revoked\n" {
 		t.Fatalf("output %q", got)
 	}
-	a, err = app.Services(ctx, &cfg, newLogger("error", io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a = openServices(t, dir)
 	defer a.Store.Close()
 	if _, err := (&apitokens.Service{Store: a.Store}).Check(ctx, left.Secret, "192.0.2.9"); err != apitokens.ErrInvalid {
 		t.Fatalf("the token left behind after the reset: %v", err)
@@ -121,4 +105,17 @@ func TestResetPasswordEndsEverything(t *testing.T) {
 		entries[0].Detail != "reset from the command line; password sign-in on; 2 session(s) ended, 2 API token(s) revoked" {
 		t.Fatalf("audit %+v", entries)
 	}
+}
+
+// openServices opens the daemon's services on the data directory dir, as
+// the admin commands do; the caller closes the store.
+func openServices(t *testing.T, dir string) *app.App {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DataDir = dir
+	a, err := app.Services(context.Background(), &cfg, newLogger("error", io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -4,26 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/app"
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 func TestMachinesOutdatedCommand(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cfg := config.Default()
-	cfg.DataDir = dir
-	a, err := app.Services(ctx, &cfg, newLogger("error", io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := openServices(t, dir)
 	add := func(name, user string, outdated bool) store.Machine {
 		m, err := a.Store.RegisterMachine(ctx, store.NewMachine{Name: name, Username: user, SecretHash: name + "-s", AgentTokenHash: name + "-a",
 			Seal: func(int64) (string, error) { return "x", nil }, Now: time.Now(), Ports: store.PortRange{Lo: 20000, Hi: 20100}})
