@@ -1,21 +1,16 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
-
-// updateTimeout bounds a fleet update: each machine has 100 s to come back,
-// and a fleet goes batch after batch.
-const updateTimeout = 6 * time.Hour
 
 type updateBody struct {
 	Version    string  `json:"version"`
@@ -26,7 +21,7 @@ type updateBody struct {
 
 // serverBundle is the server's bundle version, or why there is none.
 func (s *Server) serverBundle() (string, error) {
-	if s.fleet == nil {
+	if s.fleet == nil || s.rollouts == nil {
 		return "", Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
 	}
 	v, err := s.fleet.ServerVersion()
@@ -95,10 +90,7 @@ func (s *Server) machineUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = s.runUpdate(r, func(ctx context.Context, p Progress) error {
-		return s.fleet.UpdateVia(ctx, base, id, server, p)
-	})
-	if err != nil {
+	if err := s.startRollout(r, fleet.Plan{IDs: []int64{id}, Batch: 1, Target: server, Base: base}); err != nil {
 		return err
 	}
 	s.record(r, fleet.AuditStarted, fmt.Sprintf("machine %q: bundle %s → %s", m.Name, versionWords(m.BundleVersion), server))
@@ -106,23 +98,16 @@ func (s *Server) machineUpdate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// runUpdate runs an update as the hub's one operation "update".
-func (s *Server) runUpdate(r *http.Request, run func(context.Context, Progress) error) error {
-	var p Progress
-	if s.hub != nil {
-		op, err := s.hub.Begin("update")
-		if err != nil {
-			return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
-		}
-		p = op
-	} else {
-		p = s.progress("update")
+// startRollout stores p as the running fleet update, which the edge that
+// holds the lease runs (this one, or another).
+func (s *Server) startRollout(r *http.Request, p fleet.Plan) error {
+	err := s.rollouts.Start(r.Context(), p)
+	if errors.Is(err, store.ErrRolloutRunning) {
+		return Errorf(http.StatusConflict, "a fleet update is running; wait for it to end (GET /api/machines/update shows it)")
 	}
-	ctx, cancel := context.WithTimeout(s.life, updateTimeout)
-	go func() {
-		defer cancel()
-		p.Done(run(ctx, p) == nil)
-	}()
+	if err != nil {
+		return Internal("could not start the update", err)
+	}
 	return nil
 }
 
@@ -205,10 +190,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	err = s.runUpdate(r, func(ctx context.Context, p Progress) error {
-		return s.fleet.FleetVia(ctx, base, ids, batch, server, p)
-	})
-	if err != nil {
+	if err := s.startRollout(r, fleet.Plan{IDs: ids, Batch: batch, Target: server, Base: base}); err != nil {
 		return err
 	}
 	s.record(r, fleet.AuditStarted, fmt.Sprintf("fleet update of %d machine(s), batches of %d: %s", len(ids), batch, strings.Join(what, ", ")))
@@ -219,11 +201,15 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// fleetUpdateStatus: GET /api/machines/update.
+// fleetUpdateStatus: GET /api/machines/update, the same on every edge.
 func (s *Server) fleetUpdateStatus(w http.ResponseWriter, r *http.Request) error {
-	if s.fleet == nil {
+	if s.rollouts == nil {
 		return Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
 	}
-	writeData(w, http.StatusOK, s.fleet.Last())
+	sum, err := s.rollouts.Last(r.Context())
+	if err != nil {
+		return Internal("could not read the last fleet update", err)
+	}
+	writeData(w, http.StatusOK, sum)
 	return nil
 }

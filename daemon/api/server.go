@@ -77,6 +77,8 @@ type Options struct {
 	// Fleet updates machines to the server's bundle; nil answers 503 on
 	// the update routes.
 	Fleet *fleet.Updater
+	// Rollouts keeps fleet updates as jobs in the database; set with Fleet.
+	Rollouts *fleet.Rollouts
 	// Edges lists the cluster's edges and lets new ones join; nil builds
 	// one on the store with this daemon as an edge not yet recorded.
 	Edges *edges.Service
@@ -137,6 +139,7 @@ type Server struct {
 	detect    detectCache
 	mon       Monitoring
 	fleet     *fleet.Updater
+	rollouts  *fleet.Rollouts
 	edges     *edges.Service
 	tokens    *apitokens.Service
 	sso       *sso.Service
@@ -154,6 +157,7 @@ func New(o Options) *Server {
 		gate: o.Gate, reach: o.Reach}
 	s.mon = o.Monitoring
 	s.fleet = o.Fleet
+	s.rollouts = o.Rollouts
 	s.edges = o.Edges
 	s.tokens = o.APITokens
 	s.sso = o.SSO

@@ -64,8 +64,18 @@ func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *
 	client.Report = u.Record
 	e.svc.BundleVersion = u.ServerVersion
 	clock := func() time.Time { return e.now }
+	hub := logstream.NewHub(time.Now)
+	ro := &fleet.Rollouts{Updater: u, Store: e.st, Edge: "edge-a", Hub: hub, Log: log,
+		Lease: func(ctx context.Context, ttl time.Duration) int64 {
+			f, _ := e.st.LeaseFence(ctx, fleet.LeaseName, "edge-a", ttl, time.Now())
+			return f
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ro.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: log, Now: clock, Machines: e.svc, Revtunnel: e.rt,
-		SSHKeys: e.sshkeys, Agents: client, Fleet: u, Hub: logstream.NewHub(time.Now)})
+		SSHKeys: e.sshkeys, Agents: client, Fleet: u, Rollouts: ro, Hub: hub})
 	return e, u, agents
 }
 
@@ -174,7 +184,7 @@ func TestMachineUpdateUnsupported(t *testing.T) {
 
 func TestFleetUpdateRoutes(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		e, u, agents := updateEnv(t, engine, "1.0.0", "1.0.0", "1.0.0")
+		e, _, agents := updateEnv(t, engine, "1.0.0", "1.0.0", "1.0.0")
 		agents[1].Outcome, agents[1].FailWith = testutil.Fails, "apply-update: no space left on device"
 		// Before any fleet update.
 		s := e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
@@ -196,17 +206,23 @@ func TestFleetUpdateRoutes(t *testing.T) {
 			t.Fatalf("message %v", d["message"])
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for u.Last().Running || u.Last().FinishedAt == nil {
+		for s = e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200); s["running"] != false || s["finished_at"] == nil; {
 			if time.Now().After(deadline) {
-				t.Fatal("the fleet update did not end")
+				t.Fatalf("the fleet update did not end: %v", s)
 			}
 			time.Sleep(10 * time.Millisecond)
+			s = e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
 		}
-		s = e.data(t, e.do(req{method: "GET", path: "/api/machines/update", cookie: e.cookie}), 200)
 		failed, _ := s["failed"].(map[string]any)
 		if s["running"] != false || len(s["updated"].([]any)) != 1 || len(s["untouched"].([]any)) != 1 || s["untouched"].([]any)[0] != float64(3) ||
-			failed == nil || failed["name"] != "m2" || failed["error"] != "apply-update: no space left on device" {
+			failed == nil || failed["name"] != "m2" || failed["error"] != "apply-update: no space left on device" || s["edge"] != "edge-a" {
 			t.Fatalf("summary %v", s)
+		}
+		// Its log is in the summary, the same on every edge.
+		ls := s["lines"].([]any)
+		if last := ls[len(ls)-1].(map[string]any); last["level"] != "error" ||
+			last["text"] != `stopped: machine "m2": apply-update: no space left on device; 1 machine(s) left untouched` {
+			t.Fatalf("last line %v", last)
 		}
 		if len(agents[2].Calls()) != 0 {
 			t.Fatalf("the third machine was touched: %v", agents[2].Calls())

@@ -38,6 +38,10 @@ func (a *App) agentServices() {
 	// Every status an agent answers records the versions it reports.
 	a.Fleet = &fleet.Updater{Store: a.Store, Agents: a.Agents, StaticDir: a.Config.StaticDir, Audit: a.Audit, Log: a.Log}
 	a.Agents.Report = a.Fleet.Record
+	// Fleet updates are jobs in the database: the edge that holds the
+	// lease runs the one that is running, and another resumes it.
+	a.Rollouts = &fleet.Rollouts{Updater: a.Fleet, Store: a.Store, Edge: a.Config.EdgeName,
+		Lease: a.leaseFence(fleet.LeaseName), Hub: a.Hub, Log: a.Log}
 	a.Machines.BundleVersion = a.Fleet.ServerVersion
 	a.Delivery = delivery.New(delivery.Options{
 		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,

@@ -98,6 +98,8 @@ type App struct {
 	// Fleet updates machines to the server's bundle and records what
 	// their agents report.
 	Fleet *fleet.Updater
+	// Rollouts runs the fleet updates stored in the database.
+	Rollouts *fleet.Rollouts
 	// Delivery brings each machine's client config to its desired
 	// generation.
 	Delivery *delivery.Reconciler
@@ -352,6 +354,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		Gate:       a.Gate,
 		Monitoring: mon,
 		Fleet:      a.Fleet,
+		Rollouts:   a.Rollouts,
 		Edges:      a.Edges,
 		Life:       a.life,
 	})
@@ -369,6 +372,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Loops.Loop("edge heartbeat", a.heartbeat)
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
+	a.Loops.Loop("fleet updates", func(ctx context.Context) error { a.Rollouts.Run(ctx); return nil })
 	a.Loops.Loop("this edge's host (tunnel server, web proxy, publish table, firewall)", a.follow.Run)
 	a.Loops.Loop("tunnel prober", func(ctx context.Context) error { a.Prober.Run(ctx); return nil })
 	a.Loops.Loop("access gate reload", a.reloadGate)
@@ -390,6 +394,8 @@ func (a *App) changed(topic string) {
 	a.Hub.Notify(topic)
 	a.Delivery.Changed(topic)
 	switch topic {
+	case store.TopicRollouts:
+		a.Rollouts.Wake()
 	case store.TopicSettings:
 		// The address this edge gives the others may have changed.
 		wake(a.beatWake)

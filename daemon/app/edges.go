@@ -131,12 +131,19 @@ func (c clusterFailures) Others(key netip.Prefix, now time.Time) (forKey, global
 // cluster, and holds every lease; while the database does not answer, no
 // edge can be sure it holds one, and none runs the job.
 func (a *App) lease(name string, ttl time.Duration) func(ctx context.Context) bool {
-	return func(ctx context.Context) bool {
-		ok, err := a.Store.AcquireLease(ctx, name, a.Config.EdgeName, ttl, time.Now())
+	fence := a.leaseFence(name)
+	return func(ctx context.Context) bool { return fence(ctx, ttl) > 0 }
+}
+
+// leaseFence is lease that returns the lease's fence (0 when this edge
+// does not hold it), for a job whose writes carry it.
+func (a *App) leaseFence(name string) func(ctx context.Context, ttl time.Duration) int64 {
+	return func(ctx context.Context, ttl time.Duration) int64 {
+		fence, err := a.Store.LeaseFence(ctx, name, a.Config.EdgeName, ttl, time.Now())
 		if err != nil {
 			a.Log.Debug("could not take the lease", "lease", name, "err", err)
 		}
-		return err == nil && ok
+		return fence
 	}
 }
 

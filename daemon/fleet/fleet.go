@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
@@ -65,9 +64,6 @@ type Updater struct {
 	// Poll is how often the machine is asked while it restarts (1 s);
 	// ComeBack how long it has to report the new version (100 s).
 	Poll, ComeBack time.Duration
-
-	mu   sync.Mutex
-	last Summary
 }
 
 func (u *Updater) now() time.Time {
@@ -175,6 +171,12 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 		fail(StateUnsupported, why)
 		return &UnsupportedError{Name: m.Name}
 	}
+	if st.AgentVersion == target {
+		// It runs the target already: a rollout resumed after the edge
+		// that sent the update died. Its update is confirmed below.
+		p.Line("info", fmt.Sprintf("%s: runs %s already", m.Name, target))
+		return u.comeBackTo(ctx, m.Name, id, from, target, true, p, fail)
+	}
 	arch := st.Arch
 	if arch == "" {
 		arch = "amd64"
@@ -202,19 +204,29 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 		return fail(StateFailed, "the agent refused the update: "+agentclient.Words(err))
 	}
 	p.Line("info", fmt.Sprintf("%s: the agent downloads and checks the bundle, then restarts into it", m.Name))
+	return u.comeBackTo(ctx, m.Name, id, from, target, false, p, fail)
+}
 
+// comeBackTo waits for machine id to run target, and confirms it; now
+// asks at once rather than after the first poll. When
+// ctx ends first (the daemon stops, or another edge took the rollout),
+// nothing is recorded: the rollout resumes and asks again.
+func (u *Updater) comeBackTo(ctx context.Context, name string, id int64, from, target string, now bool, p Progress,
+	fail func(state, why string) error) error {
 	deadline := time.NewTimer(u.comeBack())
 	defer deadline.Stop()
 	tick := time.NewTicker(u.poll())
 	defer tick.Stop()
 	lastSeen := ""
-	for {
-		select {
-		case <-ctx.Done():
-			return fail(StateFailed, "the update was cancelled: "+ctx.Err().Error())
-		case <-deadline.C:
-			return fail(StateFailed, fmt.Sprintf("the machine did not come back within %s", seconds(u.comeBack())))
-		case <-tick.C:
+	for ; ; now = false {
+		if !now {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-deadline.C:
+				return fail(StateFailed, fmt.Sprintf("the machine did not come back within %s", seconds(u.comeBack())))
+			case <-tick.C:
+			}
 		}
 		// While the agent restarts it does not answer: expected, asked again.
 		st, err := u.Agents.AgentStatus(ctx, id)
@@ -227,8 +239,8 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 				return fail(StateFailed, "the new agent runs, but did not take the confirmation (it rolls back by itself): "+agentclient.Words(err))
 			}
 			u.setState(ctx, id, store.UpdateState{State: StateCurrent, Target: target, At: u.now().UTC()})
-			p.Line("info", fmt.Sprintf("%s: runs %s; update confirmed", m.Name, target))
-			u.audit(ctx, AuditUpdated, fmt.Sprintf("machine %q: bundle %s → %s", m.Name, words(from), target))
+			p.Line("info", fmt.Sprintf("%s: runs %s; update confirmed", name, target))
+			u.audit(ctx, AuditUpdated, fmt.Sprintf("machine %q: bundle %s → %s", name, words(from), target))
 			return nil
 		}
 		if up := st.Update; up != nil && up.Version == target {
@@ -242,7 +254,7 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 			}
 			if up.State != lastSeen {
 				lastSeen = up.State
-				p.Line("info", fmt.Sprintf("%s: %s", m.Name, up.State))
+				p.Line("info", fmt.Sprintf("%s: %s", name, up.State))
 			}
 		}
 	}

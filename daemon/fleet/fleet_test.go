@@ -62,6 +62,7 @@ type env struct {
 	u      *fleet.Updater
 	agents map[int64]*testutil.UpdatingAgent
 	static string
+	base   string
 }
 
 // newEnv: a store with one machine per agent (named m1, m2...), each agent
@@ -94,7 +95,7 @@ func newEnv(t *testing.T, as ...*testutil.UpdatingAgent) *env {
 		http.NotFound(w, r)
 	}))
 	t.Cleanup(files.Close)
-	e := &env{st: st, agents: map[int64]*testutil.UpdatingAgent{}, static: static}
+	e := &env{st: st, agents: map[int64]*testutil.UpdatingAgent{}, static: static, base: files.URL}
 	ps := ports{}
 	for i, a := range as {
 		m, err := st.RegisterMachine(ctx, store.NewMachine{Name: fmt.Sprintf("m%d", i+1), Username: "pi", SecretHash: fmt.Sprint("s", i), AgentTokenHash: fmt.Sprint("a", i),
@@ -235,21 +236,62 @@ func TestUpdateChecksumMismatch(t *testing.T) {
 	}
 }
 
+// rollouts is edge's runner of rollouts over e's store, with the lease
+// taken at the time now gives.
+func (e *env) rollouts(edge string, now func() time.Time) *fleet.Rollouts {
+	return &fleet.Rollouts{Updater: e.u, Store: e.st, Edge: edge, Log: e.u.Log,
+		Lease: func(ctx context.Context, ttl time.Duration) int64 {
+			f, _ := e.st.LeaseFence(ctx, fleet.LeaseName, edge, ttl, now())
+			return f
+		}}
+}
+
+// run starts p on r and runs r until the rollout ends.
+func (e *env) run(t *testing.T, r *fleet.Rollouts, p *fleet.Plan) fleet.Summary {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if p != nil {
+		if err := r.Start(ctx, *p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := r.Last(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Running && s.FinishedAt != nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rollout did not end: %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func lineTexts(s fleet.Summary) string {
+	var b strings.Builder
+	for _, l := range s.Lines {
+		fmt.Fprintf(&b, "%s: %s\n", l.Level, l.Text)
+	}
+	return b.String()
+}
+
 // Three machines, the second fails: the canary is updated, the third is
 // never touched, and the summary says so.
 func TestFleetStopsAtFirstFailure(t *testing.T) {
 	bad := agentAt("1.0.0")
 	bad.Outcome, bad.FailWith = testutil.Fails, "no space left on device"
 	e := newEnv(t, agentAt("1.0.0"), bad, agentAt("1.0.0"))
-	var p lines
-	err := e.u.Fleet(context.Background(), []int64{1, 2, 3}, 1, "2.0.0", &p)
-	var f *fleet.Failure
-	if !errors.As(err, &f) || f.MachineID != 2 || f.Name != "m2" || f.Reason != "no space left on device" {
-		t.Fatalf("err %v", err)
-	}
-	s := e.u.Last()
+	s := e.run(t, e.rollouts("edge-a", time.Now), &fleet.Plan{IDs: []int64{1, 2, 3}, Batch: 1, Target: "2.0.0", Base: e.base})
 	if s.Running || fmt.Sprint(s.MachineIDs) != "[1 2 3]" || fmt.Sprint(s.Updated) != "[1]" || fmt.Sprint(s.Untouched) != "[3]" ||
-		s.Failed == nil || s.Failed.MachineID != 2 || s.StartedAt == nil || s.FinishedAt == nil {
+		s.Failed == nil || s.Failed.MachineID != 2 || s.Failed.Name != "m2" || s.Failed.Reason != "no space left on device" ||
+		s.StartedAt == nil || s.FinishedAt == nil || s.Edge != "edge-a" {
 		t.Fatalf("summary %+v", s)
 	}
 	if calls := e.agents[3].Calls(); len(calls) != 0 || e.machine(t, 3).Update.State != "" {
@@ -258,32 +300,92 @@ func TestFleetStopsAtFirstFailure(t *testing.T) {
 	if e.machine(t, 1).Update.State != fleet.StateCurrent || e.machine(t, 2).Update.State != fleet.StateFailed {
 		t.Fatalf("states: %+v %+v", e.machine(t, 1).Update, e.machine(t, 2).Update)
 	}
-	if !strings.Contains(p.String(), `stopped: machine "m2": no space left on device; 1 machine(s) left untouched`) {
-		t.Fatalf("progress:\n%s", p.String())
+	if !strings.Contains(lineTexts(s), `error: stopped: machine "m2": no space left on device; 1 machine(s) left untouched`) {
+		t.Fatalf("progress:\n%s", lineTexts(s))
 	}
 }
 
 func TestFleetBatches(t *testing.T) {
 	e := newEnv(t, agentAt("1.0.0"), agentAt("1.0.0"), agentAt("1.0.0"), agentAt("1.5.0"))
-	var p lines
-	if err := e.u.Fleet(context.Background(), []int64{1, 2, 3, 4}, 2, "2.0.0", &p); err != nil {
-		t.Fatalf("%v\n%s", err, p.String())
-	}
-	s := e.u.Last()
+	s := e.run(t, e.rollouts("edge-a", time.Now), &fleet.Plan{IDs: []int64{1, 2, 3, 4}, Batch: 2, Target: "2.0.0", Base: e.base})
 	if fmt.Sprint(s.Updated) != "[1 2 3 4]" || len(s.Untouched) != 0 || s.Failed != nil {
 		t.Fatalf("summary %+v", s)
 	}
 	for _, want := range []string{"canary: machine #1 first", "batch 1 of 2: 2 machine(s)", "batch 2 of 2: 1 machine(s)", "4 machine(s) updated to 2.0.0"} {
-		if !strings.Contains(p.String(), want) {
-			t.Errorf("progress lacks %q:\n%s", want, p.String())
+		if !strings.Contains(lineTexts(s), want) {
+			t.Errorf("progress lacks %q:\n%s", want, lineTexts(s))
 		}
 	}
 }
 
 func TestLastBeforeAnyFleetUpdate(t *testing.T) {
 	e := newEnv(t)
-	s := e.u.Last()
-	if s.Running || s.Failed != nil || s.StartedAt != nil || s.MachineIDs == nil || s.Updated == nil || s.Untouched == nil {
-		t.Fatalf("%+v", s)
+	s, err := e.rollouts("edge-a", time.Now).Last(context.Background())
+	if err != nil || s.Running || s.Failed != nil || s.StartedAt != nil || s.MachineIDs == nil || s.Updated == nil || s.Untouched == nil || s.Lines == nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+}
+
+// Only one rollout runs at a time, whichever edge is asked.
+func TestOneRolloutAtATime(t *testing.T) {
+	e := newEnv(t, agentAt("1.0.0"))
+	ctx := context.Background()
+	if err := e.rollouts("edge-a", time.Now).Start(ctx, fleet.Plan{IDs: []int64{1}, Target: "2.0.0", Base: e.base}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.rollouts("edge-b", time.Now).Start(ctx, fleet.Plan{IDs: []int64{1}, Target: "2.0.0", Base: e.base})
+	if !errors.Is(err, store.ErrRolloutRunning) {
+		t.Fatalf("a second rollout: %v", err)
+	}
+}
+
+// Edge a started a rollout and died with machine 2 in flight (its agent
+// already restarted into the target): once a's lease expired, edge b
+// takes it up, confirms machine 2, updates machine 3, and a's late
+// writes change nothing.
+func TestRolloutResumesOnAnotherEdge(t *testing.T) {
+	e := newEnv(t, agentAt("2.0.0"), agentAt("2.0.0"), agentAt("1.0.0"))
+	ctx := context.Background()
+	past := func() time.Time { return time.Now().Add(-time.Hour) }
+	a := e.rollouts("edge-a", past)
+	if err := a.Start(ctx, fleet.Plan{IDs: []int64{1, 2, 3}, Batch: 2, Target: "2.0.0", Base: e.base}); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := e.st.RunningRollout(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenceA := a.Lease(ctx, fleet.LeaseTTL)
+	if err := e.st.ClaimRollout(ctx, ro.ID, "edge-a", fenceA); err != nil {
+		t.Fatal(err)
+	}
+	ro.Edge, ro.Fence, ro.Updated, ro.Started = "edge-a", fenceA, []int64{1}, 3
+	if err := e.st.SaveRollout(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+
+	s := e.run(t, e.rollouts("edge-b", time.Now), nil)
+	if fmt.Sprint(s.Updated) != "[1 2 3]" || s.Failed != nil || s.Edge != "edge-b" || len(s.Untouched) != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, want := range []string{"edge edge-b takes up this fleet update where it stopped", "m2: runs 2.0.0 already", "m2: runs 2.0.0; update confirmed",
+		"m3: runs 2.0.0; update confirmed", "3 machine(s) updated to 2.0.0"} {
+		if !strings.Contains(lineTexts(s), want) {
+			t.Errorf("progress lacks %q:\n%s", want, lineTexts(s))
+		}
+	}
+	if e.agents[3].Version() != "2.0.0" {
+		t.Fatalf("m3 runs %s", e.agents[3].Version())
+	}
+	// Edge a wakes up and writes what it knew: refused, nothing changes.
+	ro.State, ro.Updated = store.RolloutFailed, nil
+	if err := e.st.SaveRollout(ctx, ro); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a stale write: %v", err)
+	}
+	if err := e.st.ClaimRollout(ctx, ro.ID, "edge-a", fenceA); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a stale claim: %v", err)
+	}
+	if after, _ := e.rollouts("edge-b", time.Now).Last(ctx); fmt.Sprint(after.Updated) != "[1 2 3]" || after.Running {
+		t.Fatalf("after the stale write: %+v", after)
 	}
 }

@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-// Summary is the last fleet update (GET /api/machines/update).
+// Summary is the last fleet update (GET /api/machines/update), the same on
+// every edge: it is read from the database.
 type Summary struct {
 	Running    bool       `json:"running"`
 	MachineIDs []int64    `json:"machine_ids"`
@@ -17,111 +23,337 @@ type Summary struct {
 	Untouched  []int64    `json:"untouched"`
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
-}
-
-func (s Summary) clone() Summary {
-	c := s
-	c.MachineIDs = append([]int64{}, s.MachineIDs...)
-	c.Updated = append([]int64{}, s.Updated...)
-	c.Untouched = append([]int64{}, s.Untouched...)
-	if s.Failed != nil {
-		f := *s.Failed
-		c.Failed = &f
-	}
-	return c
-}
-
-// Last is the last fleet update; empty lists and nulls before the first.
-func (u *Updater) Last() Summary {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.last.clone()
+	// Edge runs it (or ran it last).
+	Edge string `json:"edge"`
+	// Lines are its last log lines.
+	Lines []store.RolloutLine `json:"lines"`
 }
 
 // DefaultBatch is how many machines update together after the canary.
 const DefaultBatch = 5
 
-// Fleet updates ids to target: the first alone (the canary), then the rest
-// batch at a time, in parallel within a batch. The first failure stops it:
-// what was not started stays untouched. It returns the first failure.
-func (u *Updater) Fleet(ctx context.Context, ids []int64, batch int, target string, p Progress) error {
-	return u.FleetVia(ctx, "", ids, batch, target, p)
+// Plan is a fleet update to start: ids in order, the first alone (the
+// canary), then the rest batch at a time, to the bundle version target,
+// downloaded from base.
+type Plan struct {
+	IDs    []int64
+	Batch  int
+	Target string
+	Base   string
 }
 
-// FleetVia is Fleet with the base URL machines download from ("" asks
-// BaseURL).
-func (u *Updater) FleetVia(ctx context.Context, base string, ids []int64, batch int, target string, p Progress) error {
-	if batch < 1 {
-		batch = DefaultBatch
-	}
-	started := u.now().UTC()
-	u.mu.Lock()
-	u.last = Summary{Running: true, MachineIDs: append([]int64{}, ids...), Updated: []int64{},
-		Untouched: append([]int64{}, ids...), StartedAt: &started}
-	u.mu.Unlock()
+// LeaseName is the cluster's lease on running rollouts.
+const LeaseName = "rollouts"
 
-	var failure *Failure
-	groups := [][]int64{}
-	if len(ids) > 0 {
-		groups = append(groups, ids[:1])
+// Rollouts runs fleet updates as jobs in the database. Start stores one;
+// Run, on every edge, runs the one that is running while its edge holds
+// the lease, and resumes it where it stopped when the edge that ran it
+// died (the lease then moves). Every write carries the lease's fence, so
+// an edge that lost the lease while stopped cannot write over the edge
+// that took it. A machine that was in flight is asked again: its update
+// is confirmed if it runs the target already, else sent again.
+type Rollouts struct {
+	Updater *Updater
+	Store   *store.Store
+	// Edge is this edge's name.
+	Edge string
+	// Lease takes or renews the lease called LeaseName for ttl and returns
+	// its fence, 0 when another edge holds it.
+	Lease func(ctx context.Context, ttl time.Duration) int64
+	// Hub, when set, gets the lines of a rollout this edge runs as its
+	// operation "update".
+	Hub *logstream.Hub
+	Log *slog.Logger
+
+	wake chan struct{}
+	once sync.Once
+}
+
+// RolloutTick is how often every edge looks for a rollout to run; a new
+// one wakes this edge at once. LeaseTTL is how long the lease holds
+// without a renewal: a rollout whose edge died resumes on another edge
+// within about LeaseTTL+RolloutTick.
+const (
+	RolloutTick = 5 * time.Second
+	LeaseTTL    = 30 * time.Second
+)
+
+func (r *Rollouts) wakeCh() chan struct{} {
+	r.once.Do(func() { r.wake = make(chan struct{}, 1) })
+	return r.wake
+}
+
+// Wake makes Run look for a rollout now.
+func (r *Rollouts) Wake() {
+	select {
+	case r.wakeCh() <- struct{}{}:
+	default:
 	}
-	for rest := ids[min(1, len(ids)):]; len(rest) > 0; rest = rest[min(batch, len(rest)):] {
-		groups = append(groups, rest[:min(batch, len(rest))])
+}
+
+// Start stores p as a running rollout (store.ErrRolloutRunning while
+// another runs) and wakes this edge's runner.
+func (r *Rollouts) Start(ctx context.Context, p Plan) error {
+	if p.Batch < 1 {
+		p.Batch = DefaultBatch
+	}
+	_, err := r.Store.CreateRollout(ctx, store.Rollout{Target: p.Target, BaseURL: p.Base, Batch: p.Batch,
+		MachineIDs: p.IDs, StartedAt: r.Updater.now().UTC()})
+	if err == nil {
+		r.Wake()
+	}
+	return err
+}
+
+// Last is the last rollout; empty lists and nulls before the first.
+func (r *Rollouts) Last(ctx context.Context) (Summary, error) {
+	ro, err := r.Store.LastRollout(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return Summary{MachineIDs: []int64{}, Updated: []int64{}, Untouched: []int64{}, Lines: []store.RolloutLine{}}, nil
+	}
+	if err != nil {
+		return Summary{}, err
+	}
+	return summary(ro), nil
+}
+
+func summary(ro store.Rollout) Summary {
+	s := Summary{Running: ro.State == store.RolloutRunning, MachineIDs: ro.MachineIDs, Updated: orEmpty(ro.Updated),
+		Untouched: []int64{}, StartedAt: &ro.StartedAt, FinishedAt: ro.FinishedAt, Edge: ro.Edge, Lines: ro.Lines}
+	if s.Lines == nil {
+		s.Lines = []store.RolloutLine{}
+	}
+	if ro.Started < len(ro.MachineIDs) {
+		s.Untouched = append(s.Untouched, ro.MachineIDs[ro.Started:]...)
+	}
+	if f := ro.Failed; f != nil {
+		s.Failed = &Failure{MachineID: f.MachineID, Name: f.Name, Reason: f.Reason}
+	}
+	return s
+}
+
+func orEmpty(ids []int64) []int64 {
+	if ids == nil {
+		return []int64{}
+	}
+	return ids
+}
+
+// Run looks for a running rollout every RolloutTick, or when woken, and
+// runs it while this edge holds the lease. It returns when ctx ends; a
+// rollout it was running is left running, for this edge or another to
+// resume.
+func (r *Rollouts) Run(ctx context.Context) {
+	tick := time.NewTicker(RolloutTick)
+	defer tick.Stop()
+	for {
+		r.runOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.wakeCh():
+		}
+	}
+}
+
+func (r *Rollouts) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
+}
+
+// runOnce runs the running rollout, if there is one and the lease is
+// this edge's.
+func (r *Rollouts) runOnce(ctx context.Context) {
+	ro, err := r.Store.RunningRollout(ctx)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			r.log().Warn("could not read the running fleet update", "err", err)
+		}
+		return
+	}
+	fence := r.Lease(ctx, LeaseTTL)
+	if fence == 0 {
+		return
+	}
+	if err := r.Store.ClaimRollout(ctx, ro.ID, r.Edge, fence); err != nil {
+		r.log().Warn("could not take up the fleet update", "rollout", ro.ID, "err", err)
+		return
+	}
+	resumed := ro.Edge != "" && ro.Edge != r.Edge
+	ro.Edge, ro.Fence = r.Edge, fence
+	jobCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The lease is renewed while it runs; when it moves (this edge was
+	// stopped past its lease), the rollout stops here.
+	go func() {
+		t := time.NewTicker(LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-jobCtx.Done():
+				return
+			case <-t.C:
+				if r.Lease(jobCtx, LeaseTTL) != fence {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	j := &job{r: r, ro: ro, cancel: cancel}
+	if r.Hub != nil {
+		if op, err := r.Hub.Begin("update"); err == nil {
+			j.op = op
+		}
+	}
+	if resumed {
+		j.Line("info", fmt.Sprintf("edge %s takes up this fleet update where it stopped", r.Edge))
+	}
+	ok := j.run(jobCtx)
+	if j.op != nil {
+		j.op.Done(ok)
+	}
+}
+
+// job is one rollout run by this edge: its state as last written, and
+// the lines it adds.
+type job struct {
+	r      *Rollouts
+	op     *logstream.Op
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	ro     store.Rollout
+}
+
+// Line adds a line to the rollout's log (and this edge's log stream).
+func (j *job) Line(level, text string) {
+	j.mu.Lock()
+	j.ro.Lines = append(j.ro.Lines, store.RolloutLine{At: j.r.Updater.now().UTC(), Level: level, Text: text})
+	if len(j.ro.Lines) > store.MaxRolloutLines {
+		j.ro.Lines = j.ro.Lines[len(j.ro.Lines)-store.MaxRolloutLines:]
+	}
+	j.mu.Unlock()
+	if j.op != nil {
+		j.op.Line(level, text)
+	}
+	j.save(context.Background())
+}
+
+// save writes the rollout as it stands; when another edge took it, this
+// run stops.
+func (j *job) save(ctx context.Context) {
+	j.mu.Lock()
+	ro := j.ro
+	ro.Lines = slices.Clone(j.ro.Lines)
+	ro.Updated = slices.Clone(j.ro.Updated)
+	j.mu.Unlock()
+	// A short bound: a slow database does not hold the rollout up; the
+	// next save writes everything again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := j.r.Store.SaveRollout(ctx, ro)
+	if errors.Is(err, store.ErrFenced) {
+		j.r.log().Warn("another edge runs the fleet update now; stopping it here", "rollout", ro.ID)
+		j.cancel()
+		return
+	}
+	if err != nil {
+		j.r.log().Warn("could not record the fleet update's progress", "rollout", ro.ID, "err", err)
+	}
+}
+
+// groups splits what is left of the rollout: the canary alone while none
+// is updated, then batches.
+func (j *job) groups() [][]int64 {
+	done := map[int64]bool{}
+	for _, id := range j.ro.Updated {
+		done[id] = true
+	}
+	var left []int64
+	for _, id := range j.ro.MachineIDs {
+		if !done[id] {
+			left = append(left, id)
+		}
+	}
+	var out [][]int64
+	if len(j.ro.Updated) == 0 && len(left) > 0 {
+		out = append(out, left[:1])
+		left = left[1:]
+	}
+	for len(left) > 0 {
+		n := min(j.ro.Batch, len(left))
+		out = append(out, left[:n])
+		left = left[n:]
+	}
+	return out
+}
+
+// run updates what is left, group after group; the first failure stops
+// it. It reports whether every machine was updated.
+func (j *job) run(ctx context.Context) bool {
+	total := len(j.ro.MachineIDs)
+	groups := j.groups()
+	canary := 0
+	if len(j.ro.Updated) == 0 {
+		canary = 1
 	}
 	for i, g := range groups {
-		if i == 0 {
-			p.Line("info", fmt.Sprintf("canary: machine #%d first", g[0]))
+		if i < canary {
+			j.Line("info", fmt.Sprintf("canary: machine #%d first", g[0]))
 		} else {
-			p.Line("info", fmt.Sprintf("batch %d of %d: %d machine(s)", i, len(groups)-1, len(g)))
+			j.Line("info", fmt.Sprintf("batch %d of %d: %d machine(s)", i+1-canary, len(groups)-canary, len(g)))
 		}
-		u.mu.Lock()
-		u.last.Untouched = u.last.Untouched[len(g):]
-		u.mu.Unlock()
+		j.mu.Lock()
+		j.ro.Started = max(j.ro.Started, len(j.ro.Updated)+len(g))
+		j.mu.Unlock()
+		j.save(ctx)
 		errs := make([]error, len(g))
 		var wg sync.WaitGroup
-		for j, id := range g {
+		for k, id := range g {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[j] = u.UpdateVia(ctx, base, id, target, p)
+				errs[k] = j.r.Updater.UpdateVia(ctx, j.ro.BaseURL, id, j.ro.Target, j)
 			}()
 		}
 		wg.Wait()
-		u.mu.Lock()
-		for j, err := range errs {
+		if ctx.Err() != nil {
+			// Stopped here (shutdown, or the lease moved): left running
+			// for whoever holds the lease next.
+			return false
+		}
+		var failure *Failure
+		j.mu.Lock()
+		for k, err := range errs {
 			if err == nil {
-				u.last.Updated = append(u.last.Updated, g[j])
-				continue
-			}
-			if failure == nil {
-				failure = asFailure(g[j], err)
+				j.ro.Updated = append(j.ro.Updated, g[k])
+			} else if failure == nil {
+				failure = asFailure(g[k], err)
 			}
 		}
-		u.last.Failed = failure
-		u.mu.Unlock()
+		j.mu.Unlock()
 		if failure != nil {
-			p.Line("error", fmt.Sprintf("stopped: %s; %d machine(s) left untouched", failure.Error(), len(ids)-countDone(groups[:i+1])))
-			break
+			j.finish(store.RolloutFailed, failure)
+			j.Line("error", fmt.Sprintf("stopped: %s; %d machine(s) left untouched", failure.Error(), total-j.ro.Started))
+			return false
 		}
 	}
-	finished := u.now().UTC()
-	u.mu.Lock()
-	u.last.Running = false
-	u.last.FinishedAt = &finished
-	u.mu.Unlock()
-	if failure != nil {
-		return failure
-	}
-	p.Line("info", fmt.Sprintf("%d machine(s) updated to %s", len(ids), target))
-	return nil
+	j.finish(store.RolloutDone, nil)
+	j.Line("info", fmt.Sprintf("%d machine(s) updated to %s", total, j.ro.Target))
+	return true
 }
 
-func countDone(groups [][]int64) int {
-	n := 0
-	for _, g := range groups {
-		n += len(g)
+func (j *job) finish(state string, f *Failure) {
+	now := j.r.Updater.now().UTC()
+	j.mu.Lock()
+	j.ro.State, j.ro.FinishedAt = state, &now
+	if f != nil {
+		j.ro.Failed = &store.RolloutFailure{MachineID: f.MachineID, Name: f.Name, Reason: f.Reason}
 	}
-	return n
+	j.mu.Unlock()
 }
 
 func asFailure(id int64, err error) *Failure {

@@ -27,6 +27,9 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	since := now.Add(-time.Minute)
 	must(s.SaveHostPart(ctx, HostPart{Edge: "edge-a", Part: "caddy", Label: "Caddy config", InUse: true, DesiredHash: "b", AppliedHash: "a",
 		Generation: 2, PendingSince: &since, Error: "caddy refused", CheckedAt: now}))
+	if _, err := s.CreateRollout(ctx, Rollout{Target: "2.0.0", BaseURL: "https://vps.example", Batch: 5, MachineIDs: []int64{1, 2}, StartedAt: now}); err != nil {
+		t.Fatal(err)
+	}
 	must(s.CreateSession(ctx, Session{TokenHash: "sess", CreatedAt: now, ExpiresAt: now.Add(time.Hour), ClientAddr: "192.0.2.1"}))
 	must(s.InsertAudit(ctx, AuditEntry{CreatedAt: now, Kind: "LOGIN_OK", ClientAddr: "192.0.2.1", Detail: "d"}))
 	if _, err := s.AddAggregatedAudit(ctx, AuditEntry{CreatedAt: now, Kind: "LOGIN_RATE_LIMITED", ClientAddr: "192.0.2.9"}); err != nil {

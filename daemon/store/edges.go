@@ -350,15 +350,28 @@ func (s *Store) TouchMachineEdge(ctx context.Context, machineID, edgeID int64, s
 // is taken only once it has expired. Jobs that must run once in a cluster
 // run while their edge holds the lease.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	res, err := s.exec(ctx, `INSERT INTO leases(name, holder, expires_at) VALUES (?, ?, ?)
-		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`,
-		name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli())
-	if err != nil {
-		return false, err
+	fence, err := s.LeaseFence(ctx, name, holder, ttl, now)
+	return fence > 0, err
+}
+
+// LeaseFence is AcquireLease that returns the lease's fence while holder
+// has it, 0 when it does not: a number that grows by one each time the
+// lease changes hands. A job's writes carry it, and a write with an older
+// fence than the last one is refused (ErrFenced): an edge that lost the
+// lease while it was stopped cannot undo the work of the one that took it.
+func (s *Store) LeaseFence(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, error) {
+	var fence int64
+	err := s.writeReturning(ctx, `INSERT INTO leases(name, holder, expires_at, fence) VALUES (?, ?, ?, 1)
+		ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+			fence = CASE WHEN leases.holder = excluded.holder THEN leases.fence ELSE leases.fence + 1 END
+		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?
+		RETURNING fence`,
+		[]any{name, holder, now.Add(ttl).UnixMilli(), now.UnixMilli()}, &fence)
+	s.noteWrite(err)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return fence, err
 }
 
 // RegisterEdge adds an edge that is joining (no heartbeat yet); an edge

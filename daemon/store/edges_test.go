@@ -174,6 +174,28 @@ func TestLeases(t *testing.T) {
 	})
 }
 
+// A lease's fence stays while its holder renews it and grows by one when
+// it changes hands; an edge that does not hold it gets 0.
+func TestLeaseFence(t *testing.T) {
+	eachEngine(t, func(t *testing.T, db testDB) {
+		ctx := context.Background()
+		s := db.open()
+		now := time.Now()
+		for _, c := range []struct {
+			holder string
+			at     time.Duration
+			want   int64
+		}{
+			{"a", 0, 1}, {"a", 30 * time.Second, 1}, {"b", 40 * time.Second, 0},
+			{"b", 91 * time.Second, 2}, {"b", 100 * time.Second, 2}, {"a", 3 * time.Minute, 3},
+		} {
+			if got, err := s.LeaseFence(ctx, "rollouts", c.holder, time.Minute, now.Add(c.at)); err != nil || got != c.want {
+				t.Fatalf("%s at +%s: fence %d %v, want %d", c.holder, c.at, got, err, c.want)
+			}
+		}
+	})
+}
+
 // A gate session written by one edge is read by another; a code is taken
 // once; a tunnel's tokens end together.
 func TestGateTokensAcrossEdges(t *testing.T) {

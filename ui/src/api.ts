@@ -335,6 +335,9 @@ export interface FleetUpdate {
   running: boolean; machine_ids: number[]; updated: number[];
   failed: { machine_id: number; name: string; error: string } | null;
   untouched: number[]; started_at: string | null; finished_at: string | null;
+  // The edge that runs it (or ran it last), and its last log lines: the
+  // same on every edge.
+  edge?: string; lines?: { at: string; level: string; text: string }[];
 }
 export interface MachineConfig {
   state: 'applied' | 'pending'; desired_generation: number; applied_generation: number;

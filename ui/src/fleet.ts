@@ -71,7 +71,8 @@ export function fleetSummary(f: FleetUpdate | null | undefined, names: Map<numbe
   if (!f || !f.started_at || !(f.machine_ids ?? []).length) return null;
   const n = (xs: number[] | undefined) => (xs ?? []).length;
   const plural = (k: number) => `${k} machine${k === 1 ? '' : 's'}`;
-  const lines = [f.running ? `Running: ${plural(n(f.machine_ids))}, one first, then in groups.` : `Finished: ${plural(n(f.machine_ids))}.`,
+  const on = f.edge ? ` on edge ${f.edge}` : '';
+  const lines = [f.running ? `Running${on}: ${plural(n(f.machine_ids))}, one first, then in groups.` : `Finished${on}: ${plural(n(f.machine_ids))}.`,
     `Updated: ${n(f.updated)}.`];
   const failed = f.failed ? { name: f.failed.name || names.get(f.failed.machine_id) || `#${f.failed.machine_id}`, why: f.failed.error || 'no reason given' } : null;
   if (n(f.untouched)) {

@@ -71,4 +71,7 @@ test('the fleet summary names the failed machine and counts the rest', () => {
   assert.deepEqual(s.lines, ['Finished: 3 machines.', 'Updated: 1.', 'Untouched: 1 (cam).']);
   const r = fleetSummary({ running: true, machine_ids: [1], updated: [], failed: null, untouched: [], started_at: '2026-11-26T12:00:00Z', finished_at: null }, names);
   assert.match(r.lines[0], /^Running: 1 machine,/);
+  // The edge that runs it, when one took it up (any edge shows the same).
+  const e = fleetSummary({ running: true, machine_ids: [1], updated: [], failed: null, untouched: [], started_at: '2026-11-26T12:00:00Z', finished_at: null, edge: 'vps-b' }, names);
+  assert.match(e.lines[0], /^Running on edge vps-b: 1 machine,/);
 });

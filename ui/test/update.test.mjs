@@ -164,7 +164,7 @@ test('an update whose agent does not answer fails in words; Update all stops at 
   await all.waitFor({ state: 'detached' });
   // The canary fails: the summary names it and why, the rest untouched.
   const summary = page.getByRole('status', { name: 'Last fleet update' });
-  await summary.getByText('Finished: 4 machines.', { exact: false }).waitFor({ timeout: 60_000 });
+  await summary.getByText(/Finished on edge \S+: 4 machines\./).waitFor({ timeout: 60_000 });
   await summary.getByText('Failed: pi-old-1').waitFor();
   await summary.getByText('agent not answering').waitFor();
   await summary.getByText(/Untouched: 3 \(/).waitFor();
