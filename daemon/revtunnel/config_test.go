@@ -193,10 +193,23 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	if msg, err := d.Reconcile(ctx); err != nil || !strings.Contains(msg, "not restarted") {
 		t.Fatalf("%q %v", msg, err)
 	}
-	// A restart failure is reported after the write.
-	d.Units = &fakeUnits{err: errors.New("unit revtunnel-server.service not found")}
+	// A restart failure is reported after the write, and the next
+	// reconcile, nothing changed since, restarts it again rather than
+	// taking the file for what frps runs.
+	failing := &fakeUnits{err: errors.New("unit revtunnel-server.service not found")}
+	d.Units = failing
 	params.BindPort = 7002
 	if _, err := d.Reconcile(ctx); err == nil || !strings.Contains(err.Error(), "unit revtunnel-server.service not found") {
 		t.Fatalf("restart failure: %v", err)
+	}
+	if _, err := d.Reconcile(ctx); err == nil || len(failing.restarts) != 2 {
+		t.Fatalf("the owed restart was not tried again: %v %v", err, failing.restarts)
+	}
+	failing.err = nil
+	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration written earlier and revtunnel-server restarted" || len(failing.restarts) != 3 {
+		t.Fatalf("the owed restart: %q %v %v", msg, err, failing.restarts)
+	}
+	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration unchanged" || len(failing.restarts) != 3 {
+		t.Fatalf("after the owed restart: %q %v %v", msg, err, failing.restarts)
 	}
 }

@@ -105,6 +105,10 @@ type Deployer struct {
 	// mu serializes reconciles (start, renewal loop, settings changes), so
 	// two never interleave writing a certificate and its key.
 	mu sync.Mutex
+	// restartOwed: a config or certificate was written but frps's restart
+	// failed; the next Reconcile restarts it even when nothing changed
+	// since, so the file on disk is never taken for what frps runs.
+	restartOwed bool
 }
 
 func (d *Deployer) now() time.Time {
@@ -212,8 +216,10 @@ func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 	}
 	what := "configuration written"
 	switch {
-	case bytes.Equal(old, []byte(next)) && renewed == "":
+	case bytes.Equal(old, []byte(next)) && renewed == "" && !d.restartOwed:
 		return "revtunnel-server configuration unchanged", nil
+	case bytes.Equal(old, []byte(next)) && renewed == "":
+		what = "configuration written earlier"
 	case bytes.Equal(old, []byte(next)):
 		what = "certificate renewed (" + renewed + ")"
 	default:
@@ -232,7 +238,9 @@ func (d *Deployer) Reconcile(ctx context.Context) (string, error) {
 	}
 	// frps reads its certificate only at start: a renewal needs a restart.
 	if err := d.Units.Restart(ctx, ServerUnit); err != nil {
+		d.restartOwed = true
 		return "", fmt.Errorf("revtunnel-server %s, but restarting %s failed: %w", what, ServerUnit, err)
 	}
+	d.restartOwed = false
 	return "revtunnel-server " + what + " and revtunnel-server restarted", nil
 }
