@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
@@ -84,6 +85,9 @@ func newMachinesEnvOn(t testing.TB, engine string, ports store.PortRange) *machi
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
 		Ports: ports, FRPSPort: 7000,
 	}
+	// The reconciler records desired configs (its loop does not run:
+	// nothing is delivered).
+	me.svc.Desire = delivery.New(delivery.Options{Store: e.st, Configs: me.svc, Log: me.svc.Log, Now: clock}).Desire
 	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys, TOTP: e.totp,
 		SSO: &sso.Service{Store: e.st, Sealer: sealer, Now: clock}})
 	me.cookie = e.setup()

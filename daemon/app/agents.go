@@ -24,38 +24,32 @@ const PushTimeout = 20 * time.Second
 func (a *App) agentServices() {
 	// Machines whose frpc does not pin the tunnel CA get their config (and
 	// a restart of frpc) at their next Login.
-	rollout := &agentclient.Rollout{CurrentCA: func(ctx context.Context) (string, error) {
-		ca, err := a.Machines.TunnelCA(ctx)
-		if err != nil {
-			return "", err
-		}
-		return string(ca.CertPEM), nil
-	}}
+	a.caRollout = &agentclient.Rollout{
+		CurrentCA: func(ctx context.Context) (string, error) {
+			ca, err := a.Machines.TunnelCA(ctx)
+			if err != nil {
+				return "", err
+			}
+			return string(ca.CertPEM), nil
+		},
+		Push: func(id int64) { a.Delivery.Redeliver(id) },
+	}
 	a.Agents = &agentclient.Client{
 		Machines: a.Machines, Host: "127.0.0.1", Log: a.Log,
 		HTTP: &http.Client{Timeout: PushTimeout}, ServerUID: a.tunnelServerUID,
+		// Every status an agent answers records the versions it reports.
+		Report: func(ctx context.Context, id int64, st agentclient.Status) { a.Fleet.Record(ctx, id, st) },
 	}
-	// Every status an agent answers records the versions it reports.
 	a.Fleet = &fleet.Updater{Store: a.Store, Agents: a.Agents, StaticDir: a.Config.StaticDir, Audit: a.Audit, Log: a.Log}
-	a.Agents.Report = a.Fleet.Record
 	// Fleet updates are jobs in the database: the edge that holds the
 	// lease runs the one that is running, and another resumes it.
 	a.Rollouts = &fleet.Rollouts{Updater: a.Fleet, Store: a.Store, Edge: a.Config.EdgeName,
 		Lease: a.leaseFence(fleet.LeaseName), Hub: a.Hub, Log: a.Log}
-	a.Machines.BundleVersion = a.Fleet.ServerVersion
 	a.Delivery = delivery.New(delivery.Options{
 		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,
-		NeedsRestart: rollout.NeedsRestart,
+		NeedsRestart: a.caRollout.NeedsRestart,
 		Serves:       a.servedMachines,
 	})
-	rollout.Push = a.Delivery.Redeliver
-	// A rejoined machine gets its config from its new agent at once.
-	a.Machines.Redeliver = a.Delivery.Redeliver
-	a.Plugin.OnLogin = func(ctx context.Context, machineID int64, caPEM string) {
-		rollout.Login(ctx, machineID, caPEM)
-		a.Delivery.Nudge(machineID)
-	}
-	a.Plugin.OnPing = a.Delivery.Nudge
 }
 
 // tunnelServerUID is the uid revtunnel-server (frps) runs as: its dynamic

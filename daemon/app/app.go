@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,12 +22,14 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/edges"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/health"
 	"github.com/tunnelsvc/tunnelsvc/daemon/hostsync"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
@@ -42,6 +43,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
+	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -100,6 +102,11 @@ type App struct {
 	Fleet *fleet.Updater
 	// Rollouts runs the fleet updates stored in the database.
 	Rollouts *fleet.Rollouts
+	// caRollout brings machines whose frpc does not pin the tunnel CA to
+	// a config that does; health checks the targets of shared sites.
+	caRollout    *agentclient.Rollout
+	netTools     cmdrun.Runner // see Deps.NetTools
+	targetChecks *health.Checker
 	// Delivery brings each machine's client config to its desired
 	// generation.
 	Delivery *delivery.Reconciler
@@ -149,13 +156,13 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 	}
 	now := time.Now
 	rec := &audit.Recorder{Store: st, Log: log, Now: now}
-	a := &App{
-		Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer,
-		Auth: &auth.Service{
-			Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
-			Sessions: &auth.Sessions{Store: st, Now: now},
-			Limiter:  auth.NewLimiter(now),
-		},
+	a := &App{Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer}
+	a.Auth = &auth.Service{
+		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
+		Sessions: &auth.Sessions{Store: st, Now: now},
+		Limiter:  auth.NewLimiter(now),
+		// Two-factor sign-in, built next from this service.
+		SecondFactor: secondFactor{a},
 	}
 	a.Auth.Limiter.Log = log
 	if st.Engine() == "postgres" {
@@ -163,7 +170,6 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 		a.Auth.Limiter.Shared = clusterFailures{store: st, edge: cfg.EdgeName}
 	}
 	a.TOTP = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: a.Auth, Audit: rec, Log: log, Now: now})
-	a.Auth.SecondFactor = a.TOTP
 	if err := a.Auth.LoadKnown(ctx, audit.Setup, audit.LoginSuccess, totp.KindLoginSuccess); err != nil {
 		log.Warn("could not read the addresses of earlier logins", "err", err)
 	}
@@ -270,6 +276,9 @@ type Deps struct {
 	// Dashboard is the dashboard listener's address (nil: none yet); the
 	// web proxy and the firewall follow it.
 	Dashboard net.Addr
+	// NetTools runs the network tools (nft, sysctl) of the publish table
+	// and the firewall (nil: on this machine).
+	NetTools cmdrun.Runner
 }
 
 // New builds the whole daemon, every service wired as it serves, without
@@ -292,13 +301,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		a.Units = units.Unavailable{}
 	}
 	a.Loops = &Supervisor{Log: log}
+	a.netTools = deps.NetTools
+	if a.netTools == nil {
+		a.netTools = cmdrun.Exec{}
+	}
 	var restarter revtunnel.UnitRestarter = a.Units
 	// Registration hands out the default key's public half, generating an
 	// ed25519 default at the first registration when no key exists.
 	a.tunnelServices(a.SSHKeys, restarter)
+	a.guardServices(deps.Dashboard)
 	a.setupServices(deps.Dashboard)
 	a.agentServices()
-	a.guardServices(deps.Dashboard)
 	a.probeServices()
 	// This edge's own host (the tunnel server's config, Caddy, the publish
 	// table, the firewall) is kept as the database says: a change heard of
@@ -314,17 +327,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// the prober. Client configs follow through the delivery reconciler,
 	// which hears of every write (below).
 	a.Edges = &edges.Service{Store: a.Store, Self: a.Edge, DatabaseURL: cfg.Database, DataDir: cfg.DataDir}
-	a.Machines.OnChange = a.tunnelsChanged
 	// A change made here and one another edge made are reacted to alike.
 	a.Store.OnChange(a.changed)
-	// An operation running here is followed from any edge's dashboard,
-	// and one running on another edge from this one's.
-	a.Hub.Relay = func(m logstream.Message) {
-		m.Edge = cfg.EdgeName
-		if b, err := json.Marshal(m); err == nil {
-			a.Store.PublishLog(string(b))
-		}
-	}
 	a.Store.OnRemoteLog(func(msg string) {
 		var m logstream.Message
 		if json.Unmarshal([]byte(msg), &m) == nil {
@@ -454,8 +458,20 @@ func (a *App) tunnelsChanged(machineID int64) {
 }
 
 // Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
-// server (draining requests), the background loops, then the store.
+// server (draining requests), the background loops, then the store. It
+// drives systemd's units over D-Bus.
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	unitMgr := sdbus.New(sdbus.Options{Log: log})
+	defer unitMgr.Close()
+	if !sdbus.Booted() {
+		log.Info("systemd is not the init system: unit control is unavailable")
+	}
+	return ServeWith(ctx, cfg, log, unitMgr)
+}
+
+// ServeWith is Serve with the units driven by unitMgr (a stand-in for
+// systemd in the chaos figure's edges).
+func ServeWith(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr units.Manager) error {
 	lis, err := TakeListeners(cfg)
 	if err != nil {
 		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
@@ -464,11 +480,6 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	// The Caddyfile names the gate's real address (with --gate-listen
 	// 127.0.0.1:0 the kernel picks the port).
 	cfg.GateListen = lis.Gate.Addr().String()
-	unitMgr := sdbus.New(sdbus.Options{Log: log})
-	defer unitMgr.Close()
-	if !sdbus.Booted() {
-		log.Info("systemd is not the init system: unit control is unavailable")
-	}
 	ls := lis.Dashboard
 	a, err := New(ctx, cfg, log, Deps{Units: unitMgr, Dashboard: ls[0].Addr()})
 	if err != nil {
@@ -600,4 +611,13 @@ func (a *App) watchdog(ctx context.Context) {
 		}
 		daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 	}
+}
+
+// secondFactor is the login's two-factor provider: TOTP, which is built
+// from the auth service and so after it.
+type secondFactor struct{ a *App }
+
+func (f secondFactor) Enabled(ctx context.Context) (bool, error) { return f.a.TOTP.Enabled(ctx) }
+func (f secondFactor) BeginPending(ctx context.Context, c auth.Client) (string, error) {
+	return f.a.TOTP.BeginPending(ctx, c)
 }

@@ -13,18 +13,23 @@ import (
 // testApp is the daemon's services on the default configuration, with a
 // data directory and a system root of the test's own, and binDir (frps's
 // directory, or "" when the test starts no engine) as the binaries'.
-func testApp(t *testing.T, binDir string) *App {
+func testApp(t *testing.T, binDir string, deps ...Deps) *App {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir, cfg.SystemRoot = t.TempDir(), t.TempDir()
 	if binDir != "" {
 		cfg.BinDir = binDir
 	}
-	a, err := Services(context.Background(), &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var d Deps
+	if len(deps) > 0 {
+		d = deps[0]
+	}
+	// The daemon as Serve builds it, nothing started.
+	a, err := New(context.Background(), &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { a.Store.Close() })
+	t.Cleanup(a.Close)
 	return a
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 )
 
@@ -42,14 +41,8 @@ func TestBindIPKeepsTunnelListenersOnLoopback(t *testing.T) {
 
 	ctx := context.Background()
 	frps, _ := testutil.FRP()
-	a := testApp(t, filepath.Dir(frps))
+	a := testApp(t, filepath.Dir(frps), Deps{NetTools: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Units: &testutil.MemoryUnits{}})
 	cfg := a.Config
-	a.tunnelServices(a.SSHKeys, nil)
-	a.Publish = publish.New(publish.Options{
-		Store: a.Store, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Log: a.Log,
-		RulesetPath: cfg.SystemPath(PublishRulesetPath), Params: a.publishParams,
-	})
-	a.setupServices(nil)
 
 	reg := bootstrapNAS(t, a)
 	kind, name, port, public := "tcp", "game", 25565, true

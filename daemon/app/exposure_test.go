@@ -20,9 +20,6 @@ func TestSSHCommandFollowsSettingsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	frps, _ := testutil.FRP()
 	a := testApp(t, filepath.Dir(frps))
-	a.tunnelServices(a.SSHKeys, nil)
-	a.setupServices(nil)
-	a.guardServices(nil)
 	reg := bootstrapNAS(t, a)
 	ms, err := a.Machines.Machines(ctx, "asked.example.com")
 	if err != nil {

@@ -19,21 +19,18 @@ const FirewallRulesetPath = "/etc/tunnelsvc/firewall.nft"
 // the tunnels and settings (dashboard listener: dashboard).
 func (a *App) guardServices(dashboard net.Addr) {
 	cfg := a.Config
-	run := cmdrun.Exec{}
 	a.Banner = banner.New(banner.Options{
-		Store: a.Store, Run: run, Log: a.Log,
+		Store: a.Store, Run: cmdrun.Exec{}, Log: a.Log,
 		ConfDir: cfg.SystemPath("/etc/fail2ban"),
 		Units:   reloadOrStart{a.Units},
 	})
 	a.Firewall = firewall.New(firewall.Options{
-		Store: a.Store, Run: run, Log: a.Log, Edge: cfg.EdgeName,
+		Store: a.Store, Run: a.netTools, Log: a.Log, Edge: cfg.EdgeName,
 		RulesetPath: cfg.SystemPath(FirewallRulesetPath),
 		Ports: func(ctx context.Context) (firewall.Ports, error) {
 			return a.firewallPorts(ctx, dashboard)
 		},
 	})
-	a.Setup.Firewall = a.Firewall
-	a.Setup.BanTool = a.Banner.Parts
 }
 
 // firewallPorts is what the svc ruleset follows: the tunnel server's control

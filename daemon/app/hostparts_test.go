@@ -44,7 +44,7 @@ func TestEdgesShowTheirHost(t *testing.T) {
 	if err := os.WriteFile(frps, []byte(refuse), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := newWiredDaemonWith(t, func(c *config.Config) { c.BinDir, c.EdgeName = bin, "edge-a" })
+	d := newWiredDaemonWith(t, func(c *config.Config) { c.BinDir, c.EdgeName = bin, "edge-a" }, Deps{Units: &testutil.MemoryUnits{}})
 	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	part := func(name string) (edgeParts, error) {
 		var es []edgeWithParts

@@ -65,9 +65,7 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	// checks them, for the dashboard's words and the notifications.
 	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: time.Now, Domain: localsetup.Settings{Store: a.Store}.Domain,
 		Notify: sender.Notify, Lease: a.lease("health events", 3*time.Minute)}
-	if a.Machines != nil {
-		a.Machines.Health = checker
-	}
+	a.targetChecks = checker
 	a.Loops.Loop("health checks", func(ctx context.Context) error { checker.Run(ctx); return nil })
 	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
 }

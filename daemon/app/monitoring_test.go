@@ -15,7 +15,6 @@ import (
 func TestHTTPSSites(t *testing.T) {
 	ctx := context.Background()
 	a := testApp(t, "")
-	a.tunnelServices(a.SSHKeys, nil)
 	if addr, names, err := a.httpsSites(ctx); err != nil || addr != "" || names != nil {
 		t.Fatalf("before install: %q %v %v", addr, names, err)
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
@@ -26,7 +27,18 @@ const CaddyfilePath = "/etc/tunnelsvc/Caddyfile"
 // the web proxy. dashboard is the daemon's own listener address.
 func (a *App) setupServices(dashboard net.Addr) {
 	cfg := a.Config
-	a.Hub = logstream.NewHub(time.Now)
+	// Background operations' outcomes are kept; an operation running here
+	// is followed from any edge's dashboard, and one running on another
+	// edge from this one's.
+	a.Hub = logstream.NewHubWith(time.Now, logstream.Hooks{
+		OnDone: func(op string, ok bool, msg string) { a.Setup.RecordOperation(op, ok, msg) },
+		Relay: func(m logstream.Message) {
+			m.Edge = cfg.EdgeName
+			if b, err := json.Marshal(m); err == nil {
+				a.Store.PublishLog(string(b))
+			}
+		},
+	})
 	a.Net = &netcheck.Checker{DNSServer: cfg.DNSServer, EchoURLs: cfg.EchoURLs}
 	a.Setup = &localsetup.Service{
 		Settings: a.settings(),
@@ -41,6 +53,8 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Dashboard:         func() string { return loopbackOf(dashboard) },
 		Gate:              cfg.GateListen,
 		WSS:               a.WSSCert.Site,
+		Firewall:          a.Firewall,
+		BanTool:           a.Banner.Parts,
 		OtherEdges:        a.otherEdges,
 		Run:               cmdrun.Exec{},
 		FRPS:              filepath.Join(cfg.BinDir, "frps"),
@@ -48,11 +62,6 @@ func (a *App) setupServices(dashboard net.Addr) {
 		Log:               a.Log,
 		Now:               time.Now,
 	}
-	// Background operations' outcomes are kept; every change to machines,
-	// tunnels, tokens, activity and the audit log is pushed to the
-	// dashboards watching the log WebSocket.
-	a.Hub.OnDone = a.Setup.RecordOperation
-	a.Machines.Exposure = a.exposure
 }
 
 // loopbackOf turns a listener address into one the proxy on this box can

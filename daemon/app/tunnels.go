@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/health"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/publish"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
@@ -49,6 +49,13 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Limiter: joins, Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
+		// Its hooks, each resolved when called: the services they name are
+		// built after it, and New returns before any is called.
+		OnChange:      a.tunnelsChanged,
+		Exposure:      a.exposure,
+		BundleVersion: func() (string, error) { return a.Fleet.ServerVersion() },
+		Desire:        func(ctx context.Context, id int64) error { return a.Delivery.Desire(ctx, id) },
+		Health:        targetHealth{a},
 	}
 	// Machines on the wss transport come through the web proxy on 443 and
 	// the gate listener; the bridge carries them on to frps over TLS.
@@ -64,7 +71,17 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 			return c.CertPEM, nil
 		})}
 	a.WSSCert = &revtunnel.WSSCert{CA: ca, CertPath: cfg.SystemPath(revtunnel.WSSCertPath), KeyPath: cfg.SystemPath(revtunnel.WSSKeyPath), Now: time.Now}
-	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge, Bridge: a.Bridge}
+	// frps's plugin tells the delivery reconciler of every Login and Ping,
+	// so a machine that is behind is delivered to as soon as it is heard
+	// from; one whose frpc does not pin the tunnel CA gets its config and
+	// a restart of frpc.
+	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: time.Now, Edge: a.Edge, Bridge: a.Bridge,
+		OnLogin: func(ctx context.Context, machineID int64, caPEM string) {
+			a.caRollout.Login(ctx, machineID, caPEM)
+			a.Delivery.Nudge(machineID)
+		},
+		OnPing: func(machineID int64) { a.Delivery.Nudge(machineID) },
+	}
 	a.Revtunnel = &revtunnel.Deployer{
 		Path:  cfg.SystemPath(revtunnel.ServerConfigPath),
 		FRPS:  filepath.Join(cfg.BinDir, "frps"),
@@ -87,7 +104,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Now:      time.Now,
 	}
 	a.Publish = publish.New(publish.Options{
-		Store: a.Store, Run: cmdrun.Exec{}, Log: a.Log,
+		Store: a.Store, Run: a.netTools, Log: a.Log,
 		RulesetPath: cfg.SystemPath(PublishRulesetPath),
 		Params:      a.publishParams,
 	})
@@ -158,4 +175,15 @@ func (a *App) renewCertificates(ctx context.Context) error {
 // pluginServer serves frps's plugin calls on the loopback listener.
 func (a *App) pluginServer() *http.Server {
 	return &http.Server{Handler: a.Plugin, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// targetHealth answers the machines' questions about their targets' health
+// from the health checker, which is built after them.
+type targetHealth struct{ a *App }
+
+func (t targetHealth) Result(tunnel int64, port int) (health.Result, bool) {
+	if t.a.targetChecks == nil {
+		return health.Result{}, false
+	}
+	return t.a.targetChecks.Result(tunnel, port)
 }

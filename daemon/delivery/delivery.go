@@ -408,6 +408,21 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 	return nil
 }
 
+// Desire renders machine id's config now, records it as desired (a new
+// generation when it changed) and delivers it at once, even if the
+// machine reports it in step: what a rejoin (a new credential) or a change
+// of transport asks for. The reconciler stays the one writer of desired
+// state.
+func (r *Reconciler) Desire(ctx context.Context, id int64) error {
+	m, err := r.store.GetMachine(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = r.desire(ctx, m)
+	r.Redeliver(id)
+	return err
+}
+
 // desire renders machine m's config and records its digest; the desired
 // generation rises when it changed.
 func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigState, error) {

@@ -119,11 +119,21 @@ func (h *Hub) broadcast(m Message) {
 }
 
 // NewHub returns a Hub; now defaults to time.Now.
-func NewHub(now func() time.Time) *Hub {
+func NewHub(now func() time.Time) *Hub { return NewHubWith(now, Hooks{}) }
+
+// Hooks are what a Hub tells others: OnDone how each operation ended,
+// Relay every message of an operation running here.
+type Hooks struct {
+	OnDone func(op string, ok bool, message string)
+	Relay  func(Message)
+}
+
+// NewHubWith is NewHub with its hooks.
+func NewHubWith(now func() time.Time, h Hooks) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, subs: map[chan Message]struct{}{}}
+	return &Hub{now: now, subs: map[chan Message]struct{}{}, OnDone: h.OnDone, Relay: h.Relay}
 }
 
 // Op is one running operation. It satisfies the Progress interfaces of the

@@ -1055,9 +1055,9 @@ type Rejoined struct {
 // Rejoin gives the machine whose agent token this is a fresh credential
 // (frp secret and agent token; the old ones stop working) and the client
 // config for it, tunnels included. The machine keeps its id, name, user,
-// ports and tunnels. Its config delivery starts over: the config is
-// pending until the machine's (new) agent reports it applied, and
-// Redeliver, when set, is told at once. ErrInvalidToken for a token no
+// ports and tunnels. Its config delivery starts over: Desire records the
+// new config as desired, pending until the machine's (new) agent reports
+// it applied. ErrInvalidToken for a token no
 // machine holds; unknown tokens count against the address like bad
 // bootstrap tokens.
 func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, error) {
@@ -1124,19 +1124,8 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	// The clients for the other edges carry the new credential too.
-	now, err := s.Store.GetMachine(ctx, m.ID)
-	if err != nil {
+	if err := s.Desire(ctx, m.ID); err != nil {
 		return Rejoined{}, err
-	}
-	digest, err := s.desiredDigest(ctx, now, cfg)
-	if err != nil {
-		return Rejoined{}, err
-	}
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, digest, false, serverKey(host, transportOf(m)), s.now()); err != nil {
-		return Rejoined{}, err
-	}
-	if s.Redeliver != nil {
-		s.Redeliver(m.ID)
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "rejoined", MachineID: m.ID,
 		Message: fmt.Sprintf("machine %q rejoined from %s with a fresh credential; it keeps tunnel port %d and %d tunnel(s)", m.Name, addrString(req.Client), m.TunnelPort, len(tunnels))})

@@ -111,10 +111,11 @@ type Service struct {
 	// besides the host (which Reach answers); nil means no domain and
 	// loopback listeners.
 	Exposure func(ctx context.Context) (Exposure, error)
-	// Redeliver, when set, is told of a machine whose config must reach
-	// its agent again although nothing about its tunnels changed (a
-	// rejoin: a new agent with a new credential).
-	Redeliver func(machineID int64)
+	// Desire has the delivery reconciler, the one writer of desired
+	// state, render a machine's config now, record it as desired (a new
+	// generation when it changed) and deliver it at once: after a rejoin
+	// (a new credential) or a change of transport.
+	Desire func(ctx context.Context, machineID int64) error
 	// BundleVersion is the server's machine bundle version; nil or an
 	// error leaves it unknown (every machine then shows outdated).
 	BundleVersion func() (string, error)
@@ -588,16 +589,6 @@ func DesiredDigest(cfg string, edges []agent.EdgeClient) string {
 		b.WriteString(e.Config)
 	}
 	return ConfigDigest(b.String())
-}
-
-// desiredDigest is DesiredDigest of main config cfg with m's clients for
-// the other edges as they are now.
-func (s *Service) desiredDigest(ctx context.Context, m store.Machine, cfg string) (string, error) {
-	edges, err := s.DesiredEdges(ctx, m)
-	if err != nil {
-		return "", err
-	}
-	return DesiredDigest(cfg, edges), nil
 }
 
 // DesiredConfig renders the config machine m should run now, and says

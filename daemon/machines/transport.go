@@ -138,7 +138,6 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	host := target.Host
 	was := transportOf(m)
 	if err := s.Store.SetMachineTransport(ctx, m.ID, req.Transport); err != nil {
 		return TransportChosen{}, err
@@ -152,15 +151,8 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	digest, err := s.desiredDigest(ctx, m, cfg)
-	if err != nil {
+	if err := s.Desire(ctx, m.ID); err != nil {
 		return TransportChosen{}, err
-	}
-	if _, err := s.Store.SetDesiredConfig(ctx, m.ID, digest, false, serverKey(host, req.Transport), s.now()); err != nil {
-		return TransportChosen{}, err
-	}
-	if s.Redeliver != nil {
-		s.Redeliver(m.ID)
 	}
 	if was != req.Transport {
 		s.event(ctx, store.Event{Source: "machine", Kind: "transport_changed", MachineID: m.ID,

@@ -29,6 +29,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
@@ -173,6 +174,7 @@ func startEngine(t *testing.T) *engine {
 		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
 		SSHLocalPort: echoPort, // the machine's "sshd" is the echo server
 	}
+	svc.Desire = delivery.New(delivery.Options{Store: st, Configs: svc, Log: log}).Desire
 	deployer := &revtunnel.Deployer{
 		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
 		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},

@@ -35,6 +35,8 @@ const Password = "correct horse battery staple"
 // Bins are the binaries a bench runs.
 type Bins struct {
 	Tunnelsvc, FRPS, FRPC, Caddy string
+	// Root is the repository (the chaos figure builds its edges there).
+	Root string
 	// ServerEnv and ClientEnv: the Environment= of the units frps and frpc
 	// run under when installed (systemd/revtunnel-server.service, and the
 	// unit bootstrap.sh installs from the daemon, package bundle's), so
@@ -45,6 +47,7 @@ type Bins struct {
 // FindBins locates the built binaries under root/bin and caddy on PATH.
 func FindBins(root string) (Bins, error) {
 	b := Bins{
+		Root:      root,
 		Tunnelsvc: filepath.Join(root, "bin", "tunnelsvc"),
 		FRPS:      filepath.Join(root, "bin", "frps"),
 		FRPC:      filepath.Join(root, "bin", "frpc"),
@@ -293,6 +296,12 @@ func StartDaemonDB(bins Bins, dir string, n int, url string) (*Daemon, error) {
 
 // StartDaemonArgs is StartDaemonDB with more serve flags.
 func StartDaemonArgs(bins Bins, dir string, n int, url string, extra ...string) (*Daemon, error) {
+	return StartDaemonEnv(bins, dir, n, url, nil, extra...)
+}
+
+// StartDaemonEnv is StartDaemonArgs with variables added to the daemon's
+// environment (nil: its own).
+func StartDaemonEnv(bins Bins, dir string, n int, url string, env []string, extra ...string) (*Daemon, error) {
 	d := &Daemon{Dir: dir}
 	ports := make([]int, 5)
 	for i := range ports {
@@ -327,7 +336,7 @@ func StartDaemonArgs(bins Bins, dir string, n int, url string, extra ...string) 
 	}
 	args = append(args, extra...)
 	var err error
-	d.Proc, err = StartProc("tunnelsvc", bins.Tunnelsvc, args...)
+	d.Proc, err = StartProcEnv("tunnelsvc", env, bins.Tunnelsvc, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@ var Figures = []Figure{
 	{"pgregistrations", false, func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
 	{"edgechange", false, func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
 	{"edgedeath", false, func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
+	{"chaos", false, func(_ context.Context, o Options, _ *World) Row { return Chaos(o) }},
 }
 
 // means says, for the figures whose value speaks for itself, what it
@@ -68,6 +69,7 @@ var means = map[string]string{
 	"pgregistrations": "On PostgreSQL machines join at %.2g × the rate on SQLite.",
 	"edgechange":      "A change made on one edge is applied on the others within %.2g s.",
 	"edgedeath":       "When an edge dies, clients that retry the other address are answered within %.2g s.",
+	"chaos":           "After a storm of changes and faults, every edge is back as the database says within %.0f s, with nobody's help.",
 }
 
 // Select returns the figures whose keys are in only (all when empty).
