@@ -364,7 +364,7 @@ func TestCertificateExpiring(t *testing.T) {
 	// says which edge it is.
 	e.clock.Add(25 * time.Hour)
 	other := &notify.Watcher{Store: e.st, Sender: e.sender, Now: e.clock.Now, Edge: "edge-b",
-		Lease: func(context.Context) bool { return false },
+		Lease: func(context.Context) int64 { return 0 },
 		Sites: func(context.Context) (string, []string, error) { return addr, []string{"soon.example.com"}, nil }}
 	other.Check(ctx)
 	e.sender.Wait()
@@ -450,13 +450,13 @@ func TestOnlyTheLeaseHolderReports(t *testing.T) {
 	e := newEnv(t, notify.PresetJSON)
 	ctx := context.Background()
 	id := register(t, e.st, "alpha", e.clock.Now())
-	lease := func(name string, alive *bool) func(context.Context) bool {
-		return func(ctx context.Context) bool {
+	lease := func(name string, alive *bool) func(context.Context) int64 {
+		return func(ctx context.Context) int64 {
 			if !*alive {
-				return false
+				return 0
 			}
-			ok, err := e.st.AcquireLease(ctx, "notifications", name, 90*time.Second, e.clock.Now())
-			return err == nil && ok
+			fence, _ := e.st.LeaseFence(ctx, "notifications", name, 90*time.Second, e.clock.Now())
+			return fence
 		}
 	}
 	aUp, bUp := true, true
@@ -490,5 +490,18 @@ func TestOnlyTheLeaseHolderReports(t *testing.T) {
 	e.sender.Wait()
 	if k := e.hook.kinds(); len(k) != 2 || k[1] != notify.KindMachineOnline {
 		t.Fatalf("back online, seen by the new holder: %v", k)
+	}
+	// Edge A comes back (it was frozen: its last check held the lease, and
+	// it still remembers the machine offline) and takes the lease again
+	// once B stops. The lease's fence moved twice since: A learns the
+	// state afresh instead of reporting "online" a second time.
+	bUp, aUp = false, true
+	for range 3 {
+		e.clock.Add(time.Minute)
+		a.Check(ctx)
+	}
+	e.sender.Wait()
+	if k := e.hook.kinds(); len(k) != 2 {
+		t.Fatalf("the edge that took the lease back repeated old news: %v", k)
 	}
 }

@@ -68,13 +68,14 @@ type Watcher struct {
 	// Space measures the data directory's file system (store.Space); nil
 	// skips the disk checks.
 	Space func() (store.Space, error)
-	// Lease, when set, says whether this edge holds the cluster's lease on
-	// the notifications that must be sent once (machines going offline
-	// and back, login bursts, certificates expiring); without it those
-	// checks are skipped here. Bans and the disk are every edge's own.
-	Lease func(ctx context.Context) bool
-	// leased: the lease was held at the last check.
-	leased bool
+	// Lease, when set, takes or renews the cluster's lease on the
+	// notifications that must be sent once (machines going offline and
+	// back, login bursts) and returns its fence, 0 when another edge holds
+	// it; without the lease those checks are skipped here. Bans, the disk
+	// and the certificates are every edge's own.
+	Lease func(ctx context.Context) int64
+	// fence is the lease's fence at the last check this edge held it.
+	fence int64
 
 	mu           sync.Mutex
 	seeded       bool
@@ -140,18 +141,22 @@ func (w *Watcher) Check(ctx context.Context) {
 	// Each edge's Caddy orders its own certificates: each edge checks its
 	// own, lease or not.
 	w.certs(ctx)
-	held := w.Lease == nil || w.Lease(ctx)
-	if !held {
-		w.leased = false
+	fence := int64(1)
+	if w.Lease != nil {
+		fence = w.Lease(ctx)
+	}
+	if fence == 0 {
 		return
 	}
-	if !w.leased && !first {
-		// Taken over from another edge: learn the state first, so that
-		// what that edge already reported is not sent again.
+	if fence != w.fence && !first {
+		// Taken over from another edge, or taken back after another held
+		// it meanwhile (this edge was stopped past its lease): what this
+		// edge remembers may be old. Learn the state first, so that what
+		// the other edge already reported is not sent again.
 		w.offline, w.lastBurst = map[int64]bool{}, w.now()
 		first = true
 	}
-	w.leased = true
+	w.fence = fence
 	if err := w.machines(ctx, set, first); err != nil {
 		w.log().Warn("notify: machine check failed", "err", err)
 	}

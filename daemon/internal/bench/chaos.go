@@ -55,7 +55,11 @@ func Chaos(o Options) Row {
 			row.Measured = fmt.Sprintf("error (seed %d): %v", seed, err)
 			return row
 		}
-		o.logf("chaos seed %d: %d changes (%d refused while hurt), converged %s after the storm", seed, r.changes, r.refused, r.converged.Round(time.Millisecond))
+		o.logf("chaos seed %d: %d changes (%d refused while the database was away, %d declined as the operator's error), converged %s after the storm",
+			seed, r.changes, r.refused, r.declined, r.converged.Round(time.Millisecond))
+		for _, s := range r.samples {
+			o.logf("chaos seed %d: e.g. %s", seed, s)
+		}
 		took = append(took, r.converged)
 		prop = append(prop, r.propagation...)
 	}
@@ -74,9 +78,27 @@ func Chaos(o Options) Row {
 }
 
 type chaosResult struct {
-	changes, refused int
+	// refused: answered 503 (the database away) or not answered in 5 s;
+	// declined: a 4xx (a site removed meanwhile, a fleet update running).
+	changes, refused, declined int
 	converged        time.Duration
 	propagation      []time.Duration
+	// samples: the first answer of each kind that was not a success.
+	samples map[string]string
+}
+
+func (r *chaosResult) sample(err error) {
+	k := regexp.MustCompile(`^\S+ \S+: (\d+)`).FindStringSubmatch(err.Error())
+	kind := "no answer"
+	if k != nil {
+		kind = k[1]
+	}
+	if r.samples == nil {
+		r.samples = map[string]string{}
+	}
+	if _, ok := r.samples[kind]; !ok {
+		r.samples[kind] = err.Error()
+	}
 }
 
 // chaosEdge is one edge of the storm.
@@ -178,8 +200,14 @@ func (o Options) chaosRun(seed uint64) (res chaosResult, err error) {
 			e = edges[(slices.Index(edges, e)+1)%len(edges)]
 		}
 		res.changes++
-		if err := randomChange(rng, e, machines, i); err != nil {
+		switch err := randomChange(rng, e, machines, i); {
+		case err == nil:
+		case regexp.MustCompile(`: 4\d\d `).MatchString(err.Error()):
+			res.declined++
+			res.sample(err)
+		default:
 			res.refused++
+			res.sample(err)
 		}
 	}
 	wg.Wait()
@@ -221,6 +249,19 @@ func (o Options) chaosEdges(dir, url string) ([]*chaosEdge, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building the chaos edge: %v: %s", err, out)
 	}
+	// A machine bundle to update to (its programs stand-ins: no machine
+	// runs an agent here, so every fleet update fails at its canary, as
+	// one whose machine does not answer does).
+	static := filepath.Join(dir, "static")
+	for _, f := range []string{"agents/tunnel-agent-linux-amd64", "revtunnel/revtunnel-client-linux-amd64"} {
+		os.MkdirAll(filepath.Join(static, filepath.Dir(f)), 0o755)
+		if err := os.WriteFile(filepath.Join(static, f), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(static, "VERSION"), []byte("2.0.0\n"), 0o644); err != nil {
+		return nil, err
+	}
 	// Caddy counts as installed with the domain set: what the
 	// installation records (it needs systemd, which the figure runs
 	// without).
@@ -246,7 +287,7 @@ func (o Options) chaosEdges(dir, url string) ([]*chaosEdge, error) {
 				return edges, err
 			}
 		}
-		extra := []string{"--edge-name", name, "--server-host", fmt.Sprintf("127.0.0.%d", i+1)}
+		extra := []string{"--edge-name", name, "--server-host", fmt.Sprintf("127.0.0.%d", i+1), "--static-dir", static}
 		if lo > 0 {
 			extra = append(extra, "--tunnel-ports", fmt.Sprintf("%d-%d", lo, lo+99))
 		}
