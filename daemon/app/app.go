@@ -106,6 +106,7 @@ type App struct {
 	// a config that does; health checks the targets of shared sites.
 	caRollout    *agentclient.Rollout
 	netTools     cmdrun.Runner // see Deps.NetTools
+	now          func() time.Time
 	targetChecks *health.Checker
 	// Delivery brings each machine's client config to its desired
 	// generation.
@@ -142,6 +143,11 @@ type App struct {
 // Services builds everything that needs only the store, for the serve path
 // and for root's offline commands (reset-password) alike.
 func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, error) {
+	return services(ctx, cfg, log, time.Now)
+}
+
+// services is Services on the clock now.
+func services(ctx context.Context, cfg *config.Config, log *slog.Logger, now func() time.Time) (*App, error) {
 	st, err := openStore(ctx, cfg.DataDir, cfg.Database)
 	if store.DiskFull(err) {
 		return nil, fmt.Errorf("open %s: the data disk is full: free space on it, then start again: %w", describeStore(cfg), err)
@@ -154,9 +160,8 @@ func Services(ctx context.Context, cfg *config.Config, log *slog.Logger) (*App, 
 		st.Close()
 		return nil, err
 	}
-	now := time.Now
 	rec := &audit.Recorder{Store: st, Log: log, Now: now}
-	a := &App{Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer}
+	a := &App{Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer, now: now}
 	a.Auth = &auth.Service{
 		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
 		Sessions: &auth.Sessions{Store: st, Now: now},
@@ -276,6 +281,8 @@ type Deps struct {
 	// Dashboard is the dashboard listener's address (nil: none yet); the
 	// web proxy and the firewall follow it.
 	Dashboard net.Addr
+	// Now is the daemon's clock (nil: time.Now).
+	Now func() time.Time
 	// NetTools runs the network tools (nft, sysctl) of the publish table
 	// and the firewall (nil: on this machine).
 	NetTools cmdrun.Runner
@@ -286,7 +293,11 @@ type Deps struct {
 // same way. Start the background work with a.Loops.Start; Close stops it
 // and closes the store.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (*App, error) {
-	a, err := Services(ctx, cfg, log)
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	a, err := services(ctx, cfg, log, now)
 	if err != nil {
 		return nil, err
 	}
@@ -344,8 +355,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		return nil, err
 	}
 	a.Handler = api.New(api.Options{
-		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log,
-		SSO:      &sso.Service{Store: a.Store, Sealer: a.Sealer, Now: time.Now},
+		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log, Now: a.now,
+		SSO:      &sso.Service{Store: a.Store, Sealer: a.Sealer, Now: a.now},
 		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
 		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
 		Banner: a.Banner, Firewall: a.Firewall,

@@ -21,7 +21,7 @@ func (a *App) gateServices(ctx context.Context) error {
 		Limiter: a.Auth.Limiter,
 		Audit:   a.Audit,
 		Log:     a.Log,
-		Now:     time.Now,
+		Now:     a.now,
 	})
 	return a.Gate.Reload(ctx)
 }

@@ -41,18 +41,18 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	if err != nil {
 		return api.Monitoring{}, err
 	}
-	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: time.Now,
+	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: a.now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
 	if a.Store.Engine() == "postgres" {
 		traffic.Edge = a.Config.EdgeName
 	}
-	tokens := &monitor.Tokens{Store: a.Store, Now: time.Now}
+	tokens := &monitor.Tokens{Store: a.Store, Now: a.now}
 	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
 		Jails: monitor.BannerJails(a.Banner)})
-	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: time.Now, Life: a.life}
+	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: a.now, Life: a.life}
 	a.notifier = sender
 	notices := a.leaseFence("notifications")
-	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: time.Now, Edge: a.Config.EdgeName,
+	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: a.now, Edge: a.Config.EdgeName,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner),
@@ -64,7 +64,7 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
 	// The targets of sites served by several machines, checked as Caddy
 	// checks them, for the dashboard's words and the notifications.
-	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: time.Now, Domain: localsetup.Settings{Store: a.Store}.Domain,
+	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: a.now, Domain: localsetup.Settings{Store: a.Store}.Domain,
 		Notify: sender.Notify, Lease: a.lease("health events", 3*time.Minute)}
 	a.targetChecks = checker
 	a.Loops.Loop("health checks", func(ctx context.Context) error { checker.Run(ctx); return nil })
