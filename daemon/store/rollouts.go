@@ -118,18 +118,13 @@ func (s *Store) SaveRollout(ctx context.Context, r Rollout) error {
 	return s.fenced(res, err)
 }
 
+// fenced is a fenced write's outcome: ErrFenced when it changed no row.
 func (s *Store) fenced(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
+	err = affectOne(res, err)
+	if errors.Is(err, ErrNotFound) {
 		return ErrFenced
 	}
-	return s.announce(nil, TopicRollouts)
+	return s.announce(err, TopicRollouts)
 }
 
 func orEmpty(ids []int64) []int64 {
