@@ -16,9 +16,7 @@ import (
 	"github.com/coreos/go-systemd/v22/activation"
 	"github.com/coreos/go-systemd/v22/daemon"
 
-	tunnelsvc "github.com/tunnelsvc/tunnelsvc"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
-	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
@@ -43,12 +41,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
-	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
-	"github.com/tunnelsvc/tunnelsvc/daemon/webui"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may drain at stop.
@@ -73,7 +68,8 @@ type App struct {
 	// call answers units.ErrUnavailable.
 	Units units.Manager
 	HTTP  *http.Server
-	// Handler is the dashboard's and the API's handler.
+	// Handler is the dashboard's and the API's handler (Serve builds it
+	// with the handler builder it is given).
 	Handler http.Handler
 	// Loops runs the background work; Close stops it.
 	Loops *Supervisor
@@ -104,9 +100,10 @@ type App struct {
 	Rollouts *fleet.Rollouts
 	// caRollout brings machines whose frpc does not pin the tunnel CA to
 	// a config that does; health checks the targets of shared sites.
-	caRollout    *agentclient.Rollout
-	netTools     cmdrun.Runner // see Deps.NetTools
-	now          func() time.Time
+	caRollout *agentclient.Rollout
+	netTools  cmdrun.Runner // see Deps.NetTools
+	// Now is the daemon's clock (Deps.Now).
+	Now          func() time.Time
 	targetChecks *health.Checker
 	// Delivery brings each machine's client config to its desired
 	// generation.
@@ -120,8 +117,13 @@ type App struct {
 	// beatWake and gateWake ask the heartbeat and the gate's reload loops
 	// for a turn now.
 	beatWake, gateWake chan struct{}
-	// notifier sends the webhook notifications; Close waits for it.
-	notifier *notify.Sender
+	// Notifier sends the webhook notifications; Close waits for it.
+	Notifier *notify.Sender
+	// Metrics serves /metrics; Tokens are its scrape tokens; Traffic
+	// collects what frps counts.
+	Metrics http.Handler
+	Tokens  *monitor.Tokens
+	Traffic *monitor.Traffic
 	// Prober checks http tunnels through the web proxy.
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
@@ -161,7 +163,7 @@ func services(ctx context.Context, cfg *config.Config, log *slog.Logger, now fun
 		return nil, err
 	}
 	rec := &audit.Recorder{Store: st, Log: log, Now: now}
-	a := &App{Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer, now: now}
+	a := &App{Config: cfg, Log: log, Store: st, Audit: rec, Sealer: sealer, Now: now}
 	a.Auth = &auth.Service{
 		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: now,
 		Sessions: &auth.Sessions{Store: st, Now: now},
@@ -349,30 +351,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// What another edge changed: its dashboards hear it, and this edge
 	// applies it to its own gate and host within a moment, as if made here.
 	a.Store.OnRemoteChange(a.changed)
-	mon, err := a.monitoringServices(ctx)
-	if err != nil {
+	if err := a.monitoringServices(ctx); err != nil {
 		a.Store.Close()
 		return nil, err
 	}
-	a.Handler = api.New(api.Options{
-		Config: cfg, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: log, Now: a.now,
-		SSO:      &sso.Service{Store: a.Store, Sealer: a.Sealer, Now: a.now},
-		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
-		Setup: a.Setup, Net: a.Net, Hub: a.Hub,
-		Banner: a.Banner, Firewall: a.Firewall,
-		Health:     a.health,
-		Units:      a.Units,
-		UI:         webui.Handler(tunnelsvc.UI()),
-		Scripts:    api.Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()},
-		Agents:     a.Agents,
-		Prober:     a.Prober,
-		Gate:       a.Gate,
-		Monitoring: mon,
-		Fleet:      a.Fleet,
-		Rollouts:   a.Rollouts,
-		Edges:      a.Edges,
-		Life:       a.life,
-	})
 	// Versions of machines not heard from in 10 minutes, one at a time.
 	// The first beat now, so that the frps plugin records machines under
 	// this edge from the first Login; the loop retries when it fails.
@@ -444,9 +426,9 @@ func (a *App) Close() {
 	if a.Loops != nil {
 		a.Loops.Stop()
 	}
-	if a.notifier != nil {
+	if a.Notifier != nil {
 		done := make(chan struct{})
-		go func() { a.notifier.Wait(); close(done) }()
+		go func() { a.Notifier.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(ShutdownTimeout):
@@ -469,20 +451,11 @@ func (a *App) tunnelsChanged(machineID int64) {
 }
 
 // Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
-// server (draining requests), the background loops, then the store. It
-// drives systemd's units over D-Bus.
-func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	unitMgr := sdbus.New(sdbus.Options{Log: log})
-	defer unitMgr.Close()
-	if !sdbus.Booted() {
-		log.Info("systemd is not the init system: unit control is unavailable")
-	}
-	return ServeWith(ctx, cfg, log, unitMgr)
-}
-
-// ServeWith is Serve with the units driven by unitMgr (a stand-in for
-// systemd in the chaos figure's edges).
-func ServeWith(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr units.Manager) error {
+// server (draining requests), the background loops, then the store.
+// unitMgr drives the units (systemd over D-Bus in tunnelsvc serve, a
+// stand-in in the chaos figure's edges); handler builds the dashboard's
+// and the API's handler from the daemon (api.ForDaemon).
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr units.Manager, handler func(*App) http.Handler) error {
 	lis, err := TakeListeners(cfg)
 	if err != nil {
 		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
@@ -499,6 +472,7 @@ func ServeWith(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMg
 		return err
 	}
 	defer a.Store.Close()
+	a.Handler = handler(a)
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
 	}
@@ -562,9 +536,13 @@ func ServeWith(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMg
 	return nil
 }
 
-// health is /healthz's check: the store answers a read, and its disk takes
+// Life is the daemon's life: work outside a request runs under it, and
+// Close ends it.
+func (a *App) Life() context.Context { return a.life }
+
+// Healthz is /healthz's check: the store answers a read, and its disk takes
 // writes (a *store.FullError while it does not).
-func (a *App) health(r *http.Request) error {
+func (a *App) Healthz(r *http.Request) error {
 	if err := a.Store.Ping(r.Context()); err != nil {
 		return err
 	}

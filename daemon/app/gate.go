@@ -21,7 +21,7 @@ func (a *App) gateServices(ctx context.Context) error {
 		Limiter: a.Auth.Limiter,
 		Audit:   a.Audit,
 		Log:     a.Log,
-		Now:     a.now,
+		Now:     a.Now,
 	})
 	return a.Gate.Reload(ctx)
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/health"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
@@ -36,23 +35,23 @@ func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
 
 // monitoringServices builds /metrics, the traffic collector and the
 // notifier, and adds the collector and the watcher to a.Loops.
-func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
+func (a *App) monitoringServices(ctx context.Context) error {
 	d, err := a.frpsDashboard(ctx)
 	if err != nil {
-		return api.Monitoring{}, err
+		return err
 	}
-	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: a.now,
+	traffic := &monitor.Traffic{Store: a.Store, Log: a.Log, Now: a.Now,
 		FRPS: &monitor.FRPS{Addr: a.Config.FRPSDashboardListen, User: d.User, Password: d.Password}}
 	if a.Store.Engine() == "postgres" {
 		traffic.Edge = a.Config.EdgeName
 	}
-	tokens := &monitor.Tokens{Store: a.Store, Now: a.now}
+	tokens := &monitor.Tokens{Store: a.Store, Now: a.Now}
 	metrics := monitor.New(monitor.Options{Store: a.Store, Tokens: tokens, Traffic: traffic, Hub: a.Hub, Log: a.Log, Version: a.Config.Version,
 		Jails: monitor.BannerJails(a.Banner)})
-	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: a.now, Life: a.life}
-	a.notifier = sender
+	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: a.Now, Life: a.life}
+	a.Notifier = sender
 	notices := a.leaseFence("notifications")
-	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: a.now, Edge: a.Config.EdgeName,
+	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: a.Now, Edge: a.Config.EdgeName,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner),
@@ -64,11 +63,12 @@ func (a *App) monitoringServices(ctx context.Context) (api.Monitoring, error) {
 	a.Loops.Loop("notification watcher", func(ctx context.Context) error { watcher.Run(ctx); return nil })
 	// The targets of sites served by several machines, checked as Caddy
 	// checks them, for the dashboard's words and the notifications.
-	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: a.now, Domain: localsetup.Settings{Store: a.Store}.Domain,
+	checker := &health.Checker{Store: a.Store, Log: a.Log, Now: a.Now, Domain: localsetup.Settings{Store: a.Store}.Domain,
 		Notify: sender.Notify, Lease: a.lease("health events", 3*time.Minute)}
 	a.targetChecks = checker
 	a.Loops.Loop("health checks", func(ctx context.Context) error { checker.Run(ctx); return nil })
-	return api.Monitoring{Metrics: metrics, Tokens: tokens, Traffic: traffic, Notify: sender}, nil
+	a.Metrics, a.Tokens, a.Traffic = metrics, tokens, traffic
+	return nil
 }
 
 // httpsSites is where Caddy serves HTTPS (bind_ip, else loopback) and the

@@ -29,7 +29,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 	// Background operations' outcomes are kept; an operation running here
 	// is followed from any edge's dashboard, and one running on another
 	// edge from this one's.
-	a.Hub = logstream.NewHubWith(a.now, logstream.Hooks{
+	a.Hub = logstream.NewHubWith(a.Now, logstream.Hooks{
 		OnDone: func(op string, ok bool, msg string) { a.Setup.RecordOperation(op, ok, msg) },
 		Relay: func(m logstream.Message) {
 			m.Edge = cfg.EdgeName
@@ -59,7 +59,7 @@ func (a *App) setupServices(dashboard net.Addr) {
 		FRPS:              filepath.Join(cfg.BinDir, "frps"),
 		Database:          DatabaseStatus(cfg),
 		Log:               a.Log,
-		Now:               a.now,
+		Now:               a.Now,
 	}
 }
 

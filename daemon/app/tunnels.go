@@ -36,16 +36,16 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		keys = noKeys{}
 	}
 	ports := store.PortRange{Lo: cfg.TunnelPortLo, Hi: cfg.TunnelPortHi}
-	ca := &tunnelca.Authority{Store: a.Store, Sealer: a.Sealer, Now: a.now}
+	ca := &tunnelca.Authority{Store: a.Store, Sealer: a.Sealer, Now: a.Now}
 	// The machines' doors (bootstrap, rejoin, transport) have a limiter
 	// of their own, shared by the edges of a cluster as the login's is:
 	// N edges give a guesser no more tries than one.
-	joins := auth.NewLimiter(a.now)
+	joins := auth.NewLimiter(a.Now)
 	if a.Store.Engine() == "postgres" {
 		joins.Shared = clusterFailures{store: a.Store, edge: cfg.EdgeName, scope: "join"}
 	}
 	a.Machines = &machines.Service{
-		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: a.now,
+		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: a.Now,
 		Limiter: joins, Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
 		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
@@ -70,12 +70,12 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 			}
 			return c.CertPEM, nil
 		})}
-	a.WSSCert = &revtunnel.WSSCert{CA: ca, CertPath: cfg.SystemPath(revtunnel.WSSCertPath), KeyPath: cfg.SystemPath(revtunnel.WSSKeyPath), Now: a.now}
+	a.WSSCert = &revtunnel.WSSCert{CA: ca, CertPath: cfg.SystemPath(revtunnel.WSSCertPath), KeyPath: cfg.SystemPath(revtunnel.WSSKeyPath), Now: a.Now}
 	// frps's plugin tells the delivery reconciler of every Login and Ping,
 	// so a machine that is behind is delivered to as soon as it is heard
 	// from; one whose frpc does not pin the tunnel CA gets its config and
 	// a restart of frpc.
-	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: a.now, Edge: a.Edge, Bridge: a.Bridge,
+	a.Plugin = &revtunnel.Plugin{Store: a.Store, Log: a.Log, Now: a.Now, Edge: a.Edge, Bridge: a.Bridge,
 		OnLogin: func(ctx context.Context, machineID int64, caPEM string) {
 			a.caRollout.Login(ctx, machineID, caPEM)
 			a.Delivery.Nudge(machineID)
@@ -101,7 +101,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		CertPath: cfg.SystemPath(revtunnel.ServerCertPath),
 		KeyPath:  cfg.SystemPath(revtunnel.ServerKeyPath),
 		Host:     a.serverHost,
-		Now:      a.now,
+		Now:      a.Now,
 	}
 	a.Publish = publish.New(publish.Options{
 		Store: a.Store, Run: a.netTools, Log: a.Log,

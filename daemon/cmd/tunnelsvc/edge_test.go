@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -51,7 +52,7 @@ func startEdge(t *testing.T, cfg config.Config) *edgeDaemon {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Loops.Start(ctx)
-	h = a.Handler
+	h = api.ForDaemon(a)
 	d.a = a
 	t.Cleanup(func() { d.srv.Close(); cancel(); a.Close() })
 	return d

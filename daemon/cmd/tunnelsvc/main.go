@@ -12,8 +12,10 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
+	"github.com/tunnelsvc/tunnelsvc/daemon/units/sdbus"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -108,7 +110,14 @@ func serve(args []string) error {
 	cfg.Version = version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return app.Serve(ctx, cfg, log)
+	// systemd's units, over D-Bus (their every operation says so when
+	// systemd is not the init system).
+	unitMgr := sdbus.New(sdbus.Options{Log: log})
+	defer unitMgr.Close()
+	if !sdbus.Booted() {
+		log.Info("systemd is not the init system: unit control is unavailable")
+	}
+	return app.Serve(ctx, cfg, log, unitMgr, api.ForDaemon)
 }
 
 // defaultMemoryLimit is the Go heap's soft limit unless GOMEMLIMIT says

@@ -1,7 +1,7 @@
 // Command chaosedge is the daemon as `tunnelsvc serve` runs it, its
 // systemd replaced by a stand-in whose every job succeeds: the edges of
 // the chaos figure (internal/bench), which runs where systemd is not the
-// init system. Everything else is the real daemon, built by app.ServeWith;
+// init system. Everything else is the real daemon, served by app.Serve;
 // the tools it runs (caddy, frps) are the real ones found on PATH and in
 // --bin-dir.
 package main
@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -38,7 +39,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := app.ServeWith(ctx, &cfg, log, &testutil.MemoryUnits{}); err != nil {
+	if err := app.Serve(ctx, &cfg, log, &testutil.MemoryUnits{}, api.ForDaemon); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosedge:", err)
 		os.Exit(1)
 	}

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/apicheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -94,7 +95,7 @@ func (f *fakeMachine) last() (string, int, int) {
 // running, its API served over loopback, with no flag naming an address.
 type wiredDaemon struct {
 	t      *testing.T
-	a      *App
+	a      *app.App
 	srv    *httptest.Server
 	cookie string
 }
@@ -108,7 +109,7 @@ func newWiredDaemon(t *testing.T) *wiredDaemon {
 
 // newWiredDaemonWith is newWiredDaemon before the setup, its configuration
 // changed by edit first (when not nil), built with deps.
-func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...Deps) *wiredDaemon {
+func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...app.Deps) *wiredDaemon {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir, cfg.SystemRoot = t.TempDir(), t.TempDir()
@@ -118,11 +119,11 @@ func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...Deps) *
 		edit(&cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var dep Deps
+	var dep app.Deps
 	if len(deps) > 0 {
 		dep = deps[0]
 	}
-	a, err := New(context.Background(), &cfg, log, dep)
+	a, err := app.New(context.Background(), &cfg, log, dep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...Deps) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(doc.Handler(t, a.Handler))
+	srv := httptest.NewServer(doc.Handler(t, api.ForDaemon(a)))
 	t.Cleanup(func() { srv.Close(); cancel(); a.Close() })
 	return &wiredDaemon{t: t, a: a, srv: srv}
 }

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
@@ -27,7 +28,7 @@ import (
 // credential it holds, and its config still renders (its sealed secret
 // opens).
 func TestMoveAnInstallToPostgreSQL(t *testing.T) {
-	noSystemd := Deps{Units: units.Unavailable{}}
+	noSystemd := app.Deps{Units: units.Unavailable{}}
 	var dataDir string
 	old := newWiredDaemonWith(t, func(c *config.Config) { dataDir = c.DataDir }, noSystemd)
 	old.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
@@ -56,7 +57,7 @@ func TestMoveAnInstallToPostgreSQL(t *testing.T) {
 
 	// Copy, set the URL, start.
 	url := testutil.PostgresURL(t)
-	tables, err := CopyDatabase(context.Background(), dataDir, "", url)
+	tables, err := app.CopyDatabase(context.Background(), dataDir, "", url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
@@ -35,7 +36,7 @@ func TestTwoDaemonsOnOneDatabase(t *testing.T) {
 	url := testutil.PostgresURL(t)
 	// As Serve builds it on a machine without systemd (the status lists
 	// the units).
-	noSystemd := Deps{Units: units.Unavailable{}}
+	noSystemd := app.Deps{Units: units.Unavailable{}}
 	a := newWiredDaemonWith(t, func(c *config.Config) { c.Database = url }, noSystemd)
 	a.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	key, err := os.ReadFile(filepath.Join(a.a.Config.DataDir, "secret.key"))
@@ -482,7 +483,7 @@ func twoEdges(t *testing.T, hostA, hostB string) (a, b *wiredDaemon) {
 func twoEdgesWith(t *testing.T, hostA, hostB, frpsA, frpsB string) (a, b *wiredDaemon) {
 	t.Helper()
 	url := testutil.PostgresURL(t)
-	noSystemd := Deps{Units: units.Unavailable{}}
+	noSystemd := app.Deps{Units: units.Unavailable{}}
 	a = newWiredDaemonWith(t, func(c *config.Config) {
 		c.Database, c.EdgeName, c.ServerHost = url, "edge-a", hostA
 		if frpsA != "" {

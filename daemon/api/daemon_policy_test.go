@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package app
+package api_test
 
 import (
 	"errors"
@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 )
 
 type edgeWithParts struct {
@@ -44,7 +44,7 @@ func TestEdgesShowTheirHost(t *testing.T) {
 	if err := os.WriteFile(frps, []byte(refuse), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d := newWiredDaemonWith(t, func(c *config.Config) { c.BinDir, c.EdgeName = bin, "edge-a" }, Deps{Units: &testutil.MemoryUnits{}})
+	d := newWiredDaemonWith(t, func(c *config.Config) { c.BinDir, c.EdgeName = bin, "edge-a" }, app.Deps{Units: &testutil.MemoryUnits{}})
 	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	part := func(name string) (edgeParts, error) {
 		var es []edgeWithParts
