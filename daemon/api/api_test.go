@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
@@ -27,6 +27,7 @@ const goodPassword = "correct horse battery staple"
 
 type testEnv struct {
 	t       testing.TB
+	app     *app.App // the daemon as Serve builds it
 	srv     *Server
 	db      testDB // the database st is a handle on
 	st      *store.Store
@@ -110,7 +111,8 @@ func newEnv(t testing.TB, opts ...func(*Options, *store.Store)) *testEnv {
 // newEnvOn is newEnv on a fresh store of the given engine.
 func newEnvOn(t testing.TB, engine string, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
-	return newEnvWith(t, newTestDB(t, engine, t.TempDir()), t.TempDir(), opts...)
+	dir := t.TempDir()
+	return newEnvWith(t, newTestDB(t, engine, dir), dir, opts...)
 }
 
 // newEnvIn is newEnv with the SQLite store in storeDir and the configured
@@ -120,35 +122,50 @@ func newEnvIn(t testing.TB, storeDir, dataDir string, opts ...func(*Options, *st
 	return newEnvWith(t, newTestDB(t, sqliteEngine, storeDir), dataDir, opts...)
 }
 
-// newEnvWith builds the server on a store of db, with the configured data
-// directory at dataDir.
+// newEnvWith builds the daemon as Serve does (app.New; nothing started),
+// its database db, its data directory dataDir, with test doubles only for
+// what is outside the process: the clock (e.now), systemd and the network
+// tools. opts replace parts of the API's Options for the tests that need a
+// stand-in of their own.
 func newEnvWith(t testing.TB, db testDB, dataDir string, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
-	st := db.open(t)
+	return newEnvConfigured(t, db, dataDir, nil, opts...)
+}
+
+// newEnvConfigured is newEnvWith with the daemon's configuration changed
+// by edit (when not nil) before the daemon is built, as flags would.
+func newEnvConfigured(t testing.TB, db testDB, dataDir string, edit func(*config.Config), opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
 	cfg := config.Default()
-	cfg.DataDir = dataDir
-	e := &testEnv{t: t, db: db, st: st, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
+	cfg.DataDir, cfg.Database, cfg.SystemRoot = dataDir, db.url, t.TempDir()
+	if edit != nil {
+		edit(&cfg)
+	}
+	if db.url == "" && db.dir != dataDir {
+		t.Fatalf("the daemon keeps its SQLite database in its data directory (%s), not in %s", dataDir, db.dir)
+	}
+	e := &testEnv{t: t, db: db, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rec := &audit.Recorder{Store: st, Log: log, Now: clock}
-	e.authSvc = &auth.Service{
-		Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: clock,
-		Sessions: &auth.Sessions{Store: st, Now: clock}, Limiter: auth.NewLimiter(clock),
-	}
-	sealer, err := seal.LoadOrCreate(cfg.DataDir)
+	a, err := app.New(context.Background(), &cfg, log, app.Deps{Now: clock, Units: &testutil.MemoryUnits{}, NetTools: noNetTools{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.totp = totp.New(totp.Options{Store: st, Sealer: sealer, Auth: e.authSvc, Audit: rec, Log: log, Now: clock})
-	e.authSvc.SecondFactor = e.totp
-	e.sshkeys = sshkeys.New(sshkeys.Options{Store: st, Sealer: sealer, Audit: rec, Log: log, Now: clock})
-	o := Options{Config: &cfg, Auth: e.authSvc, Audit: rec, TOTP: e.totp, SSHKeys: e.sshkeys, Log: log, Now: clock}
+	t.Cleanup(a.Close)
+	e.app, e.st, e.authSvc, e.totp, e.sshkeys = a, a.Store, a.Auth, a.TOTP, a.SSHKeys
+	o := optionsFor(a)
 	for _, opt := range opts {
-		opt(&o, st)
+		opt(&o, e.st)
 	}
 	e.srv = New(o)
 	return e
 }
+
+// noNetTools stands in for nft and sysctl: they succeed and change
+// nothing on the machine running the tests.
+type noNetTools struct{}
+
+func (noNetTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
 
 type req struct {
 	method, path, body string

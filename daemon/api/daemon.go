@@ -12,8 +12,11 @@ import (
 // ForDaemon is the dashboard's and the API's handler over the daemon a,
 // as app.New built it: what Serve serves, and what the tests that build
 // the daemon the way Serve does call.
-func ForDaemon(a *app.App) http.Handler {
-	return New(Options{
+func ForDaemon(a *app.App) http.Handler { return New(optionsFor(a)) }
+
+// optionsFor are the Options of the daemon a's handler.
+func optionsFor(a *app.App) Options {
+	return Options{
 		Config: a.Config, Auth: a.Auth, Audit: a.Audit, TOTP: a.TOTP, SSHKeys: a.SSHKeys, Log: a.Log, Now: a.Now,
 		SSO:      &sso.Service{Store: a.Store, Sealer: a.Sealer, Now: a.Now},
 		Machines: a.Machines, Revtunnel: a.Revtunnel, Reach: a.Reach,
@@ -31,5 +34,5 @@ func ForDaemon(a *app.App) http.Handler {
 		Rollouts:   a.Rollouts,
 		Edges:      a.Edges,
 		Life:       a.Life(),
-	})
+	}
 }

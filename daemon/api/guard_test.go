@@ -32,7 +32,22 @@ type progressLog struct {
 
 func newProgressLog() *progressLog { return &progressLog{done: make(chan bool, 4)} }
 
-func (p *progressLog) sink(operation string) Progress { return opProgress{p, operation} }
+// follow collects the lines and outcomes of the operations on hub (the
+// daemon's log stream), until the test ends.
+func (p *progressLog) follow(t testing.TB, hub *logstream.Hub) {
+	_, ch, cancel := hub.Subscribe()
+	t.Cleanup(cancel)
+	go func() {
+		for m := range ch {
+			if m.Line != "" {
+				opProgress{p, m.Op}.Line(m.Level, m.Line)
+			}
+			if m.Done && m.OK != nil {
+				p.done <- *m.OK
+			}
+		}
+	}()
+}
 
 func (p *progressLog) text() string {
 	p.mu.Lock()
@@ -61,7 +76,6 @@ func (o opProgress) Line(level, text string) {
 	defer o.p.mu.Unlock()
 	o.p.lines = append(o.p.lines, o.op+" "+level+": "+text)
 }
-func (o opProgress) Done(ok bool) { o.p.done <- ok }
 
 func dataOf(t *testing.T, r resp) map[string]any {
 	t.Helper()
@@ -112,7 +126,7 @@ func TestBannerAPIWithRealFail2ban(t *testing.T) {
 		bo := in.Options()
 		bo.Store = st
 		o.Banner = banner.New(bo)
-		o.Progress = plog.sink
+		plog.follow(t, o.Hub)
 	})
 	cookie := e.setup()
 
@@ -256,7 +270,7 @@ func TestSetupBannerWithoutSystemd(t *testing.T) {
 		bo := in.Options()
 		bo.Store, bo.Units = st, nil
 		o.Banner = banner.New(bo)
-		o.Progress = plog.sink
+		plog.follow(t, o.Hub)
 	})
 	cookie := e.setup()
 	wantMessage(t, e.do(req{method: "POST", path: "/api/local/setup-banner", cookie: cookie}), "ban tool setup started; follow its progress in the log")
@@ -295,7 +309,7 @@ func TestFirewallConfigureAPI(t *testing.T) {
 				return firewall.Ports{ControlPort: 7000, PrivatePorts: []int{10001}, DashboardPort: 7380, DashboardPrivate: true}, nil
 			},
 		})
-		o.Progress = plog.sink
+		plog.follow(t, o.Hub)
 		o.Setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil), Run: noTools{}, Database: testDatabase}
 	})
 	cookie := e.setup()

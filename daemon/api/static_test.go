@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	tunnelsvc "github.com/tunnelsvc/tunnelsvc"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
 	"github.com/tunnelsvc/tunnelsvc/daemon/bundle"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -20,10 +20,10 @@ func staticEnv(t *testing.T, baseURL string) (*testEnv, string) {
 	os.WriteFile(filepath.Join(dir, "agents", "tunnel-agent-linux-amd64"), []byte("\x7fELF agent"), 0o755)
 	os.WriteFile(filepath.Join(dir, "agents", "tunnel-agent-linux-amd64.sha256"), []byte("abc  tunnel-agent-linux-amd64\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("not served"), 0o644)
-	e := newEnv(t, func(o *Options, _ *store.Store) {
-		o.Config.StaticDir = filepath.Join(dir)
-		o.Config.BaseURL = baseURL
-		o.Scripts = Scripts{Bootstrap: tunnelsvc.BootstrapScript(), Uninstall: tunnelsvc.UninstallScript()}
+	data := t.TempDir()
+	e := newEnvConfigured(t, newTestDB(t, sqliteEngine, data), data, func(c *config.Config) {
+		c.StaticDir, c.BaseURL = dir, baseURL
+	}, func(o *Options, _ *store.Store) {
 		o.UI = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("the SPA")) })
 	})
 	return e, dir

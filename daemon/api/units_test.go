@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -58,7 +59,8 @@ func (f *fakeUnits) State(_ context.Context, n string) (units.State, error) {
 }
 
 func TestUnitsWithoutSystemd(t *testing.T) {
-	e := newEnv(t) // no Units: a dev box without systemd
+	// A dev box without systemd.
+	e := newEnv(t, func(o *Options, _ *store.Store) { o.Units = units.Unavailable{} })
 	tok := e.setup()
 	for _, q := range []req{
 		{method: "GET", path: "/api/units"},
