@@ -86,8 +86,8 @@ type chaosResult struct {
 	// refused: answered 503 (the database away) or not answered in 5 s;
 	// declined: a 4xx (a site removed meanwhile, a fleet update running).
 	changes, refused, declined int
-	converged        time.Duration
-	propagation      []time.Duration
+	converged                  time.Duration
+	propagation                []time.Duration
 	// samples: the first answer of each kind that was not a success.
 	samples map[string]string
 	// resumed: from PostgreSQL's return to the first change that went
