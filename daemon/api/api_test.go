@@ -136,6 +136,13 @@ func newEnvWith(t testing.TB, db testDB, dataDir string, opts ...func(*Options, 
 // by edit (when not nil) before the daemon is built, as flags would.
 func newEnvConfigured(t testing.TB, db testDB, dataDir string, edit func(*config.Config), opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
+	return newEnvDeps(t, db, dataDir, edit, app.Deps{Units: &testutil.MemoryUnits{}}, opts...)
+}
+
+// newEnvDeps is newEnvConfigured with the stand-ins deps (the clock is
+// always e.now; the network tools default to noNetTools).
+func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Config), deps app.Deps, opts ...func(*Options, *store.Store)) *testEnv {
+	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir, cfg.Database, cfg.SystemRoot = dataDir, db.url, t.TempDir()
 	if edit != nil {
@@ -147,7 +154,11 @@ func newEnvConfigured(t testing.TB, db testDB, dataDir string, edit func(*config
 	e := &testEnv{t: t, db: db, cfg: &cfg, now: time.Unix(1_800_000_000, 0)}
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(context.Background(), &cfg, log, app.Deps{Now: clock, Units: &testutil.MemoryUnits{}, NetTools: noNetTools{}})
+	deps.Now = clock
+	if deps.NetTools == nil {
+		deps.NetTools = noNetTools{}
+	}
+	a, err := app.New(context.Background(), &cfg, log, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

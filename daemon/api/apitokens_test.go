@@ -178,7 +178,7 @@ func TestAPITokensCIScript(t *testing.T) {
 		t.Fatal("docs/api.md has no CI script")
 	}
 	e := newMachinesEnv(t, wide)
-	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return machines.Exposure{Domain: "example.com"}, nil }
+	e.expose(t, machines.Exposure{Domain: "example.com"})
 	e.data(t, e.bootstrap(t, e.token(t), "web-1"), 200)
 	tok := e.data(t, e.do(req{method: "POST", path: "/api/tokens", body: `{"name":"ci","scope":"write"}`, cookie: e.cookie}), 201)["token"].(string)
 	srv := httptest.NewServer(e.srv)

@@ -45,6 +45,8 @@ func TestAuditRecordsDashboardChanges(t *testing.T) {
 			{"TUNNEL_CREATED", "tunnel", "192.0.2.44", `http tunnel "web" created on machine "garage-pi": local port 80, subdomain wiki`},
 			{"MACHINE_RENAMED", "machine", "192.0.2.44", `machine renamed: "pi" → "garage-pi"`},
 			{"MACHINE_REGISTERED", "machine", "198.51.100.7", `machine "pi" (user pi) registered with tunnel port <port>`},
+			// The first registration made the VPS's default SSH key.
+			{"SSH_KEY_ADDED", "ssh_key", "", `(Default key, SHA256:<fingerprint>) generated`},
 			{"TOKEN_CREATED", "token", "192.0.2.44", `join token "garage" created`},
 		}
 		got := rows("")
@@ -57,6 +59,12 @@ func TestAuditRecordsDashboardChanges(t *testing.T) {
 			if w.kind == "MACHINE_REGISTERED" {
 				if g.kind != w.kind || g.addr != w.addr || !strings.HasPrefix(g.detail, `machine "pi" (user pi) registered with tunnel port `) {
 					t.Errorf("entry %d = %+v, want a registration from %s", i, g, w.addr)
+				}
+				continue
+			}
+			if w.kind == "SSH_KEY_ADDED" {
+				if g.kind != w.kind || g.addr != "" || !strings.Contains(g.detail, "(Default key, SHA256:") || !strings.HasSuffix(g.detail, ") generated") {
+					t.Errorf("entry %d = %+v, want the default key generated", i, g)
 				}
 				continue
 			}
@@ -221,7 +229,6 @@ func TestAuditSettingsChangesSayWhat(t *testing.T) {
 func TestSSHKeyMachineCount(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := newMachinesEnvOn(t, engine, wide)
-		e.svc.Keys = e.sshkeys
 		e.data(t, e.bootstrap(t, e.token(t), "a"), 200)
 		e.data(t, e.bootstrap(t, e.token(t), "b"), 200)
 		second := e.data(t, e.do(req{method: "POST", path: "/api/local/ssh-keys/generate", body: `{"name":"new","set_default":true}`, cookie: e.cookie}), 200)

@@ -43,9 +43,6 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if s.agents == nil {
-		return Errorf(http.StatusServiceUnavailable, "machine agents are not configured in this daemon")
-	}
 	st, err := s.agents.Status(r.Context(), id)
 	if err != nil {
 		return agentError(err)
@@ -59,9 +56,6 @@ func (s *Server) agentRestartTunnel(w http.ResponseWriter, r *http.Request) erro
 	id, err := pathID(r, "machine_id")
 	if err != nil {
 		return err
-	}
-	if s.agents == nil {
-		return Errorf(http.StatusServiceUnavailable, "machine agents are not configured in this daemon")
 	}
 	msg, err := s.agents.RestartTunnel(r.Context(), id)
 	if err != nil {

@@ -84,13 +84,8 @@ func bannerError(err error, prefix string) error {
 	return Internal(strings.TrimSuffix(prefix, ": ")+" failed", err)
 }
 
-var errBannerUnwired = Errorf(http.StatusInternalServerError, "the ban tool is not available in this build")
-
 // bannerStatus: spec §4.3 GET /api/security/banner.
 func (s *Server) bannerStatus(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	st, err := s.banner.Status(r.Context())
 	if err != nil {
 		return Errorf(http.StatusInternalServerError, "could not read the ban tool status: %v", err)
@@ -101,9 +96,6 @@ func (s *Server) bannerStatus(w http.ResponseWriter, r *http.Request) error {
 
 // bannerConfig: spec §4.3 GET /api/security/banner/config.
 func (s *Server) bannerConfig(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	c, err := s.banner.Config(r.Context())
 	if err != nil {
 		return Internal("could not read the ban tool config", err)
@@ -114,9 +106,6 @@ func (s *Server) bannerConfig(w http.ResponseWriter, r *http.Request) error {
 
 // bannerSetConfig: spec §4.3 PUT /api/security/banner/config, §8 minimums.
 func (s *Server) bannerSetConfig(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	var c banner.Config
 	if err := decode(r, &c); err != nil {
 		return err
@@ -139,9 +128,6 @@ func (s *Server) bannerSetConfig(w http.ResponseWriter, r *http.Request) error {
 
 // bannerUnban: spec §4.3 POST /api/security/banner/unban.
 func (s *Server) bannerUnban(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	var body struct {
 		Jail string `json:"jail"`
 		IP   string `json:"ip"`
@@ -161,9 +147,6 @@ func (s *Server) bannerUnban(w http.ResponseWriter, r *http.Request) error {
 
 // bannerWhitelistAdd: spec §4.3 POST /api/security/banner/whitelist.
 func (s *Server) bannerWhitelistAdd(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	var body struct {
 		IP string `json:"ip"`
 	}
@@ -186,9 +169,6 @@ func (s *Server) bannerWhitelistAdd(w http.ResponseWriter, r *http.Request) erro
 // bannerWhitelistDelete: spec §4.3 DELETE /api/security/banner/whitelist/{ip}.
 // A CIDR's slash may come encoded (%2F) or plain.
 func (s *Server) bannerWhitelistDelete(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	ip := strings.TrimSpace(mux.Vars(r)["ip"])
 	if ip == "" {
 		return Errorf(http.StatusBadRequest, "ip is required")
@@ -205,9 +185,6 @@ func (s *Server) bannerWhitelistDelete(w http.ResponseWriter, r *http.Request) e
 // setupBanner: spec §4.2 POST /api/local/setup-banner; runs in the
 // background and streams to the log.
 func (s *Server) setupBanner(w http.ResponseWriter, r *http.Request) error {
-	if s.banner == nil {
-		return errBannerUnwired
-	}
 	if err := s.background(r, "setup-banner", func(ctx context.Context, p Progress) { s.banner.Setup(ctx, p) }); err != nil {
 		return err
 	}
@@ -215,8 +192,6 @@ func (s *Server) setupBanner(w http.ResponseWriter, r *http.Request) error {
 	writeData(w, http.StatusOK, message("ban tool setup started; follow its progress in the log"))
 	return nil
 }
-
-var errFirewallUnwired = Errorf(http.StatusInternalServerError, "the firewall is not available in this build")
 
 // outcome stores the result of a change made at once (the background ones
 // are stored by the log hub when they end).
@@ -230,9 +205,6 @@ func (s *Server) outcome(r *http.Request, name string, ok bool, msg string) {
 // setup, §5.6). It runs nft, ufw, firewall-cmd and iptables, so its answer
 // is kept for detectCacheFor and one detection runs at a time.
 func (s *Server) firewallDetect(w http.ResponseWriter, r *http.Request) error {
-	if s.firewall == nil {
-		return errFirewallUnwired
-	}
 	writeData(w, http.StatusOK, s.detect.get(r.Context(), s.now(), s.firewall.Detect))
 	return nil
 }
@@ -240,9 +212,6 @@ func (s *Server) firewallDetect(w http.ResponseWriter, r *http.Request) error {
 // firewallConfigure: spec §4.2 POST /api/local/firewall/configure, note 4
 // and §3 "Firewall mode": svc in the background, manual and none at once.
 func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error {
-	if s.firewall == nil {
-		return errFirewallUnwired
-	}
 	s.detect.forget()
 	var body struct {
 		Mode string `json:"mode"`
@@ -292,9 +261,6 @@ func (s *Server) firewallMode(r *http.Request) string {
 // firewallPlan: GET /api/local/firewall/plan, what svc mode would open and
 // close now, with lock-out warnings, for the confirmation.
 func (s *Server) firewallPlan(w http.ResponseWriter, r *http.Request) error {
-	if s.firewall == nil {
-		return errFirewallUnwired
-	}
 	p, err := s.firewall.Preview(r.Context())
 	if err != nil {
 		return Internal("could not work out the firewall plan", err)

@@ -445,9 +445,6 @@ func (s *Server) ssoGateWorks(r *http.Request, in machines.TunnelInput) error {
 	if in.Access == nil || *in.Access != gate.SSO {
 		return nil
 	}
-	if s.sso == nil {
-		return errSSOGateOff
-	}
 	st, err := s.sso.Get(r.Context())
 	if err != nil {
 		return Internal("could not read the single sign-on settings", err)
@@ -544,9 +541,6 @@ func (s *Server) activity(w http.ResponseWriter, r *http.Request) error {
 
 // revtunnelServerFile: spec §4.4 GET /api/debug/revtunnel-server.
 func (s *Server) revtunnelServerFile(w http.ResponseWriter, r *http.Request) error {
-	if s.revtunnel == nil {
-		return Errorf(http.StatusInternalServerError, "the tunnel server is not configured in this daemon")
-	}
 	cfg, err := s.revtunnel.Render(r.Context())
 	if err != nil {
 		return Internal("could not render the tunnel server configuration", err)
@@ -559,9 +553,6 @@ func (s *Server) revtunnelServerFile(w http.ResponseWriter, r *http.Request) err
 // reconcile: spec §4.2 POST /api/local/reconcile. A refused config answers
 // 500 with frps's own words; the deployed file stays as it was.
 func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) error {
-	if s.revtunnel == nil {
-		return Errorf(http.StatusInternalServerError, "the tunnel server is not configured in this daemon")
-	}
 	msg, err := s.revtunnel.Reconcile(r.Context())
 	if err != nil {
 		return &Error{Status: http.StatusInternalServerError, Msg: "reconcile failed: " + err.Error(), Err: err}
@@ -581,9 +572,6 @@ func (s *Server) probeTunnel(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "tunnel_id")
 	if err != nil {
 		return err
-	}
-	if s.prober == nil {
-		return Errorf(http.StatusServiceUnavailable, "tunnel probes are not configured in this daemon")
 	}
 	if _, err := s.prober.Probe(r.Context(), id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -23,8 +23,6 @@ const (
 
 func init() { audit.RegisterFailureKind(auditSSORefused) }
 
-var errNoSSO = Errorf(http.StatusServiceUnavailable, "single sign-on is not available on this daemon")
-
 // ssoRedirectURI is where the provider sends the browser back: this
 // dashboard's address as the request reached it. It is the redirect URI
 // to register at the provider.
@@ -39,9 +37,6 @@ func ssoRedirectURI(r *http.Request) string {
 // ssoGet: GET /api/auth/sso: the settings (never the secret) and the
 // redirect URI to register at the provider.
 func (s *Server) ssoGet(w http.ResponseWriter, r *http.Request) error {
-	if s.sso == nil {
-		return errNoSSO
-	}
 	st, err := s.sso.Get(r.Context())
 	if err != nil {
 		return Internal("could not read the single sign-on settings", err)
@@ -52,9 +47,6 @@ func (s *Server) ssoGet(w http.ResponseWriter, r *http.Request) error {
 
 // ssoPut: PUT /api/auth/sso (sudo mode).
 func (s *Server) ssoPut(w http.ResponseWriter, r *http.Request) error {
-	if s.sso == nil {
-		return errNoSSO
-	}
 	var in sso.Input
 	if err := decode(r, &in); err != nil {
 		return err
@@ -92,9 +84,6 @@ func ssoBack(w http.ResponseWriter, r *http.Request, reason string) {
 // ssoStart: GET /api/auth/sso/start: to the provider, with the flow bound
 // to this browser by a short-lived cookie.
 func (s *Server) ssoStart(w http.ResponseWriter, r *http.Request) error {
-	if s.sso == nil {
-		return errNoSSO
-	}
 	purpose, returnTo := sso.PurposeDashboard, "/#/overview"
 	var extra []string
 	if asked := r.URL.Query().Get("gate"); asked != "" {
@@ -141,9 +130,6 @@ func (s *Server) ssoRefused(r *http.Request, refusal *sso.Refusal) {
 // step as a password does; the audit log names it. Anything else goes
 // back to the login page with the reason.
 func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
-	if s.sso == nil {
-		return errNoSSO
-	}
 	binding := ""
 	if ck, err := r.Cookie(ssoCookie); err == nil {
 		binding = ck.Value
@@ -153,11 +139,7 @@ func (s *Server) ssoCallback(w http.ResponseWriter, r *http.Request) error {
 	host, toGate := strings.CutPrefix(flow.Purpose, sso.PurposeGate)
 	if toGate {
 		// Back to the site only while it still signs in this way.
-		if s.gate == nil {
-			toGate = false
-		} else {
-			host, toGate = s.gate.SSOSite(host)
-		}
+		host, toGate = s.gate.SSOSite(host)
 	}
 	var refusal *sso.Refusal
 	if errors.As(err, &refusal) {
@@ -319,9 +301,6 @@ func (s *Server) toGatePage(w http.ResponseWriter, r *http.Request, host, rest s
 // tunnel host (sso mode): a one-time code when the tunnel's list lets
 // them in, else the gate's page with why. Audited under their identity.
 func (s *Server) ssoToGate(w http.ResponseWriter, r *http.Request, c auth.Client, host string, id sso.Identity, next string) error {
-	if s.gate == nil {
-		return errNoSSO
-	}
 	code, siteHost, err := s.gate.IssueSSOCode(host, id.Email, id.Groups)
 	switch {
 	case errors.Is(err, gate.ErrSSONotAllowed):

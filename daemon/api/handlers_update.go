@@ -21,9 +21,6 @@ type updateBody struct {
 
 // serverBundle is the server's bundle version, or why there is none.
 func (s *Server) serverBundle() (string, error) {
-	if s.fleet == nil || s.rollouts == nil {
-		return "", Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
-	}
 	v, err := s.fleet.ServerVersion()
 	var missing *bundle.MissingError
 	if errors.As(err, &missing) {
@@ -203,9 +200,6 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 
 // fleetUpdateStatus: GET /api/machines/update, the same on every edge.
 func (s *Server) fleetUpdateStatus(w http.ResponseWriter, r *http.Request) error {
-	if s.rollouts == nil {
-		return Errorf(http.StatusServiceUnavailable, "fleet updates are not configured in this daemon")
-	}
 	sum, err := s.rollouts.Last(r.Context())
 	if err != nil {
 		return Internal("could not read the last fleet update", err)

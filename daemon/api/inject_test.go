@@ -36,8 +36,8 @@ func TestBindIPRefusesZonesAndInjection(t *testing.T) {
 	if st := e.status(t); st.BindIP != "" {
 		t.Fatalf("a refused bind_ip was stored: %q", st.BindIP)
 	}
-	if e.tunnels.n != 0 {
-		t.Fatalf("a refused bind_ip reconciled the tunnel server %d times", e.tunnels.n)
+	if calls := e.units.Calls(); calls != "" {
+		t.Fatalf("a refused bind_ip restarted units: %s", calls)
 	}
 	if after := e.do(req{method: "GET", path: "/api/debug/webproxyfile", cookie: e.cookie}).Body.String(); after != before {
 		t.Fatalf("a refused bind_ip changed the proxy file:\n%s", after)

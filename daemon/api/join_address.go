@@ -10,18 +10,9 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
 
-// resolver is where machines reach this server: Options.Reach, else one
-// over --base-url, --server-host and the set-up's settings.
-func (s *Server) resolver() *reach.Resolver {
-	if s.reach != nil {
-		return s.reach
-	}
-	r := &reach.Resolver{BaseURL: s.cfg.BaseURL, ServerHost: s.cfg.ServerHost}
-	if s.setup != nil {
-		r.Settings = s.setup.Settings.Reach
-	}
-	return r
-}
+// resolver is where machines reach this server: the daemon's one answer
+// (Options.Reach), which every caller asks.
+func (s *Server) resolver() *reach.Resolver { return s.reach }
 
 // reachRequest is how r reached the dashboard, the resolver's last resort.
 func (s *Server) reachRequest(r *http.Request) *reach.Request {

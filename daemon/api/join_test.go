@@ -11,17 +11,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 )
 
 // joinEnv is the machines environment with the set-up settings wired, as
 // the daemon runs.
 func joinEnv(t *testing.T) (*machinesEnv, localsetup.Settings) {
-	e := newMachinesEnv(t, wide)
-	settings := localsetup.Settings{Store: e.st}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now,
-		Machines: e.svc, Revtunnel: e.rt, Setup: &localsetup.Service{Settings: settings}})
-	return e, settings
+	return joinEnvFlags(t, "", "")
+}
+
+// joinEnvFlags is joinEnv with the daemon started with --base-url and
+// --server-host (unset when "").
+func joinEnvFlags(t *testing.T, baseURL, serverHost string) (*machinesEnv, localsetup.Settings) {
+	e := newMachinesEnvWith(t, sqliteEngine, wide, func(c *config.Config) { c.BaseURL, c.ServerHost = baseURL, serverHost })
+	return e, e.app.Setup.Settings
 }
 
 // TestJoinCommandAddress: the token's command names an address machines can
@@ -59,8 +63,7 @@ func TestJoinCommandAddress(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, settings := joinEnv(t)
-			e.cfg.BaseURL, e.cfg.ServerHost = c.baseURL, c.serverHost
+			e, settings := joinEnvFlags(t, c.baseURL, c.serverHost)
 			ctx := context.Background()
 			if c.vps != nil {
 				if err := settings.SaveVPS(ctx, *c.vps); err != nil {
@@ -103,7 +106,7 @@ func TestJoinCommandRefusesUnsafeHost(t *testing.T) {
 	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie,
 		header: map[string]string{"Host": "x;touch${IFS}pwned"}}), 400,
 		`cannot build the join command from the address "http://x;touch${IFS}pwned": set --base-url to the address machines use (scheme://host[:port])`)
-	e.cfg.BaseURL = "https://tunnels.example.org/$(id)"
+	e, _ = joinEnvFlags(t, "https://tunnels.example.org/$(id)", "")
 	wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie}), 400,
 		`cannot build the join command from --base-url "https://tunnels.example.org/$(id)": give it as scheme://host[:port]`)
 	if l := e.list(t, "/api/bootstrap/tokens"); len(l) != 0 {

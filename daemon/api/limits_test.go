@@ -14,6 +14,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -321,8 +322,8 @@ func TestJoinCommandFromValidatedBaseURL(t *testing.T) {
 			t.Fatalf("Host %q: command %q", host, d["command"])
 		}
 	}
-	e.cfg.BaseURL = "https://tunnels.example.org/x?$(id)"
-	if r := e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: e.cookie}); r.Code != 400 {
+	bad := newMachinesEnvWith(t, sqliteEngine, wide, func(c *config.Config) { c.BaseURL = "https://tunnels.example.org/x?$(id)" })
+	if r := bad.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`, cookie: bad.cookie}); r.Code != 400 {
 		t.Fatalf("bad --base-url: %d %s", r.Code, r.Body)
 	}
 }

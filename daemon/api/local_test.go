@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,13 +17,14 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
-	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
 // recUnits records unit calls; Start waits for gate when set and fails
@@ -75,20 +76,15 @@ func (u *recUnits) State(_ context.Context, n string) (units.State, error) {
 	return units.State{Name: n, ActiveState: "inactive", SubState: "dead"}, nil
 }
 
-type recReconciler struct{ n int }
-
-func (r *recReconciler) Reconcile(context.Context) error { r.n++; return nil }
-
 // testDatabase is the database the test daemons say they run on.
 var testDatabase = localsetup.DatabaseStatus{Engine: "sqlite", Path: "/var/lib/tunnelsvc/tunnelsvc.db"}
 
 type localEnv struct {
 	*testEnv
-	units   *recUnits
-	tunnels *recReconciler
-	setup   *localsetup.Service
-	root    string
-	cookie  string
+	units  *recUnits
+	setup  *localsetup.Service
+	root   string
+	cookie string
 }
 
 func newLocalEnv(t *testing.T, net *netcheck.Checker) *localEnv {
@@ -96,27 +92,20 @@ func newLocalEnv(t *testing.T, net *netcheck.Checker) *localEnv {
 	return newLocalEnvOn(t, sqliteEngine, net)
 }
 
-// newLocalEnvOn is newLocalEnv on a store of the given engine.
-func newLocalEnvOn(t *testing.T, engine string, net *netcheck.Checker) *localEnv {
+// newLocalEnvOn is newLocalEnv on a store of the given engine: the daemon
+// as Serve builds it, its dashboard at 127.0.0.1:7380, systemd a recording
+// stand-in, the tunnel server checked by the real frps.
+func newLocalEnvOn(t *testing.T, engine string, checker *netcheck.Checker) *localEnv {
 	t.Helper()
-	e := newEnvOn(t, engine)
-	le := &localEnv{testEnv: e, units: &recUnits{active: map[string]bool{}}, tunnels: &recReconciler{}, root: t.TempDir()}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	le.setup = &localsetup.Service{
-		Settings:     localsetup.Settings{Store: e.st},
-		Proxy:        &webproxy.Deployer{Path: filepath.Join(le.root, "etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: le.units},
-		Units:        le.units,
-		TunnelServer: le.tunnels,
-		Hub:          logstream.NewHub(nil),
-		Dashboard:    func() string { return "127.0.0.1:7380" },
-		Run:          cmdrun.Exec{}, Log: log, Now: time.Now,
-		Database: testDatabase,
+	frps, _ := testutil.FRP()
+	dir := t.TempDir()
+	u := &recUnits{active: map[string]bool{}}
+	e := newEnvDeps(t, newTestDB(t, engine, dir), dir, func(c *config.Config) { c.BinDir = filepath.Dir(frps) },
+		app.Deps{Units: u, Dashboard: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7380}})
+	le := &localEnv{testEnv: e, units: u, setup: e.app.Setup, root: e.cfg.SystemRoot}
+	if checker != nil {
+		e.rebuild(func(o *Options) { o.Net = checker })
 	}
-	if net == nil {
-		net = &netcheck.Checker{}
-	}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: log, Now: func() time.Time { return e.now },
-		Setup: le.setup, Net: net, Hub: le.setup.Hub})
 	le.cookie = e.setup()
 	return le
 }
@@ -195,9 +184,6 @@ func TestLocalSettings(t *testing.T) {
 		r = e.do(req{method: "PUT", path: "/api/local/bind-ip", body: `{"bind_ip":" 203.0.113.5 "}`, cookie: e.cookie})
 		if r.Code != 200 || r.json(t)["data"].(map[string]any)["bind_ip"] != "203.0.113.5" || !strings.Contains(r.Body.String(), "restart") {
 			t.Fatalf("bind-ip: %d %s", r.Code, r.Body)
-		}
-		if e.tunnels.n != 1 {
-			t.Fatalf("bind-ip reconciled the tunnel server %d times, want 1", e.tunnels.n)
 		}
 		st := e.status(t)
 		if st.Domain != "example.com" || !st.DashboardPrivate || st.BindIP != "203.0.113.5" || st.FirewallMode != "none" {
@@ -343,7 +329,9 @@ func TestInstallStreamsToWebSocket(t *testing.T) {
 			t.Fatalf("streamed lines lack %q:\n%s", want, all)
 		}
 	}
-	if got := e.units.Calls(); got != "enable caddy.service, start caddy.service, enable revtunnel-server.service, start revtunnel-server.service" {
+	// The tunnel server's config is written (and frps restarted on it)
+	// before its unit is enabled and started.
+	if got := e.units.Calls(); got != "enable caddy.service, start caddy.service, restart revtunnel-server.service, enable revtunnel-server.service, start revtunnel-server.service" {
 		t.Fatalf("unit calls: %s", got)
 	}
 	b, err := os.ReadFile(filepath.Join(e.root, "etc/tunnelsvc/Caddyfile"))
@@ -391,7 +379,7 @@ func TestInstallFailureIsReported(t *testing.T) {
 // the set-up service was given it (redacted by the composition root).
 func TestLocalStatusDatabase(t *testing.T) {
 	le := newLocalEnv(t, nil)
-	if got := le.status(t).Database; got != testDatabase {
+	if got := le.status(t).Database; got != (localsetup.DatabaseStatus{Engine: "sqlite", Path: filepath.Join(le.cfg.DataDir, store.DBFile)}) {
 		t.Fatalf("sqlite: %+v", got)
 	}
 	pg := localsetup.DatabaseStatus{Engine: "postgres", URL: "postgres://tunnelsvc:***@db.example.com/tunnelsvc?sslmode=verify-full"}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
 
 // TestMachineNamesUnique: a name another machine has (in any ASCII case)
@@ -85,14 +84,14 @@ func TestMachineDetail(t *testing.T) {
 		}
 
 		// Listeners bound to a public address, no svc firewall: direct.
-		x := machines.Exposure{BindIP: "203.0.113.5"}
-		e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return x, nil }
-		e.svc.Reach = &reach.Resolver{ServerHost: "router.example.com"}
+		x := machines.Exposure{Host: "router.example.com", BindIP: "203.0.113.5"}
+		e.expose(t, x)
 		if want := fmt.Sprintf("ssh -p %d pi@router.example.com", port); get()["ssh_command"] != want {
 			t.Fatalf("ssh_command = %q, want %q", get()["ssh_command"], want)
 		}
 		// The svc firewall closes the port: through the VPS again.
 		x.FirewallSvc = true
+		e.expose(t, x)
 		if want := fmt.Sprintf("ssh -J root@router.example.com -p %d pi@127.0.0.1", port); get()["ssh_command"] != want {
 			t.Fatalf("ssh_command = %q, want %q", get()["ssh_command"], want)
 		}
@@ -156,10 +155,7 @@ func TestTunnelAddresses(t *testing.T) {
 	if db["address"] != fmt.Sprintf("127.0.0.1:%d", dbPort) || db["url"] != nil || db["reachability"] != nil {
 		t.Fatalf("tcp tunnel on loopback listeners = %v", db)
 	}
-	e.svc.Exposure = func(context.Context) (machines.Exposure, error) {
-		return machines.Exposure{Domain: "example.com", BindIP: "203.0.113.5"}, nil
-	}
-	e.svc.Reach = &reach.Resolver{ServerHost: "router.example.com"}
+	e.expose(t, machines.Exposure{Host: "router.example.com", Domain: "example.com", BindIP: "203.0.113.5"})
 	e.data(t, e.do(req{method: "PATCH", path: "/api/machines/" + mid, body: `{"name":"nas"}`, cookie: e.cookie}), 200)
 	byName := map[string]map[string]any{}
 	for _, x := range e.list(t, "/api/tunnels") {
@@ -212,15 +208,13 @@ func TestMachineActivity(t *testing.T) {
 func TestSSHCommandIPv6(t *testing.T) {
 	e := newMachinesEnv(t, wide)
 	e.data(t, e.bootstrap(t, e.token(t), "pi"), 200)
-	var x machines.Exposure
-	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return x, nil }
-	e.svc.Reach = &reach.Resolver{ServerHost: "2001:db8::5"}
+	e.expose(t, machines.Exposure{Host: "2001:db8::5"})
 	d := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
 	port := int(d["tunnel_port"].(float64))
 	if want := fmt.Sprintf("ssh -J root@[2001:db8::5] -p %d pi@127.0.0.1", port); d["ssh_command"] != want {
 		t.Fatalf("ssh_command = %q, want %q", d["ssh_command"], want)
 	}
-	x.BindIP = "2001:db8::5"
+	e.expose(t, machines.Exposure{Host: "2001:db8::5", BindIP: "2001:db8::5"})
 	d = e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
 	if want := fmt.Sprintf("ssh -p %d pi@2001:db8::5", port); d["ssh_command"] != want {
 		t.Fatalf("ssh_command = %q, want %q", d["ssh_command"], want)

@@ -2,67 +2,32 @@ package api
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
-	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
-
-type fakeKeys struct{ key string }
-
-func (k fakeKeys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
-
-func newKey(t testing.TB) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
-}
-
-type fakeRevtunnel struct {
-	file   string
-	msg    string
-	err    error
-	called int
-}
-
-func (f *fakeRevtunnel) Render(context.Context) (string, error) { return f.file, nil }
-func (f *fakeRevtunnel) Reconcile(context.Context) (string, error) {
-	f.called++
-	return f.msg, f.err
-}
 
 // machinesEnv is newEnv plus the machines domain, logged in.
 type machinesEnv struct {
 	*testEnv
 	svc    *machines.Service
-	rt     *fakeRevtunnel
 	cookie string
-	vpsKey string
 }
 
 func newMachinesEnv(t testing.TB, ports store.PortRange) *machinesEnv {
@@ -70,28 +35,69 @@ func newMachinesEnv(t testing.TB, ports store.PortRange) *machinesEnv {
 	return newMachinesEnvOn(t, sqliteEngine, ports)
 }
 
-// newMachinesEnvOn is newMachinesEnv on a store of the given engine.
+// newMachinesEnvOn is newMachinesEnv on a store of the given engine: the
+// daemon's tunnel ports are ports, and its tunnel server checks its
+// config with the real frps.
 func newMachinesEnvOn(t testing.TB, engine string, ports store.PortRange) *machinesEnv {
 	t.Helper()
-	e := newEnvOn(t, engine)
-	sealer, err := seal.LoadOrCreate(t.TempDir())
+	return newMachinesEnvWith(t, engine, ports, nil)
+}
+
+// newMachinesEnvWith is newMachinesEnvOn with the configuration changed
+// by edit (when not nil) before the daemon is built.
+func newMachinesEnvWith(t testing.TB, engine string, ports store.PortRange, edit func(*config.Config)) *machinesEnv {
+	t.Helper()
+	frps, _ := testutil.FRP()
+	dir := t.TempDir()
+	e := newEnvConfigured(t, newTestDB(t, engine, dir), dir, func(c *config.Config) {
+		c.TunnelPortLo, c.TunnelPortHi, c.BinDir = ports.Lo, ports.Hi, filepath.Dir(frps)
+		if edit != nil {
+			edit(c)
+		}
+	})
+	me := &machinesEnv{testEnv: e, svc: e.app.Machines}
+	me.cookie = e.setup()
+	return me
+}
+
+// vpsKey is the public half of the VPS's default SSH key, which machines
+// are given (generated at the first registration).
+func (e *machinesEnv) vpsKey(t testing.TB) string {
+	t.Helper()
+	k, err := e.sshkeys.DefaultPublicKey(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := func() time.Time { return e.now }
-	me := &machinesEnv{testEnv: e, rt: &fakeRevtunnel{file: "bindPort = 7000\n", msg: "revtunnel-server configuration unchanged"}, vpsKey: newKey(t)}
-	me.svc = &machines.Service{
-		Store: e.st, Sealer: sealer, Keys: fakeKeys{me.vpsKey}, Now: clock,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Limiter: auth.NewLimiter(clock),
-		Ports: ports, FRPSPort: 7000,
+	return k
+}
+
+// expose saves the settings the addresses the dashboard shows follow, as
+// the set-up and the settings pages save them: the server host, the
+// domain, the bind address and whether the svc firewall runs ("" and
+// false leave a setting unset).
+func (e *testEnv) expose(t testing.TB, x machines.Exposure) {
+	t.Helper()
+	ctx := context.Background()
+	set := e.app.Setup.Settings
+	if err := set.SaveVPS(ctx, localsetup.VPS{Domain: x.Domain, ServerHost: x.Host}); err != nil {
+		t.Fatal(err)
 	}
-	// The reconciler records desired configs (its loop does not run:
-	// nothing is delivered).
-	me.svc.Desire = delivery.New(delivery.Options{Store: e.st, Configs: me.svc, Log: me.svc.Log, Now: clock}).Desire
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: clock, Machines: me.svc, Revtunnel: me.rt, SSHKeys: e.sshkeys, TOTP: e.totp,
-		SSO: &sso.Service{Store: e.st, Sealer: sealer, Now: clock}})
-	me.cookie = e.setup()
-	return me
+	if err := set.SetBindIP(ctx, x.BindIP); err != nil {
+		t.Fatal(err)
+	}
+	if x.FirewallSvc {
+		if err := set.SetFirewallMode(ctx, "svc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rebuild serves the same daemon through Options changed by edit: a
+// stand-in for one of its parts.
+func (e *testEnv) rebuild(edit func(o *Options)) {
+	o := optionsFor(e.app)
+	edit(&o)
+	e.srv = New(o)
 }
 
 // ssoOn turns single sign-on on as saved settings (the provider is not
@@ -158,11 +164,12 @@ func TestBootstrapTokenLifecycle(t *testing.T) {
 			t.Fatalf("expires_at = %v, want now+60m", exp)
 		}
 		// --base-url wins over the request.
-		e.cfg.BaseURL = "https://tunnels.example.org"
-		d2 := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: e.cookie}), 200)
-		if !strings.HasPrefix(d2["command"].(string), "curl -fsSL https://tunnels.example.org/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh ") {
-			t.Fatalf("command = %q", d2["command"])
+		withBase := newMachinesEnvWith(t, engine, wide, func(c *config.Config) { c.BaseURL = "https://tunnels.example.org" })
+		based := withBase.data(t, withBase.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: withBase.cookie}), 200)
+		if !strings.HasPrefix(based["command"].(string), "curl -fsSL https://tunnels.example.org/static/bootstrap.sh -o bootstrap.sh && bash bootstrap.sh ") {
+			t.Fatalf("command = %q", based["command"])
 		}
+		d2 := e.data(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 5}`, cookie: e.cookie}), 200)
 		wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{"expires_in_minutes": 0}`, cookie: e.cookie}), 400, "expires_in_minutes must be between 1 and 10080")
 		wantError(t, e.do(req{method: "POST", path: "/api/bootstrap/tokens", body: `{}`}), 401, "authentication required")
 
@@ -202,7 +209,7 @@ func TestBootstrapRegisters(t *testing.T) {
 		if port < 20000 || port > 29999 {
 			t.Fatalf("tunnel_port %d outside the range", port)
 		}
-		if d["vps_ssh_public_key"] != e.vpsKey || d["agent_token"].(string) == "" || d["agent_local_port"].(float64) != machines.DefaultAgentLocalPort {
+		if d["vps_ssh_public_key"] != e.vpsKey(t) || d["agent_token"].(string) == "" || d["agent_local_port"].(float64) != machines.DefaultAgentLocalPort {
 			t.Fatalf("registration = %v", d)
 		}
 		cfg := d["revtunnel_client_config"].(string)
@@ -517,19 +524,42 @@ func TestActivityFeed(t *testing.T) {
 	})
 }
 
+// TestReconcileAndServerFile: the tunnel server's config as the daemon
+// renders it, applied on request (checked by the real frps, frps
+// restarted), and frps's own words when it refuses the file.
 func TestReconcileAndServerFile(t *testing.T) {
 	e := newMachinesEnv(t, wide)
 	r := e.do(req{method: "GET", path: "/api/debug/revtunnel-server", cookie: e.cookie})
-	if r.Code != 200 || r.Header().Get("Content-Type") != "text/plain; charset=utf-8" || r.Body.String() != e.rt.file {
+	if r.Code != 200 || r.Header().Get("Content-Type") != "text/plain; charset=utf-8" || !strings.Contains(r.Body.String(), "bindPort = 7000") {
 		t.Fatalf("%d %q %s", r.Code, r.Header().Get("Content-Type"), r.Body)
 	}
 	wantError(t, e.do(req{method: "GET", path: "/api/debug/revtunnel-server"}), 401, "authentication required")
-	if d := e.data(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 200); d["message"] != e.rt.msg {
+	path := e.cfg.SystemPath(revtunnel.ServerConfigPath)
+	os.Remove(path)
+	d := e.data(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 200)
+	if msg, _ := d["message"].(string); !strings.HasPrefix(msg, "revtunnel-server configuration written") || !strings.HasSuffix(msg, "and revtunnel-server restarted") {
 		t.Fatal(d)
 	}
-	e.rt.err = fmt.Errorf("frps verify: json: cannot unmarshal string into Go struct field ServerConfig.bindPort of type int")
-	wantError(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 500,
-		"reconcile failed: frps verify: json: cannot unmarshal string into Go struct field ServerConfig.bindPort of type int")
+	if d := e.data(t, e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie}), 200); d["message"] != "revtunnel-server configuration unchanged" {
+		t.Fatal(d)
+	}
+	// The operator writes what frps refuses into the custom block.
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (and bindPort too, so that the file differs from what the daemon
+	// renders: an unchanged file is not checked again)
+	bad := strings.Replace(string(file), frpconf.CustomEnd, "maxPortsPerClient = \"many\"\n"+frpconf.CustomEnd, 1)
+	bad = strings.Replace(bad, "bindPort = 7000", "bindPort = 7001", 1)
+	os.WriteFile(path, []byte(bad), 0o640)
+	r = e.do(req{method: "POST", path: "/api/local/reconcile", cookie: e.cookie})
+	if r.Code != 500 || !strings.Contains(r.Body.String(), "reconcile failed: frps verify: ") || !strings.Contains(r.Body.String(), "maxPortsPerClient") {
+		t.Fatalf("%d %s", r.Code, r.Body)
+	}
+	if kept, _ := os.ReadFile(path); string(kept) != bad {
+		t.Fatal("a refused config replaced the file")
+	}
 }
 
 func base64RawURL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
@@ -652,10 +682,9 @@ func TestTunnelTargets(t *testing.T) {
 // tunnel has) and changes nothing, the record to create, and the DNS check.
 func TestTunnelDomains(t *testing.T) {
 	e := newMachinesEnv(t, wide)
-	e.svc.Exposure = func(context.Context) (machines.Exposure, error) { return machines.Exposure{Domain: "example.com"}, nil }
+	e.expose(t, machines.Exposure{Domain: "example.com"})
 	dns := testutil.DNSServer(t, map[string]string{"router.example.com.": "203.0.113.10", "app.example.org.": "203.0.113.10", "elsewhere.example.org.": "198.51.100.7"})
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Revtunnel: e.rt,
-		SSHKeys: e.sshkeys, Net: &netcheck.Checker{DNSServer: dns}})
+	e.rebuild(func(o *Options) { o.Net = &netcheck.Checker{DNSServer: dns} })
 	mid, _ := e.machine(t)
 	post := func(body string) resp {
 		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})

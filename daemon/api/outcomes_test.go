@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,11 +11,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
@@ -26,7 +22,6 @@ import (
 // daemon started afresh on the same database.
 func TestInstallOutcomeKept(t *testing.T) {
 	e := newLocalEnv(t, nil)
-	e.setup.Hub.OnDone = e.setup.RecordOperation
 	e.units.startErr = units.ErrUnavailable
 	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
@@ -48,15 +43,14 @@ func TestInstallOutcomeKept(t *testing.T) {
 	if got.OK || got.Message != want || got.At.IsZero() {
 		t.Fatalf("install outcome = %+v, want failed with %q", got, want)
 	}
-	// A new daemon on the same database (new hub, nothing in memory).
-	e.setup = &localsetup.Service{Settings: localsetup.Settings{Store: e.st}, Units: e.units, Hub: logstream.NewHub(nil), Run: e.setup.Run, Log: e.setup.Log, Now: time.Now, Database: testDatabase}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Setup: e.setup, Hub: e.setup.Hub})
-	if got2 := e.status(t).Outcomes["install"]; got2.Message != want || got2.OK {
+	// A new daemon on the same database (new hub, nothing in memory), on a
+	// machine without systemd.
+	again := &localEnv{testEnv: newEnvDeps(t, e.db, e.cfg.DataDir, nil, app.Deps{Units: units.Unavailable{}}), cookie: e.cookie}
+	if got2 := again.status(t).Outcomes["install"]; got2.Message != want || got2.OK {
 		t.Fatalf("after a restart the outcome is %+v", got2)
 	}
 	// The unit states say the same.
-	e.setup.Units = units.Unavailable{}
-	if u := e.status(t).Units["caddy"]; u.Error != "systemd is not available: "+units.UnavailableHint {
+	if u := again.status(t).Units["caddy"]; u.Error != "systemd is not available: "+units.UnavailableHint {
 		t.Fatalf("caddy unit = %+v", u)
 	}
 }
@@ -65,9 +59,7 @@ func TestInstallOutcomeKept(t *testing.T) {
 // resource changed, without any background operation running.
 func TestStateEventsPushed(t *testing.T) {
 	e := newMachinesEnv(t, wide)
-	hub := logstream.NewHub(nil)
-	e.st.OnChange(hub.Notify)
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Hub: hub})
+	hub := e.app.Hub
 	srv := httptest.NewServer(checkedHandler(t, e.srv))
 	defer srv.Close()
 	// A client that does not ask for events gets none: it sees only the
@@ -129,18 +121,10 @@ func TestStateEventsPushed(t *testing.T) {
 // background, are stored with their result, failure included, for the
 // status page.
 func TestFirewallOutcomeKept(t *testing.T) {
-	var setup *localsetup.Service
 	nft := &switchRunner{}
-	e := newEnv(t, func(o *Options, st *store.Store) {
-		o.Firewall = firewall.New(firewall.Options{
-			Store: st, RulesetPath: filepath.Join(t.TempDir(), "firewall.nft"), Run: nft,
-			Ports: func(context.Context) (firewall.Ports, error) { return firewall.Ports{ControlPort: 7000}, nil },
-		})
-		setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil),
-			Run: cmdrun.Exec{}, Log: o.Log, Now: time.Now, Database: testDatabase}
-		setup.Hub.OnDone = setup.RecordOperation
-		o.Setup, o.Hub = setup, setup.Hub
-	})
+	dir := t.TempDir()
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: units.Unavailable{}, NetTools: nft})
+	setup := e.app.Setup
 	cookie := e.setup()
 	status := func() map[string]any {
 		r := e.do(req{method: "GET", path: "/api/local/status", cookie: cookie})

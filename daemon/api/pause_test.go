@@ -2,16 +2,13 @@ package api
 
 import (
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/probe"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
 // TestPauseResumeTunnel: PATCH {"paused": true} closes a tunnel without
@@ -21,11 +18,6 @@ import (
 func TestPauseResumeTunnel(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e := newMachinesEnvOn(t, engine, wide)
-		e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now,
-			Machines: e.svc, Revtunnel: e.rt, SSHKeys: e.sshkeys, Prober: probe.New(probe.Options{Store: e.st}),
-			Setup: &localsetup.Service{Settings: localsetup.Settings{Store: e.st}, Tunnels: localsetup.StoreTunnels{Store: e.st},
-				Proxy:     &webproxy.Deployer{Path: filepath.Join(t.TempDir(), "Caddyfile")},
-				Dashboard: func() string { return "127.0.0.1:7380" }}})
 		if err := (localsetup.Settings{Store: e.st}).SetDomain(t.Context(), "example.com"); err != nil {
 			t.Fatal(err)
 		}

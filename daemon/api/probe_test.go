@@ -27,12 +27,11 @@ func TestProbeTunnel(t *testing.T) {
 	defer proxy.Close()
 	roots := x509.NewCertPool()
 	roots.AddCert(proxy.Certificate())
-	e.svc.Exposure = func(context.Context) (machines.Exposure, error) {
-		return machines.Exposure{Domain: "example.com"}, nil
-	}
+	e.expose(t, machines.Exposure{Domain: "example.com"})
+	// The web proxy is a stand-in: a TLS server of the test's.
 	p := probe.New(probe.Options{Store: e.st, ProxyAddr: func(context.Context) (string, error) { return proxy.Listener.Addr().String(), nil }, Roots: roots, Now: e.srv.now,
 		Domain: func(context.Context) (string, error) { return "example.com", nil }})
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Prober: p})
+	e.rebuild(func(o *Options) { o.Prober = p })
 	mid, _ := e.machine(t)
 	wiki := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + mid + `,"name":"wiki","kind":"http","local_port":80,"subdomain":"wiki"}`, cookie: e.cookie}), 201)
 	graf := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + mid + `,"name":"graf","kind":"http","local_port":3000,"subdomain":"graf"}`, cookie: e.cookie}), 201)
@@ -46,14 +45,15 @@ func TestProbeTunnel(t *testing.T) {
 	}
 	// Against the system roots httptest's certificate is not trusted: the
 	// tunnel says so in words.
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc,
-		Prober: probe.New(probe.Options{Store: e.st, ProxyAddr: func(context.Context) (string, error) { return proxy.Listener.Addr().String(), nil },
-			Now: e.srv.now, Domain: func(context.Context) (string, error) { return "example.com", nil }})})
+	e.rebuild(func(o *Options) {
+		o.Prober = probe.New(probe.Options{Store: e.st, ProxyAddr: func(context.Context) (string, error) { return proxy.Listener.Addr().String(), nil },
+			Now: e.srv.now, Domain: func(context.Context) (string, error) { return "example.com", nil }})
+	})
 	got = e.data(t, e.do(req{method: "POST", path: "/api/tunnels/" + id(wiki) + "/probe", cookie: e.cookie}), 200)
 	if r := got["reachability"].(map[string]any); r["cert_valid"] != false || r["cert_error"] != "certificate not trusted: x509: certificate signed by unknown authority" {
 		t.Fatalf("wiki reachability against the system roots = %v", r)
 	}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: e.srv.log, Now: e.srv.now, Machines: e.svc, Prober: p})
+	e.rebuild(func(o *Options) { o.Prober = p })
 	e.data(t, e.do(req{method: "POST", path: "/api/tunnels/" + id(graf) + "/probe", cookie: e.cookie}), 200)
 	for _, x := range e.list(t, "/api/tunnels") {
 		tn := x.(map[string]any)

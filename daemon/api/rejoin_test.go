@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 )
 
@@ -34,7 +35,7 @@ func TestRejoinKeepsTheMachine(t *testing.T) {
 		if d["rejoined"] != true || fmt.Sprint(d["machine_id"]) != id || d["name"] != "nas" {
 			t.Fatalf("rejoin = %v", d)
 		}
-		if d["tunnel_port"] != before["tunnel_port"] || d["agent_local_port"] != before["agent_local_port"] || d["vps_ssh_public_key"] != e.vpsKey {
+		if d["tunnel_port"] != before["tunnel_port"] || d["agent_local_port"] != before["agent_local_port"] || d["vps_ssh_public_key"] != e.vpsKey(t) {
 			t.Fatalf("rejoin = %v, machine before = %v", d, before)
 		}
 		newToken := d["agent_token"].(string)
@@ -164,11 +165,11 @@ func TestRejoinCommand(t *testing.T) {
 	if want := "curl -fsSL http://vps.example.com:7380/static/bootstrap.sh | sudo bash -s -- --rejoin"; err != nil || got != want {
 		t.Fatalf("rejoinCommand = %q, %v; want %q", got, err, want)
 	}
-	e.cfg.BaseURL = "https://tunnels.example.org"
+	e = newMachinesEnvWith(t, sqliteEngine, wide, func(c *config.Config) { c.BaseURL = "https://tunnels.example.org" })
 	if got, _ := e.srv.rejoinCommand(r); got != "curl -fsSL https://tunnels.example.org/static/bootstrap.sh | sudo bash -s -- --rejoin" {
 		t.Fatalf("with --base-url: %q", got)
 	}
-	e.cfg.BaseURL = "https://tunnels.example.org/$(id)"
+	e = newMachinesEnvWith(t, sqliteEngine, wide, func(c *config.Config) { c.BaseURL = "https://tunnels.example.org/$(id)" })
 	if _, err := e.srv.rejoinCommand(r); err == nil {
 		t.Fatal("a hostile --base-url gave a command")
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
@@ -89,9 +90,9 @@ func TestUnitsNeedSession(t *testing.T) {
 }
 
 func TestUnitJobs(t *testing.T) {
-	e := newEnv(t)
 	f := &fakeUnits{}
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Units: f, Log: e.srv.log, Now: e.srv.now})
+	dir := t.TempDir()
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: f})
 	tok := e.setup()
 
 	r := e.do(req{method: "POST", path: "/api/units/caddy/restart", cookie: tok, peer: "192.0.2.8:1"})

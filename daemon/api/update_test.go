@@ -2,10 +2,8 @@ package api
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,68 +12,52 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-const updateToken = "Zm9yLXRlc3RzLW9ubHktYWdlbnQtdG9rZW4tb2YtbTc"
-
-type agentPorts map[int64]int
-
-func (p agentPorts) Agent(_ context.Context, id int64) (machines.AgentAccess, error) {
-	return machines.AgentAccess{Port: p[id], Token: updateToken}, nil
-}
-func (agentPorts) SetAgentOutdated(context.Context, int64, bool) error         { return nil }
-func (agentPorts) ClientConfig(context.Context, int64, string) (string, error) { return "", nil }
-
-// updateEnv: machines registered through the API, each with an update-
-// capable agent at the given version, the server's bundle at 2.0.0.
+// updateEnv: the daemon as Serve builds it (edge "edge-a", its fleet
+// updates running), machines registered through the API, each with an
+// update-capable agent at the given version listening on the machine's
+// agent port, where frps would forward the daemon's requests to it; the
+// server's bundle at 2.0.0.
 func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *fleet.Updater, []*testutil.UpdatingAgent) {
-	e := newMachinesEnvOn(t, engine, wide)
 	static := t.TempDir()
 	os.MkdirAll(filepath.Join(static, "agents"), 0o755)
 	os.MkdirAll(filepath.Join(static, "revtunnel"), 0o755)
 	os.WriteFile(filepath.Join(static, "VERSION"), []byte("2.0.0\n"), 0o644)
 	os.WriteFile(filepath.Join(static, "agents", "tunnel-agent-linux-amd64"), []byte("agent"), 0o755)
 	os.WriteFile(filepath.Join(static, "revtunnel", "revtunnel-client-linux-amd64"), []byte("client"), 0o755)
-	e.cfg.StaticDir = static
-	e.cfg.BaseURL = "http://vps.example"
-	ports := agentPorts{}
+	lo := testutil.TunnelPorts(t)
+	e := newMachinesEnvWith(t, engine, store.PortRange{Lo: lo, Hi: lo + 199}, func(c *config.Config) {
+		c.StaticDir, c.BaseURL, c.EdgeName = static, "http://vps.example", "edge-a"
+	})
 	var agents []*testutil.UpdatingAgent
 	for i, v := range versions {
-		if r := e.bootstrap(t, e.token(t), "m"+strconv.Itoa(i+1)); r.Code != 200 {
-			t.Fatalf("bootstrap: %d %s", r.Code, r.Body)
+		r := e.bootstrap(t, e.token(t), "m"+strconv.Itoa(i+1))
+		reg := e.data(t, r, 200)
+		// Machines are numbered from 1 in the order they join.
+		m := e.data(t, e.do(req{method: "GET", path: fmt.Sprintf("/api/machines/%d", i+1), cookie: e.cookie}), 200)
+		a := testutil.NewUpdatingAgent(reg["agent_token"].(string), v)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%v", m["agent_port"]))
+		if err != nil {
+			t.Fatal(err)
 		}
-		a := testutil.NewUpdatingAgent(updateToken, v)
-		srv := httptest.NewServer(a)
+		srv := httptest.NewUnstartedServer(a)
+		srv.Listener.Close()
+		srv.Listener = l
+		srv.Start()
 		t.Cleanup(srv.Close)
-		_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
-		ports[int64(i+1)], _ = strconv.Atoi(p)
 		agents = append(agents, a)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	client := &agentclient.Client{Machines: ports, Host: "127.0.0.1", HTTP: &http.Client{Timeout: 2 * time.Second}}
-	u := &fleet.Updater{Store: e.st, Agents: client, StaticDir: static, Audit: e.srv.audit, Log: log,
-		Poll: 20 * time.Millisecond, ComeBack: 2 * time.Second}
-	client.Report = u.Record
-	e.svc.BundleVersion = u.ServerVersion
-	clock := func() time.Time { return e.now }
-	hub := logstream.NewHub(time.Now)
-	ro := &fleet.Rollouts{Updater: u, Store: e.st, Edge: "edge-a", Hub: hub, Log: log,
-		Lease: func(ctx context.Context, ttl time.Duration) int64 {
-			f, _ := e.st.LeaseFence(ctx, fleet.LeaseName, "edge-a", ttl, time.Now())
-			return f
-		}}
+	u := e.app.Fleet
+	u.Poll, u.ComeBack = 20*time.Millisecond, 2*time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { ro.Run(ctx); close(done) }()
+	go func() { e.app.Rollouts.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e.srv = New(Options{Config: e.cfg, Auth: e.authSvc, Audit: e.srv.audit, Log: log, Now: clock, Machines: e.svc, Revtunnel: e.rt,
-		SSHKeys: e.sshkeys, Agents: client, Fleet: u, Rollouts: ro, Hub: hub})
 	return e, u, agents
 }
 

@@ -196,7 +196,7 @@ func newGateBedOn(t *testing.T, databaseURL string) *gateBed {
 	}
 	gateSrv := httptest.NewServer(g.Handler())
 	t.Cleanup(gateSrv.Close)
-	dash := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: b.auth, Audit: rec, Machines: svc, Gate: g, Log: log}))
+	dash := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: b.auth, Audit: rec, Machines: svc, Reach: svc.Reach, Gate: g, Log: log}))
 	t.Cleanup(dash.Close)
 	b.dash = dash.URL
 

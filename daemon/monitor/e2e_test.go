@@ -271,7 +271,7 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 	rec := &audit.Recorder{Store: st, Log: log, Now: time.Now}
 	authSvc := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: data, Now: time.Now,
 		Sessions: &auth.Sessions{Store: st, Now: time.Now}, Limiter: auth.NewLimiter(nil)}
-	srv := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: authSvc, Audit: rec, Log: log, Machines: svc, Revtunnel: deployer,
+	srv := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: authSvc, Audit: rec, Log: log, Machines: svc, Reach: svc.Reach, Revtunnel: deployer,
 		Monitoring: api.Monitoring{Metrics: monitor.New(monitor.Options{Store: st, Tokens: tokens, Traffic: traffic, Log: log}),
 			Tokens: tokens, Traffic: traffic, Notify: sender}}))
 	t.Cleanup(srv.Close)

@@ -197,7 +197,7 @@ func startEngine(t *testing.T) *engine {
 	rec := &audit.Recorder{Store: st, Log: log, Now: time.Now}
 	authSvc := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: time.Now,
 		Sessions: &auth.Sessions{Store: st, Now: time.Now}, Limiter: auth.NewLimiter(nil)}
-	srv := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: authSvc, Audit: rec, Log: log, Machines: svc, Revtunnel: deployer}))
+	srv := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: authSvc, Audit: rec, Log: log, Machines: svc, Reach: svc.Reach, Revtunnel: deployer}))
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
 	c := &client{t: t, base: srv.URL, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
