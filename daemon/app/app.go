@@ -426,13 +426,26 @@ func (a *App) Close() {
 	if a.Loops != nil {
 		a.Loops.Stop()
 	}
+	// The daemon's life has ended: webhook deliveries and the operation
+	// running here (an install, a firewall takeover...) stop or finish;
+	// they are waited for, ShutdownTimeout at most in all.
+	deadline := time.Now().Add(ShutdownTimeout)
 	if a.Notifier != nil {
 		done := make(chan struct{})
 		go func() { a.Notifier.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(ShutdownTimeout):
+		case <-time.After(time.Until(deadline)):
 			a.Log.Warn("webhook deliveries still under way at shutdown were cut short")
+		}
+	}
+	if a.Hub != nil {
+		for op, running := a.Hub.Running(); running; op, running = a.Hub.Running() {
+			if time.Now().After(deadline) {
+				a.Log.Warn("an operation still running at shutdown was cut short", "operation", op)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	a.Store.Close()
@@ -471,7 +484,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr un
 		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
 		return err
 	}
-	defer a.Store.Close()
+	// Last of all: the daemon's life ends, its loops, webhook deliveries
+	// and operation stop (waited for), then the store closes.
+	defer a.Close()
 	a.Handler = handler(a)
 	if err := a.announceSetupCode(ctx); err != nil {
 		return err
@@ -505,9 +520,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr un
 		log.Error("public tcp tunnels could not be published", "err", err)
 	}
 	a.Loops.Loop("systemd watchdog", func(ctx context.Context) error { a.watchdog(ctx); <-ctx.Done(); return nil })
-	// Every loop stops before the store closes (defers run in reverse).
 	a.Loops.Start(ctx)
-	defer a.Loops.Stop()
 	errc := make(chan error, len(ls))
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())

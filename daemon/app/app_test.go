@@ -2,12 +2,16 @@ package app
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // testApp is the daemon's services on the default configuration, with a
@@ -46,4 +50,33 @@ func bootstrapNAS(t *testing.T, a *App) machines.Registration {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// TestCloseWaitsForTheRunningOperation: an operation still running when
+// the daemon stops (an install, a firewall takeover) sees the daemon's
+// life end, and Close waits for it to finish before the store closes.
+func TestCloseWaitsForTheRunningOperation(t *testing.T) {
+	cfg := config.Default()
+	cfg.DataDir, cfg.SystemRoot = t.TempDir(), t.TempDir()
+	a, err := New(context.Background(), &cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := a.Hub.Begin("install")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var finished atomic.Bool
+	go func() {
+		<-a.Life().Done()
+		// Winding down takes a moment, and writes its outcome.
+		time.Sleep(100 * time.Millisecond)
+		_, werr := a.Store.GetSetting(context.Background(), "domain")
+		finished.Store(werr == nil || errors.Is(werr, store.ErrNotFound))
+		op.Done(false)
+	}()
+	a.Close()
+	if !finished.Load() {
+		t.Fatal("Close returned before the running operation had finished with the store open")
+	}
 }
