@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
+	systemd "github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
 func golden(t *testing.T, name, got string) {
@@ -211,5 +213,15 @@ func TestReconcileKeepsCustomBlock(t *testing.T) {
 	}
 	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration unchanged" || len(failing.restarts) != 3 {
 		t.Fatalf("after the owed restart: %q %v %v", msg, err, failing.restarts)
+	}
+	// Without systemd nothing runs frps as a unit: the file is written and
+	// nothing is owed.
+	d.Units = &fakeUnits{err: fmt.Errorf("restart: %w", systemd.ErrUnavailable)}
+	params.BindPort = 7003
+	if msg, err := d.Reconcile(ctx); err != nil || !strings.HasSuffix(msg, "systemd is not available, so revtunnel-server was not restarted") {
+		t.Fatalf("without systemd: %q %v", msg, err)
+	}
+	if msg, err := d.Reconcile(ctx); err != nil || msg != "revtunnel-server configuration unchanged" {
+		t.Fatalf("without systemd, again: %q %v", msg, err)
 	}
 }
