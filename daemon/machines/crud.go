@@ -950,17 +950,18 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if err := access.hash(ctx); err != nil {
 		return Tunnel{}, err
 	}
-	if err := s.Store.UpdateTunnelParts(ctx, t, targets, domains, s.Ports); err != nil {
+	// One transaction: the tunnel, its access, domains and targets commit
+	// whole, and other edges hear of them together.
+	var next *store.TunnelAccess
+	if access.changed {
+		next = &access.next
+	}
+	if err := s.Store.UpdateTunnelParts(ctx, t, next, targets, domains, s.Ports); err != nil {
 		return Tunnel{}, targetsError(domainTaken(err))
 	}
 	// The machines serving it before and after: their configs name it.
 	for _, id := range append(before, s.targetMachines(ctx, t.ID)...) {
 		s.changed(id)
-	}
-	if access.changed {
-		if err := s.Store.SetTunnelAccess(ctx, access.next); err != nil {
-			return Tunnel{}, err
-		}
 	}
 	switch {
 	case t.Paused && !wasPaused:

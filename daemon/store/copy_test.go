@@ -70,7 +70,8 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 		PortRange{Lo: 20000, Hi: 20100}, now)
 	must(err)
 	must(s.SetTunnelProbe(ctx, TunnelProbe{TunnelID: tu.ID, State: "up", HTTPStatus: 200, CertValid: true, CertExpiresAt: now, CheckedAt: now}))
-	must(s.SetTunnelAccess(ctx, TunnelAccess{TunnelID: tu.ID, Access: "password", PasswordHash: "$argon2id$pw", AllowIPs: []string{"192.0.2.0/24"}}))
+	must(s.UpdateTunnelParts(ctx, tu, &TunnelAccess{TunnelID: tu.ID, Access: "password", PasswordHash: "$argon2id$pw", AllowIPs: []string{"192.0.2.0/24"}},
+		nil, nil, PortRange{Lo: 20000, Hi: 20100}))
 	_, err = s.SetTargets(ctx, tu.ID, []TargetSpec{{MachineID: m.ID, LocalPort: 8081}}, PortRange{Lo: 20000, Hi: 20100})
 	must(err)
 	must(s.SetTunnelDomains(ctx, tu.ID, []string{"app.example.org"}))

@@ -87,5 +87,24 @@ func TestTunnelMadeWholeOrNotAtAll(t *testing.T) {
 		if err != nil || as.Access != "operator" {
 			t.Fatalf("the first tunnel's gate: %+v %v", as, err)
 		}
+		// A change is whole too: a second tunnel given the first's domain
+		// and a password gate keeps its old gate when the domain is refused.
+		second, err := s.InsertTunnelParts(ctx, Tunnel{MachineID: m.ID, Name: "wiki", Kind: "http", LocalPort: 82, Subdomain: "wiki"}, gate, nil, nil, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pw := &TunnelAccess{TunnelID: second.ID, Access: "password", PasswordHash: "$argon2id$pw"}
+		if err := s.UpdateTunnelParts(ctx, second, pw, nil, &taken, r); !errors.As(err, &dt) {
+			t.Fatalf("a change to a taken domain: %v", err)
+		}
+		if as, err := s.TunnelAccessOf(ctx, second.ID); err != nil || as.Access != "operator" {
+			t.Fatalf("a refused change left its gate: %+v %v", as, err)
+		}
+		if err := s.UpdateTunnelParts(ctx, second, pw, nil, nil, r); err != nil {
+			t.Fatal(err)
+		}
+		if as, err := s.TunnelAccessOf(ctx, second.ID); err != nil || as.Access != "password" {
+			t.Fatalf("the gate after the change: %+v %v", as, err)
+		}
 	})
 }

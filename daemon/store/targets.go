@@ -63,10 +63,15 @@ func (s *Store) SetTargets(ctx context.Context, tunnelID int64, want []TargetSpe
 
 // UpdateTunnelParts is UpdateTunnel and, when they are not nil,
 // SetTargets and SetTunnelDomains, in one transaction: all or nothing.
-func (s *Store) UpdateTunnelParts(ctx context.Context, t Tunnel, want *[]TargetSpec, domains *[]string, r PortRange) error {
+func (s *Store) UpdateTunnelParts(ctx context.Context, t Tunnel, access *TunnelAccess, want *[]TargetSpec, domains *[]string, r PortRange) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
 		if err := affectOne(tx.exec(ctx, updateTunnel, updateTunnelArgs(t)...)); err != nil {
 			return tunnelConflict(err)
+		}
+		if access != nil {
+			if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(*access)...)); err != nil {
+				return err
+			}
 		}
 		if domains != nil {
 			if err := setDomains(ctx, tx, t.ID, *domains); err != nil {

@@ -74,7 +74,7 @@ func TestTargetsFollowTheirTunnelAndMachines(t *testing.T) {
 			t.Fatalf("machine 3's targets: %+v", got)
 		}
 		web.Paused = true
-		if err := s.UpdateTunnelParts(ctx, web, nil, nil, r); err != nil {
+		if err := s.UpdateTunnelParts(ctx, web, nil, nil, nil, r); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := s.GetTarget(ctx, ts[0].ID); !got.Paused {

@@ -63,11 +63,8 @@ func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
 	return out, rows.Err()
 }
 
-// SetTunnelAccess writes a tunnel's access settings (a.Subdomain is ignored).
-func (s *Store) SetTunnelAccess(ctx context.Context, a TunnelAccess) error {
-	return affectOne(s.exec(ctx, setTunnelAccess, setTunnelAccessArgs(a)...))
-}
-
+// setTunnelAccess writes a tunnel's access settings (its Subdomain is
+// ignored), within the transaction that writes the tunnel.
 const setTunnelAccess = "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ? WHERE id = ?"
 
 func setTunnelAccessArgs(a TunnelAccess) []any {
