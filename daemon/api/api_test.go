@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -140,11 +141,14 @@ func newEnvConfigured(t testing.TB, db testDB, dataDir string, edit func(*config
 }
 
 // newEnvDeps is newEnvConfigured with the stand-ins deps (the clock is
-// always e.now; the network tools default to noNetTools).
+// always e.now; the network tools default to noHostTools).
 func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Config), deps app.Deps, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir, cfg.Database, cfg.SystemRoot = dataDir, db.url, t.TempDir()
+	// The tunnel server's configs are checked by the real frps.
+	frps, _ := testutil.FRP()
+	cfg.BinDir = filepath.Dir(frps)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -155,8 +159,8 @@ func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Confi
 	clock := func() time.Time { return e.now }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	deps.Now = clock
-	if deps.NetTools == nil {
-		deps.NetTools = noNetTools{}
+	if deps.HostTools == nil {
+		deps.HostTools = noHostTools{}
 	}
 	a, err := app.New(context.Background(), &cfg, log, deps)
 	if err != nil {
@@ -172,11 +176,11 @@ func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Confi
 	return e
 }
 
-// noNetTools stands in for nft and sysctl: they succeed and change
+// noHostTools stands in for nft and sysctl: they succeed and change
 // nothing on the machine running the tests.
-type noNetTools struct{}
+type noHostTools struct{}
 
-func (noNetTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
+func (noHostTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
 
 type req struct {
 	method, path, body string

@@ -3,20 +3,21 @@ package api
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner/bannertest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -238,10 +239,7 @@ func TestBannerAPIWithRealFail2ban(t *testing.T) {
 // TestGuardRoutesNeedSession: every ban-tool and firewall route except
 // detect is private.
 func TestGuardRoutesNeedSession(t *testing.T) {
-	e := newEnv(t, func(o *Options, st *store.Store) {
-		o.Banner = banner.New(banner.Options{Store: st, ConfDir: t.TempDir()})
-		o.Firewall = firewall.New(firewall.Options{Store: st, Run: noTools{}})
-	})
+	e := newEnv(t)
 	for _, rt := range []struct{ method, path string }{
 		{"GET", "/api/security/banner"}, {"GET", "/api/security/banner/config"}, {"PUT", "/api/security/banner/config"},
 		{"POST", "/api/security/banner/unban"}, {"POST", "/api/security/banner/whitelist"},
@@ -300,19 +298,23 @@ func TestFirewallConfigureAPI(t *testing.T) {
 		}
 		return string(out)
 	}
+	// The daemon's nft runs in the namespace; its dashboard is on 7380, its
+	// machines' ports from 10001.
 	plog := newProgressLog()
-	rulesPath := filepath.Join(t.TempDir(), "firewall.nft")
-	e := newEnv(t, func(o *Options, st *store.Store) {
-		o.Firewall = firewall.New(firewall.Options{
-			Store: st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, RulesetPath: rulesPath,
-			Ports: func(context.Context) (firewall.Ports, error) {
-				return firewall.Ports{ControlPort: 7000, PrivatePorts: []int{10001}, DashboardPort: 7380, DashboardPrivate: true}, nil
-			},
-		})
-		plog.follow(t, o.Hub)
-		o.Setup = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{}, Hub: logstream.NewHub(nil), Run: noTools{}, Database: testDatabase}
-	})
+	dir := t.TempDir()
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, func(c *config.Config) { c.TunnelPortLo, c.TunnelPortHi = 10001, 10100 },
+		app.Deps{Units: units.Unavailable{}, HostTools: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}},
+			Dashboard: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7380}})
+	plog.follow(t, e.app.Hub)
 	cookie := e.setup()
+	// A private dashboard and a machine (its tunnel port): ports the svc
+	// table closes.
+	if r := e.do(req{method: "PUT", path: "/api/local/server-ports", body: `{"dashboard_private":true}`, cookie: cookie}); r.Code != 200 {
+		t.Fatalf("server-ports: %d %s", r.Code, r.Body)
+	}
+	me := &machinesEnv{testEnv: e, svc: e.app.Machines, cookie: cookie}
+	reg := me.data(t, me.bootstrap(t, me.token(t), "nas"), 200)
+	port := fmt.Sprint(reg["tunnel_port"])
 	statusMode := func() any {
 		t.Helper()
 		return dataOf(t, e.do(req{method: "GET", path: "/api/local/status", cookie: cookie}))["firewall_mode"]
@@ -335,8 +337,10 @@ func TestFirewallConfigureAPI(t *testing.T) {
 	if !strings.Contains(plog.text(), "firewall info: firewall: nft -c accepted the ruleset") {
 		t.Fatalf("progress:\n%s", plog.text())
 	}
-	if !strings.Contains(nft("list", "table", "inet", "tunnelsvc"), "tcp dport { 7380, 10001 } drop") {
-		t.Fatal("svc table lacks the private ports")
+	table := nft("list", "table", "inet", "tunnelsvc")
+	drop := regexp.MustCompile(`tcp dport \{ ([0-9, ]+) \} drop`).FindStringSubmatch(table)
+	if drop == nil || !slices.Contains(strings.Split(drop[1], ", "), "7380") || !slices.Contains(strings.Split(drop[1], ", "), port) {
+		t.Fatalf("svc table lacks the private ports:\n%s", table)
 	}
 	r := e.do(req{method: "GET", path: "/api/local/firewall/detect", cookie: cookie})
 	d := dataOf(t, r)

@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
-	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -270,9 +271,8 @@ func (c *countingTools) Run(ctx context.Context, name string, args ...string) cm
 
 func TestFirewallDetectPublicOnlyUntilSetup(t *testing.T) {
 	tools := &countingTools{}
-	e := newEnv(t, func(o *Options, st *store.Store) {
-		o.Firewall = firewall.New(firewall.Options{Store: st, Run: tools})
-	})
+	dir := t.TempDir()
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: &testutil.MemoryUnits{}, HostTools: tools})
 	if r := e.do(req{method: "GET", path: "/api/local/firewall/detect"}); r.Code != 200 {
 		t.Fatalf("before setup: %d %s", r.Code, r.Body)
 	}

@@ -100,12 +100,14 @@ func newLocalEnvOn(t *testing.T, engine string, checker *netcheck.Checker) *loca
 	frps, _ := testutil.FRP()
 	dir := t.TempDir()
 	u := &recUnits{active: map[string]bool{}}
-	e := newEnvDeps(t, newTestDB(t, engine, dir), dir, func(c *config.Config) { c.BinDir = filepath.Dir(frps) },
-		app.Deps{Units: u, Dashboard: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7380}})
+	e := newEnvDeps(t, newTestDB(t, engine, dir), dir, func(c *config.Config) {
+		c.BinDir = filepath.Dir(frps)
+		// The network checks' DNS server and IP-echo services, as flags.
+		if checker != nil {
+			c.DNSServer, c.EchoURLs = checker.DNSServer, checker.EchoURLs
+		}
+	}, app.Deps{Units: u, Dashboard: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7380}})
 	le := &localEnv{testEnv: e, units: u, setup: e.app.Setup, root: e.cfg.SystemRoot}
-	if checker != nil {
-		e.rebuild(func(o *Options) { o.Net = checker })
-	}
 	le.cookie = e.setup()
 	return le
 }
@@ -237,7 +239,8 @@ func TestNetworkChecks(t *testing.T) {
 	if d := get("/api/local/detect-ip", false); d["ip"] != "198.51.100.7" {
 		t.Fatalf("detect-ip: %v", d)
 	}
-	net.EchoURLs = []string{bad.URL}
+	// A daemon whose only IP-echo service answers nonsense.
+	e = newLocalEnv(t, &netcheck.Checker{DNSServer: dns, EchoURLs: []string{bad.URL}})
 	wantError(t, e.do(req{method: "GET", path: "/api/local/detect-ip"}), 500, "could not detect public IP")
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -681,10 +680,9 @@ func TestTunnelTargets(t *testing.T) {
 // refused (400 for a bad name, 409 for a name the dashboard or another
 // tunnel has) and changes nothing, the record to create, and the DNS check.
 func TestTunnelDomains(t *testing.T) {
-	e := newMachinesEnv(t, wide)
-	e.expose(t, machines.Exposure{Domain: "example.com"})
 	dns := testutil.DNSServer(t, map[string]string{"router.example.com.": "203.0.113.10", "app.example.org.": "203.0.113.10", "elsewhere.example.org.": "198.51.100.7"})
-	e.rebuild(func(o *Options) { o.Net = &netcheck.Checker{DNSServer: dns} })
+	e := newMachinesEnvWith(t, sqliteEngine, wide, func(c *config.Config) { c.DNSServer = dns })
+	e.expose(t, machines.Exposure{Domain: "example.com"})
 	mid, _ := e.machine(t)
 	post := func(body string) resp {
 		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})

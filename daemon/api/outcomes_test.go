@@ -123,7 +123,7 @@ func TestStateEventsPushed(t *testing.T) {
 func TestFirewallOutcomeKept(t *testing.T) {
 	nft := &switchRunner{}
 	dir := t.TempDir()
-	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: units.Unavailable{}, NetTools: nft})
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: units.Unavailable{}, HostTools: nft})
 	setup := e.app.Setup
 	cookie := e.setup()
 	status := func() map[string]any {

@@ -2,18 +2,12 @@ package api
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
+	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
-	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/monitor"
-	"github.com/tunnelsvc/tunnelsvc/daemon/notify"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -35,18 +29,11 @@ func newSettingsEnv(t *testing.T) *settingsEnv {
 // newSettingsEnvOn is newSettingsEnv on a store of the given engine.
 func newSettingsEnvOn(t *testing.T, engine string) *settingsEnv {
 	t.Helper()
-	se := &settingsEnv{}
-	se.testEnv = newEnvOn(t, engine, func(o *Options, st *store.Store) {
-		se.local = &localsetup.Service{Settings: localsetup.Settings{Store: st}, Units: units.Unavailable{},
-			Hub: logstream.NewHub(nil), Run: cmdrun.Exec{}, Log: o.Log, Now: o.Now, Database: testDatabase}
-		o.Setup, o.Hub = se.local, se.local.Hub
-		o.Firewall = firewall.New(firewall.Options{
-			Store: st, RulesetPath: filepath.Join(t.TempDir(), "firewall.nft"), Run: &switchRunner{},
-			Ports: func(context.Context) (firewall.Ports, error) { return firewall.Ports{ControlPort: 7000}, nil },
-		})
-		o.Banner = banner.New(banner.Options{Store: st, Run: noTools{}, ConfDir: t.TempDir()})
-		o.Monitoring = Monitoring{Tokens: &monitor.Tokens{Store: st, Now: o.Now}, Notify: &notify.Sender{Store: st, Now: o.Now}}
-	})
+	// A machine without systemd whose nft accepts every ruleset and has no
+	// fail2ban.
+	dir := t.TempDir()
+	se := &settingsEnv{testEnv: newEnvDeps(t, newTestDB(t, engine, dir), dir, nil, app.Deps{Units: units.Unavailable{}, HostTools: settingsTools{}})}
+	se.local = se.app.Setup
 	se.cookie = se.setup()
 	return se
 }
@@ -91,4 +78,15 @@ func auditAfter(t *testing.T, e *testEnv, cookie string, id float64) ([]auditRow
 		newest = max(newest, n)
 	}
 	return rows, newest
+}
+
+// settingsTools stands in for the host's tools: nft takes every ruleset,
+// and fail2ban is not installed.
+type settingsTools struct{}
+
+func (settingsTools) Run(ctx context.Context, name string, args ...string) cmdrun.Result {
+	if name == "nft" || name == "sysctl" {
+		return (&switchRunner{}).Run(ctx, name, args...)
+	}
+	return noTools{}.Run(ctx, name, args...)
 }

@@ -8,9 +8,7 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // TestSSORefusals: what single sign-on refuses, and how: bad settings are
@@ -20,11 +18,7 @@ import (
 // provider in Chromium (ui/test/sso.test.mjs).
 func TestSSORefusals(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		sealer, err := seal.LoadOrCreate(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnvOn(t, engine, func(o *Options, st *store.Store) { o.SSO = &sso.Service{Store: st, Sealer: sealer} })
+		e := newEnvOn(t, engine)
 		cookie := e.setup()
 		put := func(body string) resp {
 			return e.do(req{method: "PUT", path: "/api/auth/sso", body: body, cookie: cookie})
@@ -78,11 +72,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // on. The last other way in cannot be turned off meanwhile.
 func TestPasswordLoginOff(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
-		sealer, err := seal.LoadOrCreate(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := newEnvOn(t, engine, func(o *Options, st *store.Store) { o.SSO = &sso.Service{Store: st, Sealer: sealer} })
+		e := newEnvOn(t, engine)
 		cookie := e.setup()
 		put := func(body string) resp {
 			return e.do(req{method: "PUT", path: "/api/auth/password-login", body: body, cookie: cookie})

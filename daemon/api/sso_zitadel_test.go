@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // ssoRedirect is the redirect URI the test server has (the host e.do sends).
@@ -28,15 +26,9 @@ type ssoEnv struct {
 
 func newSSOEnv(t *testing.T, trailingSlash bool) *ssoEnv {
 	t.Helper()
-	sealer, err := seal.LoadOrCreate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := testutil.StartZitadelOP(t, testutil.ZitadelOPOptions{TrailingSlash: trailingSlash, RedirectURIs: []string{ssoRedirect}})
 	e := &ssoEnv{op: op}
-	e.testEnv = newEnv(t, func(o *Options, st *store.Store) {
-		o.SSO = &sso.Service{Store: st, Sealer: sealer, Now: o.Now}
-	})
+	e.testEnv = newEnv(t)
 	e.cookie = e.setup()
 	body := `{"enabled":true,"name":"Zitadel","issuer":"` + op.Issuer + `","client_id":"` + op.ClientID + `","client_secret":"` + op.ClientSecret +
 		`","email_domains":["allowed.test"]}`

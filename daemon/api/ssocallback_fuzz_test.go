@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sso"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // ssoStatePlaceholder in a fuzzed query stands for the state of a sign-in
@@ -114,11 +112,7 @@ func FuzzSSOCallbackQuery(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	sealer, err := seal.LoadOrCreate(f.TempDir())
-	if err != nil {
-		f.Fatal(err)
-	}
-	e := newEnv(f, func(o *Options, st *store.Store) { o.SSO = &sso.Service{Store: st, Sealer: sealer} })
+	e := newEnv(f)
 	cookie := e.setup()
 	idp := fakeIdP(f)
 	if r := e.do(req{method: "PUT", path: "/api/auth/sso", cookie: cookie,

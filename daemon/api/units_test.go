@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
 
@@ -61,7 +60,8 @@ func (f *fakeUnits) State(_ context.Context, n string) (units.State, error) {
 
 func TestUnitsWithoutSystemd(t *testing.T) {
 	// A dev box without systemd.
-	e := newEnv(t, func(o *Options, _ *store.Store) { o.Units = units.Unavailable{} })
+	dir := t.TempDir()
+	e := newEnvDeps(t, newTestDB(t, sqliteEngine, dir), dir, nil, app.Deps{Units: units.Unavailable{}})
 	tok := e.setup()
 	for _, q := range []req{
 		{method: "GET", path: "/api/units"},

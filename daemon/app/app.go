@@ -101,7 +101,7 @@ type App struct {
 	// caRollout brings machines whose frpc does not pin the tunnel CA to
 	// a config that does; health checks the targets of shared sites.
 	caRollout *agentclient.Rollout
-	netTools  cmdrun.Runner // see Deps.NetTools
+	hostTools cmdrun.Runner // see Deps.HostTools
 	// Now is the daemon's clock (Deps.Now).
 	Now          func() time.Time
 	targetChecks *health.Checker
@@ -285,9 +285,10 @@ type Deps struct {
 	Dashboard net.Addr
 	// Now is the daemon's clock (nil: time.Now).
 	Now func() time.Time
-	// NetTools runs the network tools (nft, sysctl) of the publish table
-	// and the firewall (nil: on this machine).
-	NetTools cmdrun.Runner
+	// HostTools runs the host's tools the daemon drives (nft and sysctl
+	// for the publish table and the firewall, fail2ban-client for the ban
+	// tool); nil: on this machine.
+	HostTools cmdrun.Runner
 }
 
 // New builds the whole daemon, every service wired as it serves, without
@@ -314,9 +315,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		a.Units = units.Unavailable{}
 	}
 	a.Loops = &Supervisor{Log: log}
-	a.netTools = deps.NetTools
-	if a.netTools == nil {
-		a.netTools = cmdrun.Exec{}
+	a.hostTools = deps.HostTools
+	if a.hostTools == nil {
+		a.hostTools = cmdrun.Exec{}
 	}
 	var restarter revtunnel.UnitRestarter = a.Units
 	// Registration hands out the default key's public half, generating an

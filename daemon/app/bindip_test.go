@@ -41,7 +41,7 @@ func TestBindIPKeepsTunnelListenersOnLoopback(t *testing.T) {
 
 	ctx := context.Background()
 	frps, _ := testutil.FRP()
-	a := testApp(t, filepath.Dir(frps), Deps{NetTools: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Units: &testutil.MemoryUnits{}})
+	a := testApp(t, filepath.Dir(frps), Deps{HostTools: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", ns}}, Units: &testutil.MemoryUnits{}})
 	cfg := a.Config
 
 	reg := bootstrapNAS(t, a)

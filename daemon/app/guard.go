@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 )
@@ -20,12 +19,12 @@ const FirewallRulesetPath = "/etc/tunnelsvc/firewall.nft"
 func (a *App) guardServices(dashboard net.Addr) {
 	cfg := a.Config
 	a.Banner = banner.New(banner.Options{
-		Store: a.Store, Run: cmdrun.Exec{}, Log: a.Log,
+		Store: a.Store, Run: a.hostTools, Log: a.Log,
 		ConfDir: cfg.SystemPath("/etc/fail2ban"),
 		Units:   reloadOrStart{a.Units},
 	})
 	a.Firewall = firewall.New(firewall.Options{
-		Store: a.Store, Run: a.netTools, Log: a.Log, Edge: cfg.EdgeName,
+		Store: a.Store, Run: a.hostTools, Log: a.Log, Edge: cfg.EdgeName,
 		RulesetPath: cfg.SystemPath(FirewallRulesetPath),
 		Ports: func(ctx context.Context) (firewall.Ports, error) {
 			return a.firewallPorts(ctx, dashboard)

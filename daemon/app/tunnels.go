@@ -104,7 +104,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Now:      a.Now,
 	}
 	a.Publish = publish.New(publish.Options{
-		Store: a.Store, Run: a.netTools, Log: a.Log,
+		Store: a.Store, Run: a.hostTools, Log: a.Log,
 		RulesetPath: cfg.SystemPath(PublishRulesetPath),
 		Params:      a.publishParams,
 	})
