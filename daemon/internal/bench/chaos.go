@@ -70,12 +70,12 @@ func Chaos(o Options) Row {
 	p99 := prop[min(len(prop)-1, len(prop)*99/100)]
 	var each []string
 	for i, d := range took {
-		each = append(each, fmt.Sprintf("seed %d: %s", seeds[i], d.Round(100*time.Millisecond)))
+		each = append(each, fmt.Sprintf("seed %d: %s", seeds[i], d.Round(10*time.Millisecond)))
 	}
 	worst := slices.Max(took)
 	row.Measured = fmt.Sprintf("converged %s (slowest %s); writes went through again %s (median) after PostgreSQL came back; "+
 		"a change on one edge applied on another: median %s, p99 %s (%d changes)",
-		strings.Join(each, ", "), worst.Round(100*time.Millisecond), median(resumed).Round(100*time.Millisecond),
+		strings.Join(each, ", "), worst.Round(10*time.Millisecond), median(resumed).Round(10*time.Millisecond),
 		median(prop).Round(time.Millisecond), p99.Round(time.Millisecond), len(prop))
 	row.Value = worst.Seconds()
 	row.Met = worst < 35*time.Second
@@ -171,28 +171,60 @@ func (o Options) chaosRun(seed uint64, rounds int) (res chaosResult, err error) 
 	if err != nil {
 		return res, err
 	}
-	a := edges[0]
-	// Three machines, registered through edge A, each with a site.
-	var machines []int64
+	machines, err := chaosMachines(edges[0])
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	res = o.storm(rng, edges, machines, url)
+	end := time.Now()
+	o.logf("chaos seed %d: storm over after %s; waiting for the edges to converge", seed, end.Sub(start).Round(time.Millisecond))
+	deadline := end.Add(o.scale(90 * time.Second))
+	for {
+		why := converged(edges)
+		if why == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("not converged %s after the storm: %w", time.Since(end).Round(time.Second), why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res.converged = time.Since(end)
+	res.propagation, err = propagation(rng, edges, machines, rounds)
+	return res, err
+}
+
+// chaosMachines registers three machines through edge a and returns their
+// ids.
+func chaosMachines(a *chaosEdge) ([]int64, error) {
 	for i := range 3 {
 		tok, err := a.NewToken()
 		if err != nil {
-			return res, err
+			return nil, err
 		}
 		if _, err := a.Register(tok, fmt.Sprintf("m%d", i+1)); err != nil {
-			return res, err
+			return nil, err
 		}
 	}
 	var ms []struct {
 		ID int64 `json:"id"`
 	}
 	if err := a.Call(a.Client, "GET", "/api/machines", nil, &ms); err != nil {
-		return res, err
+		return nil, err
 	}
+	var ids []int64
 	for _, m := range ms {
-		machines = append(machines, m.ID)
+		ids = append(ids, m.ID)
 	}
+	return ids, nil
+}
 
+// storm makes the storm's changes, spread over its length, through random
+// edges (not a frozen one) while hurt runs its faults, and counts how
+// they were answered.
+func (o Options) storm(rng *rand.Rand, edges []*chaosEdge, machines []int64, url string) chaosResult {
+	var res chaosResult
 	storm := o.scale(40 * time.Second)
 	n := 300
 	if o.brief() {
@@ -204,8 +236,8 @@ func (o Options) chaosRun(seed uint64, rounds int) (res chaosResult, err error) 
 	back := make(chan time.Time, 1) // when PostgreSQL came back
 	go func() { defer wg.Done(); o.hurt(edges, url, storm, back) }()
 	var pgBack time.Time
+	declined := regexp.MustCompile(`: 4\d\d `)
 	for i := range n {
-		// Spread over the storm.
 		if d := time.Until(start.Add(storm * time.Duration(i) / time.Duration(n))); d > 0 {
 			time.Sleep(d)
 		}
@@ -223,7 +255,7 @@ func (o Options) chaosRun(seed uint64, rounds int) (res chaosResult, err error) 
 			if !pgBack.IsZero() && res.resumed == 0 {
 				res.resumed = time.Since(pgBack)
 			}
-		case regexp.MustCompile(`: 4\d\d `).MatchString(err.Error()):
+		case declined.MatchString(err.Error()):
 			res.declined++
 			res.sample(err)
 		default:
@@ -232,22 +264,7 @@ func (o Options) chaosRun(seed uint64, rounds int) (res chaosResult, err error) 
 		}
 	}
 	wg.Wait()
-	end := time.Now()
-	o.logf("chaos seed %d: storm over after %s; waiting for the edges to converge", seed, end.Sub(start).Round(time.Millisecond))
-	deadline := end.Add(o.scale(90 * time.Second))
-	var why error
-	for {
-		if why = converged(edges); why == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("not converged %s after the storm: %w", time.Since(end).Round(time.Second), why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	res.converged = time.Since(end)
-	res.propagation, err = propagation(rng, edges, machines, rounds)
-	return res, err
+	return res
 }
 
 // chaosEdges starts three edges on url, edge A set up first (its sealing
