@@ -356,7 +356,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 		a.Store.Close()
 		return nil, err
 	}
-	// Versions of machines not heard from in 10 minutes, one at a time.
 	// The first beat now, so that the frps plugin records machines under
 	// this edge from the first Login; the loop retries when it fails.
 	if err := a.beat(ctx); err != nil {
@@ -367,7 +366,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	if err := a.settings().AdoptHostSettings(ctx); err != nil {
 		a.Log.Warn("could not move the host settings to this edge's own", "edge", cfg.EdgeName, "err", err)
 	}
+	a.loops()
+	return a, nil
+}
+
+// loops adds the daemon's background work to its supervisor (started by
+// Loops.Start).
+func (a *App) loops() {
 	a.Loops.Loop("edge heartbeat", a.heartbeat)
+	// Versions of machines not heard from in 10 minutes, one at a time.
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
 	a.Loops.Loop("fleet updates", func(ctx context.Context) error { a.Rollouts.Run(ctx); return nil })
@@ -376,7 +383,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.Loops.Loop("access gate reload", a.reloadGate)
 	a.Loops.Loop("frps certificate renewal", a.renewCertificates)
 	a.Loops.Loop("retention", func(ctx context.Context) error { a.pruneLoop(ctx); return nil })
-	return a, nil
 }
 
 // changed is the one reaction to a change of the database, whether this
