@@ -173,9 +173,9 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 	}
 	if st.AgentVersion == target {
 		// It runs the target already: a rollout resumed after the edge
-		// that sent the update died. Its update is confirmed below.
+		// that sent the update died. Its update is confirmed.
 		p.Line("info", fmt.Sprintf("%s: runs %s already", m.Name, target))
-		return u.comeBackTo(ctx, m.Name, id, from, target, true, p, fail)
+		return u.confirm(ctx, m.Name, id, from, target, p, fail)
 	}
 	arch := st.Arch
 	if arch == "" {
@@ -204,29 +204,26 @@ func (u *Updater) UpdateVia(ctx context.Context, base string, id int64, target s
 		return fail(StateFailed, "the agent refused the update: "+agentclient.Words(err))
 	}
 	p.Line("info", fmt.Sprintf("%s: the agent downloads and checks the bundle, then restarts into it", m.Name))
-	return u.comeBackTo(ctx, m.Name, id, from, target, false, p, fail)
+	return u.comeBackTo(ctx, m.Name, id, from, target, p, fail)
 }
 
-// comeBackTo waits for machine id to run target, and confirms it; now
-// asks at once rather than after the first poll. When
+// comeBackTo waits for machine id to run target, and confirms it. When
 // ctx ends first (the daemon stops, or another edge took the rollout),
 // nothing is recorded: the rollout resumes and asks again.
-func (u *Updater) comeBackTo(ctx context.Context, name string, id int64, from, target string, now bool, p Progress,
+func (u *Updater) comeBackTo(ctx context.Context, name string, id int64, from, target string, p Progress,
 	fail func(state, why string) error) error {
 	deadline := time.NewTimer(u.comeBack())
 	defer deadline.Stop()
 	tick := time.NewTicker(u.poll())
 	defer tick.Stop()
 	lastSeen := ""
-	for ; ; now = false {
-		if !now {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-deadline.C:
-				return fail(StateFailed, fmt.Sprintf("the machine did not come back within %s", seconds(u.comeBack())))
-			case <-tick.C:
-			}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fail(StateFailed, fmt.Sprintf("the machine did not come back within %s", seconds(u.comeBack())))
+		case <-tick.C:
 		}
 		// While the agent restarts it does not answer: expected, asked again.
 		st, err := u.Agents.AgentStatus(ctx, id)
@@ -235,13 +232,7 @@ func (u *Updater) comeBackTo(ctx context.Context, name string, id int64, from, t
 		}
 		u.Record(ctx, id, st)
 		if st.AgentVersion == target {
-			if _, err := u.Agents.ConfirmUpdate(ctx, id, target); err != nil {
-				return fail(StateFailed, "the new agent runs, but did not take the confirmation (it rolls back by itself): "+agentclient.Words(err))
-			}
-			u.setState(ctx, id, store.UpdateState{State: StateCurrent, Target: target, At: u.now().UTC()})
-			p.Line("info", fmt.Sprintf("%s: runs %s; update confirmed", name, target))
-			u.audit(ctx, AuditUpdated, fmt.Sprintf("machine %q: bundle %s → %s", name, words(from), target))
-			return nil
+			return u.confirm(ctx, name, id, from, target, p, fail)
 		}
 		if up := st.Update; up != nil && up.Version == target {
 			switch up.State {
@@ -258,6 +249,19 @@ func (u *Updater) comeBackTo(ctx context.Context, name string, id int64, from, t
 			}
 		}
 	}
+}
+
+// confirm tells the agent of machine id, which runs target, that its
+// update is done (which stops its rollback timer), and records it.
+func (u *Updater) confirm(ctx context.Context, name string, id int64, from, target string, p Progress,
+	fail func(state, why string) error) error {
+	if _, err := u.Agents.ConfirmUpdate(ctx, id, target); err != nil {
+		return fail(StateFailed, "the new agent runs, but did not take the confirmation (it rolls back by itself): "+agentclient.Words(err))
+	}
+	u.setState(ctx, id, store.UpdateState{State: StateCurrent, Target: target, At: u.now().UTC()})
+	p.Line("info", fmt.Sprintf("%s: runs %s; update confirmed", name, target))
+	u.audit(ctx, AuditUpdated, fmt.Sprintf("machine %q: bundle %s → %s", name, words(from), target))
+	return nil
 }
 
 func (u *Updater) setState(ctx context.Context, id int64, s store.UpdateState) {

@@ -118,11 +118,9 @@ func (r *Rollouts) Last(ctx context.Context) (Summary, error) {
 }
 
 func summary(ro store.Rollout) Summary {
-	s := Summary{Running: ro.State == store.RolloutRunning, MachineIDs: ro.MachineIDs, Updated: orEmpty(ro.Updated),
+	// The store reads its lists as empty, never null.
+	s := Summary{Running: ro.State == store.RolloutRunning, MachineIDs: ro.MachineIDs, Updated: ro.Updated,
 		Untouched: []int64{}, StartedAt: &ro.StartedAt, FinishedAt: ro.FinishedAt, Edge: ro.Edge, Lines: ro.Lines}
-	if s.Lines == nil {
-		s.Lines = []store.RolloutLine{}
-	}
 	if ro.Started < len(ro.MachineIDs) {
 		s.Untouched = append(s.Untouched, ro.MachineIDs[ro.Started:]...)
 	}
@@ -132,12 +130,6 @@ func summary(ro store.Rollout) Summary {
 	return s
 }
 
-func orEmpty(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
-	}
-	return ids
-}
 
 // Run looks for a running rollout every RolloutTick, or when woken, and
 // runs it while this edge holds the lease. It returns when ctx ends; a
@@ -301,15 +293,16 @@ func (j *job) run(ctx context.Context) bool {
 		canary = 1
 	}
 	for i, g := range groups {
+		// The group counts as started with the line that says so (Line
+		// writes the rollout).
+		j.mu.Lock()
+		j.ro.Started = max(j.ro.Started, len(j.ro.Updated)+len(g))
+		j.mu.Unlock()
 		if i < canary {
 			j.Line("info", fmt.Sprintf("canary: machine #%d first", g[0]))
 		} else {
 			j.Line("info", fmt.Sprintf("batch %d of %d: %d machine(s)", i+1-canary, len(groups)-canary, len(g)))
 		}
-		j.mu.Lock()
-		j.ro.Started = max(j.ro.Started, len(j.ro.Updated)+len(g))
-		j.mu.Unlock()
-		j.save(ctx)
 		errs := make([]error, len(g))
 		var wg sync.WaitGroup
 		for k, id := range g {

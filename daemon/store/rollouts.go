@@ -67,7 +67,7 @@ const MaxRolloutLines = 200
 // CreateRollout stores a new running rollout and returns its id; while
 // another one runs it is refused with ErrRolloutRunning.
 func (s *Store) CreateRollout(ctx context.Context, r Rollout) (int64, error) {
-	ids, _ := json.Marshal(r.MachineIDs)
+	ids, _ := json.Marshal(orEmpty(r.MachineIDs))
 	var id int64
 	err := s.Tx(ctx, func(tx *Tx) error {
 		var n int
@@ -102,7 +102,7 @@ func (s *Store) SaveRollout(ctx context.Context, r Rollout) error {
 	if len(lines) > MaxRolloutLines {
 		lines = lines[len(lines)-MaxRolloutLines:]
 	}
-	ls, _ := json.Marshal(lines)
+	ls, _ := json.Marshal(orEmpty(lines))
 	failed := ""
 	if r.Failed != nil {
 		b, _ := json.Marshal(r.Failed)
@@ -127,11 +127,13 @@ func (s *Store) fenced(res sql.Result, err error) error {
 	return s.announce(err, TopicRollouts)
 }
 
-func orEmpty(ids []int64) []int64 {
-	if ids == nil {
-		return []int64{}
+// orEmpty writes a nil list as [], so that it reads back as an empty
+// list, never null.
+func orEmpty[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
 	}
-	return ids
+	return xs
 }
 
 // RunningRollout is the rollout that runs now, or ErrNotFound.
