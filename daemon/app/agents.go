@@ -44,7 +44,7 @@ func (a *App) agentServices() {
 	// Fleet updates are jobs in the database: the edge that holds the
 	// lease runs the one that is running, and another resumes it.
 	a.Rollouts = &fleet.Rollouts{Updater: a.Fleet, Store: a.Store, Edge: a.Config.EdgeName,
-		Lease: a.leaseFence(fleet.LeaseName), Hub: a.Hub, Log: a.Log}
+		Lease: a.leaseFence(fleet.LeaseName, fleet.LeaseTTL), Hub: a.Hub, Log: a.Log}
 	a.Delivery = delivery.New(delivery.Options{
 		Store: a.Store, Configs: a.Machines, Agents: a.Agents, Log: a.Log,
 		NeedsRestart: a.caRollout.NeedsRestart,

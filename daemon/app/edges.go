@@ -131,14 +131,14 @@ func (c clusterFailures) Others(key netip.Prefix, now time.Time) (forKey, global
 // cluster, and holds every lease; while the database does not answer, no
 // edge can be sure it holds one, and none runs the job.
 func (a *App) lease(name string, ttl time.Duration) func(ctx context.Context) bool {
-	fence := a.leaseFence(name)
-	return func(ctx context.Context) bool { return fence(ctx, ttl) > 0 }
+	fence := a.leaseFence(name, ttl)
+	return func(ctx context.Context) bool { return fence(ctx) > 0 }
 }
 
 // leaseFence is lease that returns the lease's fence (0 when this edge
 // does not hold it), for a job whose writes carry it.
-func (a *App) leaseFence(name string) func(ctx context.Context, ttl time.Duration) int64 {
-	return func(ctx context.Context, ttl time.Duration) int64 {
+func (a *App) leaseFence(name string, ttl time.Duration) func(ctx context.Context) int64 {
+	return func(ctx context.Context) int64 {
 		fence, err := a.Store.LeaseFence(ctx, name, a.Config.EdgeName, ttl, time.Now())
 		if err != nil {
 			a.Log.Debug("could not take the lease", "lease", name, "err", err)

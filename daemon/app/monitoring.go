@@ -50,13 +50,12 @@ func (a *App) monitoringServices(ctx context.Context) error {
 		Jails: monitor.BannerJails(a.Banner)})
 	sender := &notify.Sender{Store: a.Store, Log: a.Log, Now: a.Now, Life: a.life}
 	a.Notifier = sender
-	notices := a.leaseFence("notifications")
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: a.Now, Edge: a.Config.EdgeName,
 		Sites:             a.httpsSites,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner),
 		Space:             a.Store.Space,
-		Lease:             func(ctx context.Context) int64 { return notices(ctx, 3*notify.DefaultCheckInterval) }}
+		Lease:             a.leaseFence("notifications", 3*notify.DefaultCheckInterval)}
 	a.frps = traffic.FRPS
 	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
 	a.Loops.Loop("edge connections", a.watchConnections)

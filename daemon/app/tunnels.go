@@ -182,8 +182,5 @@ func (a *App) pluginServer() *http.Server {
 type targetHealth struct{ a *App }
 
 func (t targetHealth) Result(tunnel int64, port int) (health.Result, bool) {
-	if t.a.targetChecks == nil {
-		return health.Result{}, false
-	}
 	return t.a.targetChecks.Result(tunnel, port)
 }

@@ -240,8 +240,8 @@ func TestUpdateChecksumMismatch(t *testing.T) {
 // taken at the time now gives.
 func (e *env) rollouts(edge string, now func() time.Time) *fleet.Rollouts {
 	return &fleet.Rollouts{Updater: e.u, Store: e.st, Edge: edge, Log: e.u.Log,
-		Lease: func(ctx context.Context, ttl time.Duration) int64 {
-			f, _ := e.st.LeaseFence(ctx, fleet.LeaseName, edge, ttl, now())
+		Lease: func(ctx context.Context) int64 {
+			f, _ := e.st.LeaseFence(ctx, fleet.LeaseName, edge, fleet.LeaseTTL, now())
 			return f
 		}}
 }
@@ -355,7 +355,7 @@ func TestRolloutResumesOnAnotherEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fenceA := a.Lease(ctx, fleet.LeaseTTL)
+	fenceA := a.Lease(ctx)
 	if err := e.st.ClaimRollout(ctx, ro.ID, "edge-a", fenceA); err != nil {
 		t.Fatal(err)
 	}

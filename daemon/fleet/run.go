@@ -57,9 +57,9 @@ type Rollouts struct {
 	Store   *store.Store
 	// Edge is this edge's name.
 	Edge string
-	// Lease takes or renews the lease called LeaseName for ttl and returns
-	// its fence, 0 when another edge holds it.
-	Lease func(ctx context.Context, ttl time.Duration) int64
+	// Lease takes or renews the lease called LeaseName for LeaseTTL and
+	// returns its fence, 0 when another edge holds it.
+	Lease func(ctx context.Context) int64
 	// Hub, when set, gets the lines of a rollout this edge runs as its
 	// operation "update".
 	Hub *logstream.Hub
@@ -130,7 +130,6 @@ func summary(ro store.Rollout) Summary {
 	return s
 }
 
-
 // Run looks for a running rollout every RolloutTick, or when woken, and
 // runs it while this edge holds the lease. It returns when ctx ends; a
 // rollout it was running is left running, for this edge or another to
@@ -166,7 +165,7 @@ func (r *Rollouts) runOnce(ctx context.Context) {
 		}
 		return
 	}
-	fence := r.Lease(ctx, LeaseTTL)
+	fence := r.Lease(ctx)
 	if fence == 0 {
 		return
 	}
@@ -188,7 +187,7 @@ func (r *Rollouts) runOnce(ctx context.Context) {
 			case <-jobCtx.Done():
 				return
 			case <-t.C:
-				if r.Lease(jobCtx, LeaseTTL) != fence {
+				if r.Lease(jobCtx) != fence {
 					cancel()
 					return
 				}
