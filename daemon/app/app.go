@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -629,4 +630,12 @@ type secondFactor struct{ a *App }
 func (f secondFactor) Enabled(ctx context.Context) (bool, error) { return f.a.TOTP.Enabled(ctx) }
 func (f secondFactor) BeginPending(ctx context.Context, c auth.Client) (string, error) {
 	return f.a.TOTP.BeginPending(ctx, c)
+}
+
+// NewLogger is the daemon's and its commands' log at level (debug, info,
+// warn, error), as text to w.
+func NewLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }

@@ -354,3 +354,18 @@ func DefaultEdgeName() string {
 // (revtunnel-client@<edge>.service) and file names
 // (/etc/revtunnel/client-<edge>.toml).
 func CheckEdgeName(n string) error { return edgename.Check(n) }
+
+// Parse parses a command's flags (the shared ones, from args) into a
+// finished Config; name names the command in errors.
+func Parse(name string, args []string) (*Config, error) {
+	cfg := Default()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	nets := Register(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	return &cfg, cfg.Finish(*nets)
+}

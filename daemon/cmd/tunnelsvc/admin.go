@@ -15,16 +15,17 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 )
 
 // setupCode prints the one-time setup code, creating it if the daemon has
 // not started yet.
 func setupCode(args []string, out io.Writer) error {
-	cfg, err := parseConfig("setup-code", args)
+	cfg, err := config.Parse("setup-code", args)
 	if err != nil {
 		return err
 	}
-	a, err := app.Services(context.Background(), cfg, newLogger("error", io.Discard))
+	a, err := app.Services(context.Background(), cfg, app.NewLogger("error", io.Discard))
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func setupCode(args []string, out io.Writer) error {
 // pipe), applies the setup rules, and ends every session. It opens the
 // database directly, so it works while the daemon runs.
 func resetPassword(args []string, in *os.File, out io.Writer) error {
-	cfg, err := parseConfig("reset-password", args)
+	cfg, err := config.Parse("reset-password", args)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func resetPassword(args []string, in *os.File, out io.Writer) error {
 	if err := auth.CheckPassword(pw); err != nil {
 		return fmt.Errorf("%w; nothing changed", err)
 	}
-	a, err := app.Services(context.Background(), cfg, newLogger("error", io.Discard))
+	a, err := app.Services(context.Background(), cfg, app.NewLogger("error", io.Discard))
 	if err != nil {
 		return err
 	}
@@ -98,14 +99,14 @@ func resetPassword(args []string, in *os.File, out io.Writer) error {
 // all devices and backup codes (audit-logged), so the password alone logs
 // in again. Like reset-password it works while the daemon runs.
 func disable2FA(args []string, out io.Writer) error {
-	cfg, err := parseConfig("disable-2fa", args)
+	cfg, err := config.Parse("disable-2fa", args)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Stat(cfg.DataDir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no data directory at %s (pass --data-dir)", cfg.DataDir)
 	}
-	a, err := app.Services(context.Background(), cfg, newLogger("error", io.Discard))
+	a, err := app.Services(context.Background(), cfg, app.NewLogger("error", io.Discard))
 	if err != nil {
 		return err
 	}

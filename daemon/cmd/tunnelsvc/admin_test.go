@@ -113,7 +113,7 @@ func openServices(t *testing.T, dir string) *app.App {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = dir
-	a, err := app.Services(context.Background(), &cfg, newLogger("error", io.Discard))
+	a, err := app.Services(context.Background(), &cfg, app.NewLogger("error", io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func machinesOutdated(args []string, out io.Writer) error {
 		return fmt.Errorf("no data directory at %s (pass --data-dir)", cfg.DataDir)
 	}
 	ctx := context.Background()
-	a, err := app.Services(ctx, &cfg, newLogger("error", io.Discard))
+	a, err := app.Services(ctx, &cfg, app.NewLogger("error", io.Discard))
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -76,32 +74,12 @@ func main() {
 	}
 }
 
-// parseConfig parses the shared flags of a command.
-func parseConfig(name string, args []string) (*config.Config, error) {
-	cfg := config.Default()
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	nets := config.Register(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
-	}
-	return &cfg, cfg.Finish(*nets)
-}
-
-func newLogger(level string, w io.Writer) *slog.Logger {
-	var l slog.Level
-	l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
 func serve(args []string) error {
-	cfg, err := parseConfig("serve", args)
+	cfg, err := config.Parse("serve", args)
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg.LogLevel, os.Stderr)
+	log := app.NewLogger(cfg.LogLevel, os.Stderr)
 	// The database URL only ever redacted: it may hold a password.
 	db := app.DatabaseStatus(cfg)
 	log.Info("starting", "version", version, "data_dir", cfg.DataDir, "system_root", cfg.SystemRoot,

@@ -8,9 +8,7 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,24 +20,18 @@ import (
 )
 
 func main() {
-	cfg := config.Default()
-	fs := flag.NewFlagSet("chaosedge", flag.ExitOnError)
-	nets := config.Register(fs, &cfg)
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:] // as `tunnelsvc serve` is called
 	}
-	fs.Parse(args)
-	if err := cfg.Finish(*nets); err != nil {
+	cfg, err := config.Parse("chaosedge", args)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaosedge:", err)
 		os.Exit(2)
 	}
-	var level slog.Level
-	level.UnmarshalText([]byte(cfg.LogLevel))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := app.Serve(ctx, &cfg, log, &testutil.MemoryUnits{}, api.ForDaemon); err != nil {
+	if err := app.Serve(ctx, cfg, app.NewLogger(cfg.LogLevel, os.Stderr), &testutil.MemoryUnits{}, api.ForDaemon); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosedge:", err)
 		os.Exit(1)
 	}
