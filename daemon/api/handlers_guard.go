@@ -29,15 +29,9 @@ const backgroundTimeout = 5 * time.Minute
 // lines go to the log WebSocket's hub, which runs one operation at a time:
 // while another runs, the request is refused with 409.
 func (s *Server) background(r *http.Request, operation string, op func(context.Context, Progress)) error {
-	var p Progress
-	if s.hub != nil {
-		hubOp, err := s.hub.Begin(operation)
-		if err != nil {
-			return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
-		}
-		p = hubOp
-	} else {
-		p = s.progress(operation)
+	p, err := s.hub.Begin(operation)
+	if err != nil {
+		return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
 	}
 	ctx, cancel := context.WithTimeout(s.life, backgroundTimeout)
 	go func() {
@@ -45,25 +39,6 @@ func (s *Server) background(r *http.Request, operation string, op func(context.C
 		op(ctx, p)
 	}()
 	return nil
-}
-
-// logProgress is the sink used until a log WebSocket is wired: the lines go
-// to the daemon's log.
-type logProgress struct {
-	s         *Server
-	operation string
-}
-
-func (p logProgress) Line(level, text string) {
-	if level == "error" {
-		p.s.log.Error(text, "operation", p.operation)
-		return
-	}
-	p.s.log.Info(text, "operation", p.operation)
-}
-
-func (p logProgress) Done(ok bool) {
-	p.s.log.Info("operation finished", "operation", p.operation, "ok", ok)
 }
 
 // bannerError maps the ban tool's errors: bad input is 400 with its text,

@@ -55,9 +55,6 @@ type Options struct {
 	// Banner manages the ban tool; Firewall the firewall mode.
 	Banner   *banner.Service
 	Firewall *firewall.Service
-	// Progress returns the sink for a background operation's log lines (the
-	// log WebSocket); nil sends them to Log.
-	Progress func(operation string) Progress
 	// Health reports whether the daemon can serve (the store answers), and
 	// a *store.FullError while the data disk has no room for writes.
 	Health func(*http.Request) error
@@ -128,7 +125,6 @@ type Server struct {
 	handler   http.Handler
 	banner    *banner.Service
 	firewall  *firewall.Service
-	progress  func(operation string) Progress
 	scripts   Scripts
 	agents    Agents
 	prober    Prober
@@ -152,7 +148,7 @@ type Server struct {
 func New(o Options) *Server {
 	s := &Server{cfg: o.Config, auth: o.Auth, audit: o.Audit, machines: o.Machines, revtunnel: o.Revtunnel, health: o.Health,
 		units: o.Units, ui: o.UI, log: o.Log, now: o.Now, setup: o.Setup, net: o.Net, hub: o.Hub,
-		banner: o.Banner, firewall: o.Firewall, progress: o.Progress,
+		banner: o.Banner, firewall: o.Firewall,
 		totp: o.TOTP, sshkeys: o.SSHKeys, scripts: o.Scripts, agents: o.Agents, prober: o.Prober,
 		gate: o.Gate, reach: o.Reach}
 	s.mon = o.Monitoring
@@ -181,9 +177,6 @@ func New(o Options) *Server {
 	}
 	if s.units == nil {
 		s.units = units.Unavailable{}
-	}
-	if s.progress == nil {
-		s.progress = func(operation string) Progress { return logProgress{s, operation} }
 	}
 	if s.ui == nil {
 		s.ui = http.NotFoundHandler()

@@ -84,7 +84,7 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	_, err = s.InsertEdgeToken(ctx, "edge-tok", now, now.Add(time.Hour))
 	must(err)
 	must(s.SetMachineEdgeStatus(ctx, m.ID, e.ID, "online", now))
-	_, err = s.AcquireLease(ctx, "notify", "edge-a", time.Minute, now)
+	_, err = s.LeaseFence(ctx, "notify", "edge-a", time.Minute, now)
 	must(err)
 	must(s.PutGateToken(ctx, "gate-session", GateSession, tu.ID, now.Add(time.Hour), GateWho{User: "ana", Email: "ana@example.com"}))
 	_, err = s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now)

@@ -345,18 +345,11 @@ func (s *Store) TouchMachineEdge(ctx context.Context, machineID, edgeID int64, s
 	return err
 }
 
-// AcquireLease takes or renews the lease called name for holder until
-// now+ttl, and reports whether holder has it: a lease another holder has
-// is taken only once it has expired. Jobs that must run once in a cluster
-// run while their edge holds the lease.
-func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (bool, error) {
-	fence, err := s.LeaseFence(ctx, name, holder, ttl, now)
-	return fence > 0, err
-}
-
-// LeaseFence is AcquireLease that returns the lease's fence while holder
-// has it, 0 when it does not: a number that grows by one each time the
-// lease changes hands. A job's writes carry it, and a write with an older
+// LeaseFence takes or renews the lease called name for holder until
+// now+ttl, and returns its fence while holder has it, 0 when it does not:
+// a lease another holder has is taken only once it has expired. Jobs that
+// must run once in a cluster run while their edge holds the lease. The
+// fence is a number that grows by one each time the lease changes hands. A job's writes carry it, and a write with an older
 // fence than the last one is refused (ErrFenced): an edge that lost the
 // lease while it was stopped cannot undo the work of the one that took it.
 func (s *Store) LeaseFence(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, error) {

@@ -145,7 +145,8 @@ func TestLeases(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				name := []string{"a", "b", "c"}[i]
-				ok, err := s.AcquireLease(ctx, "notify", name, time.Minute, now)
+				fence, err := s.LeaseFence(ctx, "notify", name, time.Minute, now)
+				ok := fence > 0
 				if err != nil {
 					t.Error(err)
 				}
@@ -162,14 +163,14 @@ func TestLeases(t *testing.T) {
 		}
 		h := holders[0]
 		other := map[string]string{"a": "b", "b": "c", "c": "a"}[h]
-		if ok, err := stores[0].AcquireLease(ctx, "notify", h, time.Minute, now.Add(30*time.Second)); err != nil || !ok {
-			t.Fatalf("renew by %s: %v %v", h, ok, err)
+		if fence, err := stores[0].LeaseFence(ctx, "notify", h, time.Minute, now.Add(30*time.Second)); err != nil || fence == 0 {
+			t.Fatalf("renew by %s: fence %d, %v", h, fence, err)
 		}
-		if ok, _ := stores[1].AcquireLease(ctx, "notify", other, time.Minute, now.Add(80*time.Second)); ok {
+		if fence, _ := stores[1].LeaseFence(ctx, "notify", other, time.Minute, now.Add(80*time.Second)); fence != 0 {
 			t.Fatal("taken before it expired")
 		}
-		if ok, err := stores[1].AcquireLease(ctx, "notify", other, time.Minute, now.Add(91*time.Second)); err != nil || !ok {
-			t.Fatalf("take after expiry: %v %v", ok, err)
+		if fence, err := stores[1].LeaseFence(ctx, "notify", other, time.Minute, now.Add(91*time.Second)); err != nil || fence == 0 {
+			t.Fatalf("take after expiry: fence %d, %v", fence, err)
 		}
 	})
 }
