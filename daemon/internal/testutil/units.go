@@ -15,12 +15,11 @@ import (
 type MemoryUnits struct {
 	mu     sync.Mutex
 	states map[string]string
-	jobs   []string
 }
 
 var _ units.Manager = (*MemoryUnits)(nil)
 
-func (m *MemoryUnits) job(op, name, state string) error {
+func (m *MemoryUnits) job(name, state string) error {
 	n, err := units.Canonical(name)
 	if err != nil {
 		return err
@@ -33,23 +32,22 @@ func (m *MemoryUnits) job(op, name, state string) error {
 	if state != "" {
 		m.states[n] = state
 	}
-	m.jobs = append(m.jobs, op+" "+n)
 	return nil
 }
 
 func (m *MemoryUnits) Start(_ context.Context, name string) error {
-	return m.job("start", name, "active")
+	return m.job(name, "active")
 }
 func (m *MemoryUnits) Restart(_ context.Context, name string) error {
-	return m.job("restart", name, "active")
+	return m.job(name, "active")
 }
 func (m *MemoryUnits) Stop(_ context.Context, name string) error {
-	return m.job("stop", name, "inactive")
+	return m.job(name, "inactive")
 }
-func (m *MemoryUnits) Reload(_ context.Context, name string) error { return m.job("reload", name, "") }
-func (m *MemoryUnits) Enable(_ context.Context, name string) error { return m.job("enable", name, "") }
+func (m *MemoryUnits) Reload(_ context.Context, name string) error { return m.job(name, "") }
+func (m *MemoryUnits) Enable(_ context.Context, name string) error { return m.job(name, "") }
 func (m *MemoryUnits) Disable(_ context.Context, name string) error {
-	return m.job("disable", name, "")
+	return m.job(name, "")
 }
 
 // State is the unit's state: active once started, else inactive.
@@ -65,11 +63,4 @@ func (m *MemoryUnits) State(_ context.Context, name string) (units.State, error)
 		st = "inactive"
 	}
 	return units.State{Name: n, LoadState: "loaded", ActiveState: st, Since: time.Now()}, nil
-}
-
-// Jobs are the jobs run so far ("restart revtunnel-server.service", ...).
-func (m *MemoryUnits) Jobs() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.jobs...)
 }
