@@ -49,7 +49,7 @@ func (s *Server) listEdges(w http.ResponseWriter, r *http.Request) error {
 // createEdgeToken: POST /api/edges/tokens (sudo mode: the token opens the
 // database URL and the sealing key to whoever runs the command).
 func (s *Server) createEdgeToken(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.resolver().Resolve(r.Context(), s.reachRequest(r))
+	a, err := s.reach.Resolve(r.Context(), s.reachRequest(r))
 	if err != nil {
 		return Internal("could not read the settings", err)
 	}

@@ -10,10 +10,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 )
 
-// resolver is where machines reach this server: the daemon's one answer
-// (Options.Reach), which every caller asks.
-func (s *Server) resolver() *reach.Resolver { return s.reach }
-
 // reachRequest is how r reached the dashboard, the resolver's last resort.
 func (s *Server) reachRequest(r *http.Request) *reach.Request {
 	return &reach.Request{Host: requestHost(r), BaseURL: s.requestBaseURL(r), Port: s.dashboardPort(r)}
@@ -25,7 +21,7 @@ func (s *Server) reachRequest(r *http.Request) *reach.Request {
 // an SSH forward); when nothing configured names a better one, it is used
 // and warning says what to set.
 func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
-	a, err := s.resolver().Resolve(r.Context(), s.reachRequest(r))
+	a, err := s.reach.Resolve(r.Context(), s.reachRequest(r))
 	if err != nil {
 		return "", "", Internal("could not read the settings", err)
 	}
@@ -45,7 +41,7 @@ func (s *Server) joinBase(r *http.Request) (base, warning string, err error) {
 
 // tunnelHost is where machines dial the tunnel server as r would be told.
 func (s *Server) tunnelHost(ctx context.Context, r *http.Request) (string, error) {
-	a, err := s.resolver().Resolve(ctx, s.reachRequest(r))
+	a, err := s.reach.Resolve(ctx, s.reachRequest(r))
 	return a.TunnelHost, err
 }
 

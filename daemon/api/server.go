@@ -47,8 +47,8 @@ type Options struct {
 	SSHKeys *sshkeys.Service
 	// Machines is the machines, tunnels and bootstrap domain.
 	Machines *machines.Service
-	// Reach says where machines reach this server (nil: a resolver over
-	// Config and Setup's settings).
+	// Reach says where machines reach this server: the daemon's one
+	// answer, which every handler asks.
 	Reach *reach.Resolver
 	// Revtunnel renders and deploys the tunnel server's config.
 	Revtunnel RevtunnelServer
