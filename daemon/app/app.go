@@ -45,6 +45,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may drain at stop.
@@ -117,7 +118,7 @@ type App struct {
 	end  context.CancelFunc
 	// beatWake and gateWake ask the heartbeat and the gate's reload loops
 	// for a turn now.
-	beatWake, gateWake chan struct{}
+	beatWake, gateWake wakeup.Signal
 	// Notifier sends the webhook notifications; Close waits for it.
 	Notifier *notify.Sender
 	// Metrics serves /metrics; Tokens are its scrape tokens; Traffic
@@ -310,7 +311,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// The daemon's life: what runs in the background outside a request
 	// runs under it, and Close ends it.
 	a.life, a.end = context.WithCancel(context.WithoutCancel(ctx))
-	a.beatWake, a.gateWake = make(chan struct{}, 1), make(chan struct{}, 1)
 	a.Units = deps.Units
 	if a.Units == nil {
 		a.Units = units.Unavailable{}
@@ -403,21 +403,12 @@ func (a *App) changed(topic string) {
 		a.Rollouts.Wake()
 	case store.TopicSettings:
 		// The address this edge gives the others may have changed.
-		wake(a.beatWake)
+		a.beatWake.Notify()
 		fallthrough
 	case store.TopicTunnels, store.TopicEdges:
-		wake(a.gateWake)
+		a.gateWake.Notify()
 		a.follow.Poke()
 		a.Prober.Kick()
-	}
-}
-
-// wake asks the loop that waits on ch for a turn now; it never blocks,
-// and notices that arrive while one waits make one turn.
-func wake(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
 	}
 }
 

@@ -69,7 +69,7 @@ func (a *App) heartbeat(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-a.beatWake:
+		case <-a.beatWake.C():
 		}
 	}
 }

@@ -36,7 +36,7 @@ func (a *App) reloadGate(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-a.gateWake:
+		case <-a.gateWake.C():
 		}
 		if err := a.Gate.Reload(ctx); err != nil {
 			a.Log.Error("the access gate could not reload the tunnels", "err", err)

@@ -26,6 +26,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/backoff"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
 // Agents is what the reconciler needs of machines' agents.
@@ -96,7 +97,7 @@ type Reconciler struct {
 	log          *slog.Logger
 	now          func() time.Time
 
-	wake chan struct{}
+	wake wakeup.Signal
 
 	mu    sync.Mutex
 	dirty bool
@@ -153,7 +154,7 @@ type Options struct {
 // New builds a Reconciler.
 func New(o Options) *Reconciler {
 	r := &Reconciler{store: o.Store, configs: o.Configs, agents: o.Agents, needsRestart: o.NeedsRestart, serves: o.Serves,
-		log: o.Log, now: o.Now, wake: make(chan struct{}, 1), ms: map[int64]*state{}, dirty: true}
+		log: o.Log, now: o.Now, ms: map[int64]*state{}, dirty: true}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -176,12 +177,7 @@ func ReadBackoff(n int) time.Duration {
 	return min(d, MaxReadBackoff)
 }
 
-func (r *Reconciler) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
+func (r *Reconciler) poke() { r.wake.Notify() }
 
 // Changed is the store's change hook: a change to tunnels or settings may
 // change what machines should run. It never blocks.
@@ -282,7 +278,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.wake:
+		case <-r.wake.C():
 		case <-tick.C:
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
 // Summary is the last fleet update (GET /api/machines/update), the same on
@@ -65,8 +66,7 @@ type Rollouts struct {
 	Hub *logstream.Hub
 	Log *slog.Logger
 
-	wake chan struct{}
-	once sync.Once
+	wake wakeup.Signal
 }
 
 // RolloutTick is how often every edge looks for a rollout to run; a new
@@ -78,18 +78,8 @@ const (
 	LeaseTTL    = 30 * time.Second
 )
 
-func (r *Rollouts) wakeCh() chan struct{} {
-	r.once.Do(func() { r.wake = make(chan struct{}, 1) })
-	return r.wake
-}
-
 // Wake makes Run look for a rollout now.
-func (r *Rollouts) Wake() {
-	select {
-	case r.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (r *Rollouts) Wake() { r.wake.Notify() }
 
 // Start stores p as a running rollout (store.ErrRolloutRunning while
 // another runs) and wakes this edge's runner.
@@ -143,7 +133,7 @@ func (r *Rollouts) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-		case <-r.wakeCh():
+		case <-r.wake.C():
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/backoff"
+	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
 // FullPass bounds the time between two looks at every part.
@@ -89,8 +90,7 @@ type Syncer struct {
 	// mends what changed it behind the daemon's back (Reassert when zero).
 	Every, Reassert time.Duration
 
-	wakeOnce sync.Once
-	wake     chan struct{}
+	wake wakeup.Signal
 
 	mu     sync.Mutex
 	states map[string]*partState
@@ -117,19 +117,9 @@ func (s *Syncer) now() time.Time {
 	return s.Now()
 }
 
-func (s *Syncer) wakeCh() chan struct{} {
-	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
-	return s.wake
-}
-
 // Poke asks for a pass now (a change was heard of); it never blocks. A
 // lost poke costs at most one full pass.
-func (s *Syncer) Poke() {
-	select {
-	case s.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (s *Syncer) Poke() { s.wake.Notify() }
 
 // States returns what the syncer last found of each part, in Parts order.
 func (s *Syncer) States() []State {
@@ -152,7 +142,6 @@ func (s *Syncer) Run(ctx context.Context) error {
 	if every <= 0 {
 		every = FullPass
 	}
-	wake := s.wakeCh()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, every)
 		s.Pass(pctx)
@@ -169,7 +158,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-wake:
+		case <-s.wake.C():
 		case <-t.C:
 		}
 		t.Stop()

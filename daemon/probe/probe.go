@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
 // Defaults.
@@ -65,7 +66,7 @@ type Options struct {
 // Prober probes tunnels on demand and, with Run, in the background.
 type Prober struct {
 	o    Options
-	wake chan struct{}
+	wake wakeup.Signal
 	mu   sync.Mutex // one probe round at a time
 }
 
@@ -86,7 +87,7 @@ func New(o Options) *Prober {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Prober{o: o, wake: make(chan struct{}, 1)}
+	return &Prober{o: o}
 }
 
 // Probe checks one tunnel now and stores the result.
@@ -118,12 +119,7 @@ func (p *Prober) Probe(ctx context.Context, tunnelID int64) (store.TunnelProbe, 
 }
 
 // Kick asks the background loop for a round now (after a tunnel change).
-func (p *Prober) Kick() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
+func (p *Prober) Kick() { p.wake.Notify() }
 
 // Run probes every http tunnel at start, every Every and after each Kick,
 // until ctx ends.
@@ -136,7 +132,7 @@ func (p *Prober) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-p.wake:
+		case <-p.wake.C():
 		}
 	}
 }
