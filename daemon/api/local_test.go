@@ -76,8 +76,6 @@ func (u *recUnits) State(_ context.Context, n string) (units.State, error) {
 	return units.State{Name: n, ActiveState: "inactive", SubState: "dead"}, nil
 }
 
-// testDatabase is the database the test daemons say they run on.
-var testDatabase = localsetup.DatabaseStatus{Engine: "sqlite", Path: "/var/lib/tunnelsvc/tunnelsvc.db"}
 
 type localEnv struct {
 	*testEnv
