@@ -76,7 +76,6 @@ func (u *recUnits) State(_ context.Context, n string) (units.State, error) {
 	return units.State{Name: n, ActiveState: "inactive", SubState: "dead"}, nil
 }
 
-
 type localEnv struct {
 	*testEnv
 	units  *recUnits
