@@ -47,7 +47,7 @@ func (s *Store) Changes() uint64 {
 		var w watcher
 		var err error
 		if s.pg {
-			w = listenPostgres(s.url, s.heard, s.heardLog)
+			w = listenPostgres(s.url, s.heard, s.heardLog, s.missed)
 		} else {
 			w, err = watchDir(s.dir)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 // TestChangesSeesEveryWriter: the number moves after a commit by another
@@ -225,5 +227,50 @@ func settled(t *testing.T, s *Store) uint64 {
 			t.Fatal("Changes() keeps moving with nothing written")
 		}
 		a = b
+	}
+}
+
+// TestListenLostHearsEverything: when the LISTEN connection is cut, what
+// the other edges announced meanwhile is gone; once it listens again,
+// every topic is heard, so each follower looks again at once instead of
+// at its next periodic pass.
+func TestListenLostHearsEverything(t *testing.T) {
+	db := testDB{t: t, engine: "postgres", dir: t.TempDir(), url: testutil.PostgresURLFrom(t, "store_migrated", migrated)}
+	s := db.open()
+	heard := make(chan string, 100)
+	s.OnRemoteChange(func(topic string) {
+		select {
+		case heard <- topic:
+		default:
+		}
+	})
+	listening := func() bool {
+		s.changes.mu.Lock()
+		defer s.changes.mu.Unlock()
+		l, ok := s.changes.watch.(*pgListen)
+		return ok && l.live.Load()
+	}
+	db.eventually(t, listening)
+	select {
+	case topic := <-heard:
+		t.Fatalf("heard %q before anything was announced or lost", topic)
+	default:
+	}
+
+	ctx := context.Background()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND query ILIKE 'listen %'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("cutting the LISTEN connection: %d cut, %v", n, err)
+	}
+	got := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(got) < len(Topics) {
+		select {
+		case topic := <-heard:
+			got[topic] = true
+		case <-deadline:
+			t.Fatalf("after the LISTEN connection came back, heard only %v of %v", got, Topics)
+		}
 	}
 }

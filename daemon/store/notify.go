@@ -50,6 +50,21 @@ func (s *Store) heard(payload string) {
 	}
 }
 
+// Topics lists every topic announced.
+var Topics = []string{TopicMachines, TopicTunnels, TopicProbes, TopicActivity, TopicTokens, TopicAudit, TopicSettings, TopicEdges, TopicRollouts}
+
+// missed follows a LISTEN connection that was lost and is back: the
+// announcements made meanwhile are gone, so OnRemoteChange hears every
+// topic, and each follower looks again now instead of at its next
+// periodic pass.
+func (s *Store) missed() {
+	for _, t := range Topics {
+		if n := s.remote.Load(); n != nil && n.fn != nil {
+			n.fn(t)
+		}
+	}
+}
+
 // notice is one NOTIFY to send: its channel and payload (without origin).
 type notice struct{ channel, payload string }
 

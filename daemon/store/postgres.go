@@ -115,11 +115,14 @@ type pgListen struct {
 	// topic hears each announcement on topicsChannel (see Store.heard),
 	// log each message on logChannel (Store.heardLog).
 	topic, log func(payload string)
+	// missed is called when listening starts again after the connection
+	// was lost: what was announced meanwhile is gone (Store.missed).
+	missed func()
 }
 
-func listenPostgres(url string, topic, log func(payload string)) watcher {
+func listenPostgres(url string, topic, log func(payload string), missed func()) watcher {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1), topic: topic, log: log}
+	l := &pgListen{cancel: cancel, done: make(chan struct{}), events: make(chan struct{}, 1), topic: topic, log: log, missed: missed}
 	go l.run(ctx, url)
 	return l
 }
@@ -127,6 +130,7 @@ func listenPostgres(url string, topic, log func(payload string)) watcher {
 func (l *pgListen) run(ctx context.Context, url string) {
 	defer close(l.done)
 	backoff := 50 * time.Millisecond
+	lost := false
 	for ctx.Err() == nil {
 		conn, err := pgx.Connect(ctx, url)
 		if err == nil {
@@ -135,6 +139,10 @@ func (l *pgListen) run(ctx context.Context, url string) {
 		if err == nil {
 			backoff = 50 * time.Millisecond
 			l.setLive(true)
+			if lost && l.missed != nil {
+				l.missed()
+			}
+			lost = true
 			for {
 				n, werr := conn.WaitForNotification(ctx)
 				if werr != nil {

@@ -40,6 +40,14 @@ func TestSmoke(t *testing.T) {
 	if len(rows) != len(Figures) {
 		t.Fatalf("%d rows for %d figures", len(rows), len(Figures))
 	}
+	var md strings.Builder
+	WriteMarkdown(&md, rows, o, 1)
+	if !strings.Contains(md.String(), "| figure | goal | measured |") || strings.Count(md.String(), "\n| ") != len(rows)+1 {
+		t.Fatalf("BENCH.md table:\n%s", md.String())
+	}
+	// The table first, the failures after it: the last lines of a
+	// failed run name what failed.
+	t.Log("\n" + md.String())
 	for i, r := range rows {
 		// How fast the machine is is the figure's business, not the
 		// test's: on a busy machine Caddy alone may hold none of the
@@ -73,12 +81,6 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	var md strings.Builder
-	WriteMarkdown(&md, rows, o, 1)
-	if !strings.Contains(md.String(), "| figure | goal | measured |") || strings.Count(md.String(), "\n| ") != len(rows)+1 {
-		t.Fatalf("BENCH.md table:\n%s", md.String())
-	}
-	t.Log("\n" + md.String())
 }
 
 var pinnedPath = regexp.MustCompile(`(?:^|; )([^;]+?) (\d+) req/s, VPS CPU ([\d.]+) µs per request`)
