@@ -291,6 +291,9 @@ type Deps struct {
 	// for the publish table and the firewall, fail2ban-client for the ban
 	// tool); nil: on this machine.
 	HostTools cmdrun.Runner
+	// Serving, when set, is told the daemon Serve built once it serves
+	// (the end-to-end tests drive it through its parts).
+	Serving func(*App)
 }
 
 // New builds the whole daemon, every service wired as it serves, without
@@ -450,24 +453,26 @@ func (a *App) Close() {
 	a.Store.Close()
 }
 
-// tunnelsChanged is the machines service's change hook: one place, in
-// order, instead of a chain of hooks.
-func (a *App) tunnelsChanged(machineID int64) {
+// gateNow is the machines service's change hook: the access gate reloads
+// before the API answers, so a new password or access mode is enforced
+// when the operator sees it saved. Everything else that follows a tunnel
+// change (this edge's host, the prober, other edges, open dashboards)
+// hears it from the store's announcement, in changed.
+func (a *App) gateNow(int64) {
 	ctx, cancel := context.WithTimeout(a.life, gateReloadTimeout)
 	defer cancel()
 	if err := a.Gate.Reload(ctx); err != nil {
 		a.Log.Error("the access gate could not reload the tunnels", "err", err)
 	}
-	a.follow.Poke()
-	a.Prober.Kick()
 }
 
 // Serve runs the daemon until ctx is cancelled, then stops in order: HTTP
 // server (draining requests), the background loops, then the store.
-// unitMgr drives the units (systemd over D-Bus in tunnelsvc serve, a
-// stand-in in the chaos figure's edges); handler builds the dashboard's
-// and the API's handler from the daemon (api.ForDaemon).
-func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr units.Manager, handler func(*App) http.Handler) error {
+// deps are the process's edges (systemd over D-Bus in tunnelsvc serve;
+// stand-ins in the chaos figure's edges and the end-to-end tests; the
+// dashboard's address comes from its listener); handler builds the
+// dashboard's and the API's handler from the daemon (api.ForDaemon).
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps, handler func(*App) http.Handler) error {
 	lis, err := TakeListeners(cfg)
 	if err != nil {
 		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
@@ -477,7 +482,8 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr un
 	// 127.0.0.1:0 the kernel picks the port).
 	cfg.GateListen = lis.Gate.Addr().String()
 	ls := lis.Dashboard
-	a, err := New(ctx, cfg, log, Deps{Units: unitMgr, Dashboard: ls[0].Addr()})
+	deps.Dashboard = ls[0].Addr()
+	a, err := New(ctx, cfg, log, deps)
 	if err != nil {
 		lis.close()
 		daemon.SdNotify(false, "STATUS=start failed: "+err.Error())
@@ -527,6 +533,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, unitMgr un
 	}
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
+	if deps.Serving != nil {
+		deps.Serving(a)
+	}
 
 	select {
 	case <-ctx.Done():

@@ -12,7 +12,7 @@ import (
 )
 
 // gateServices builds the access gate of HTTP tunnels. Every tunnel change
-// reaches it at once (tunnelsChanged, before the API answers), so a new
+// reaches it at once (gateNow, before the API answers), so a new
 // password or access mode ends the old sessions immediately.
 func (a *App) gateServices(ctx context.Context) error {
 	a.Gate = gate.New(gate.Options{

@@ -9,7 +9,7 @@ import (
 
 // probeServices builds the tunnel prober: http tunnels are checked through
 // Caddy on this box (at bind_ip when set, else loopback) in the background
-// and after every tunnel change (a.Loops runs it; tunnelsChanged kicks it).
+// and after every tunnel change (a.Loops runs it; changed kicks it).
 func (a *App) probeServices() {
 	a.Prober = probe.New(probe.Options{
 		Store: a.Store, Log: a.Log,

@@ -51,7 +51,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
 		// Its hooks, each resolved when called: the services they name are
 		// built after it, and New returns before any is called.
-		OnChange:      a.tunnelsChanged,
+		OnChange:      a.gateNow,
 		Exposure:      a.exposure,
 		BundleVersion: func() (string, error) { return a.Fleet.ServerVersion() },
 		Desire:        func(ctx context.Context, id int64) error { return a.Delivery.Desire(ctx, id) },

@@ -54,12 +54,12 @@ func newEnvOn(t testing.TB, dbURL string, n int, spec map[string]string) *env {
 	sealer, _ := seal.LoadOrCreate(dir)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := &machines.Service{Store: st, Sealer: sealer, Keys: noKeys{}, Log: log, Limiter: auth.NewLimiter(nil),
-		Ports: store.PortRange{Lo: 20000, Hi: 29999}, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: 7000}
+		Ports: store.PortRange{Lo: 20000, Hi: 29999}, Reach: &reach.Resolver{}, FRPSPort: 7000}
 	tok, err := svc.CreateToken(ctx, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "m", Username: "u", Client: netip.MustParseAddr("127.0.0.1")})
+	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "m", Username: "u", Client: netip.MustParseAddr("127.0.0.1"), FallbackHost: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

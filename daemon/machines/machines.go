@@ -104,8 +104,10 @@ type Service struct {
 	// also its own trustedCaFile (empty: frpconf.DefaultClientConfigPath).
 	ClientConfigPath string
 	// OnChange, when set, is called after a machine's tunnels changed (a
-	// tunnel created, updated or deleted, or the machine deleted), so the
-	// web proxy and the machine's client configuration can follow.
+	// tunnel created, updated or deleted, or the machine deleted), before
+	// the API answers: what must hold when the operator sees the change
+	// saved (the access gate's rules). The rest follows the store's
+	// announcement of the change.
 	OnChange func(machineID int64)
 	// Exposure says how machines and tunnels are reached from outside
 	// besides the host (which Reach answers); nil means no domain and

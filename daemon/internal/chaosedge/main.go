@@ -31,7 +31,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := app.Serve(ctx, cfg, app.NewLogger(cfg.LogLevel, os.Stderr), &testutil.MemoryUnits{}, api.ForDaemon); err != nil {
+	if err := app.Serve(ctx, cfg, app.NewLogger(cfg.LogLevel, os.Stderr), app.Deps{Units: &testutil.MemoryUnits{}}, api.ForDaemon); err != nil {
 		fmt.Fprintln(os.Stderr, "chaosedge:", err)
 		os.Exit(1)
 	}
