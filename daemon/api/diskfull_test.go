@@ -15,8 +15,8 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/pgtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // Every server-side failure caused by a full disk answers 507 with where
@@ -56,9 +56,7 @@ func TestDiskFullAnswersOneWay(t *testing.T) {
 // and /healthz is ok again, with no restart.
 func TestFullDataDisk(t *testing.T) {
 	dir := testutil.Tmpfs(t, "8m")
-	e := newEnvIn(t, dir, dir, func(o *Options, st *store.Store) {
-		o.Health = func(*http.Request) error { return st.Writable() }
-	})
+	e := newEnvIn(t, dir, dir)
 	e.setup()
 	if r := e.do(req{method: "GET", path: "/healthz"}); r.Code != 200 {
 		t.Fatalf("healthz before: %d %s", r.Code, r.Body)
@@ -102,18 +100,21 @@ func TestDatabaseGoneAnswersOneWay(t *testing.T) {
 			t.Errorf("databaseGone(%v) = %d %q; want %d %q", c.in, got.Status, got.Msg, c.status, c.msg)
 		}
 	}
-	gone := false
-	e := newEnv(t, func(o *Options, _ *store.Store) {
-		o.Health = func(*http.Request) error {
-			if gone {
-				return fmt.Errorf("ping: %w", refused)
-			}
-			return nil
-		}
-	})
+	// The daemon on a PostgreSQL server of its own, which then stops.
+	srv, err := pgtest.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	url, err := srv.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := newEnvWith(t, testDB{dir: dir, url: url}, dir)
 	if r := e.do(req{method: "GET", path: "/healthz"}); r.Code != 200 {
 		t.Fatalf("healthz: %d %s", r.Code, r.Body)
 	}
-	gone = true
+	srv.Halt()
 	wantError(t, e.do(req{method: "GET", path: "/healthz"}), 503, "degraded: database unavailable")
 }
