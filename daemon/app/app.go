@@ -291,6 +291,10 @@ type Deps struct {
 	// for the publish table and the firewall, fail2ban-client for the ban
 	// tool); nil: on this machine.
 	HostTools cmdrun.Runner
+	// Minute is how long a minute of the notification watcher's delays
+	// lasts, its checks coming as much sooner (0: a minute); the tests of
+	// an offline notice shorten it.
+	Minute time.Duration
 	// Serving, when set, is told the daemon Serve built once it serves
 	// (the end-to-end tests drive it through its parts).
 	Serving func(*App)
@@ -356,7 +360,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// What another edge changed: its dashboards hear it, and this edge
 	// applies it to its own gate and host within a moment, as if made here.
 	a.Store.OnRemoteChange(a.changed)
-	if err := a.monitoringServices(ctx); err != nil {
+	if err := a.monitoringServices(ctx, deps.Minute); err != nil {
 		a.Store.Close()
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (a *App) frpsDashboard(ctx context.Context) (*frpconf.Dashboard, error) {
 
 // monitoringServices builds /metrics, the traffic collector and the
 // notifier, and adds the collector and the watcher to a.Loops.
-func (a *App) monitoringServices(ctx context.Context) error {
+func (a *App) monitoringServices(ctx context.Context, minute time.Duration) error {
 	d, err := a.frpsDashboard(ctx)
 	if err != nil {
 		return err
@@ -56,6 +56,9 @@ func (a *App) monitoringServices(ctx context.Context) error {
 		Jails:             notify.BannerJails(a.Banner),
 		Space:             a.Store.Space,
 		Lease:             a.leaseFence("notifications", 3*notify.DefaultCheckInterval)}
+	if minute > 0 {
+		watcher.Minute, watcher.Interval = minute, time.Duration(float64(notify.DefaultCheckInterval)*float64(minute)/float64(time.Minute))
+	}
 	a.frps = traffic.FRPS
 	a.Loops.Loop("traffic collector", func(ctx context.Context) error { traffic.Run(ctx); return nil })
 	a.Loops.Loop("edge connections", a.watchConnections)

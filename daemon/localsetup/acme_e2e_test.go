@@ -1,15 +1,9 @@
 package localsetup_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,40 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
-	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
-
-// machineWebApp registers a machine and gives it an HTTP tunnel named sub,
-// also served at its own domains, to a web app on its loopback, through
-// real frps and frpc. It returns when the tunnel's port on the VPS side
-// answers.
-func machineWebApp(t *testing.T, ctx context.Context, st *store.Store, dir, sub, answer string, domains ...string) {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "%s, path %s", answer, r.URL.Path)
-	}))
-	t.Cleanup(web.Close)
-	webPort := web.Listener.Addr().(*net.TCPAddr).Port
-
-	ts := startTunnelServer(t, ctx, st, dir, log)
-	kind, name := "http", sub
-	in := machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub}
-	if len(domains) > 0 {
-		in.Domains = &domains
-	}
-	tun, err := ts.svc.CreateTunnel(ctx, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.runClient(t, ctx, tun.RemotePort)
-}
 
 // TestHTTPSFromACMEServer: a machine's web app is served at
 // https://files.example.test, and at the tunnel's own domain
@@ -65,49 +28,20 @@ func TestHTTPSFromACMEServer(t *testing.T) {
 			t.Skipf("%s is not installed (scripts/install-deps.sh installs it)", tool)
 		}
 	}
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	machineWebApp(t, ctx, st, dir, "files", "machine web app", "files.example.org")
+	w := newWebApp(t, "files", "machine web app", "files.example.org")
+	dir := w.d.Dir
 
 	httpPort, httpsPort := testutil.QuietPort(t), testutil.QuietPort(t)
 	dns := testutil.DNSServer(t, map[string]string{"files.example.test.": "127.0.0.1", "router.example.test.": "127.0.0.1", "files.example.org.": "127.0.0.1"})
 	pebble := testutil.StartPebble(t, pebbleBin, testutil.PebbleOptions{HTTPPort: httpPort, TLSPort: httpsPort, DNSServer: dns})
 
-	setup := &localsetup.Service{
-		Settings:  localsetup.Settings{Store: st},
-		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: activeUnits{}},
-		Units:     activeUnits{},
-		Tunnels:   localsetup.StoreTunnels{Store: st},
-		Hub:       logstream.NewHub(nil),
-		Dashboard: func() string { return "127.0.0.1:1" },
-		Run:       cmdrun.Exec{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
-	}
-	if err := setup.Skip(ctx, "example.test"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := setup.SetACME(ctx, localsetup.ACME{CA: pebble.Directory, CARoot: pebble.DirRootFile}); err != nil {
-		t.Fatalf("the ACME CA setting refused Pebble: %v", err)
-	}
-	in, ok, err := setup.ProxyInput(ctx)
-	if err != nil || !ok {
-		t.Fatalf("proxy input: %v %v", ok, err)
+	if code, body := w.c.Call("PUT", "/api/local/acme", map[string]string{"acme_ca": pebble.Directory, "acme_ca_root": pebble.DirRootFile}, nil); code != 200 {
+		t.Fatalf("the ACME CA setting refused Pebble: %d %s", code, body)
 	}
 	// Loopback high ports instead of 80 and 443, on loopback only.
-	in.HTTPPort, in.HTTPSPort, in.BindIP, in.Admin = httpPort, httpsPort, "127.0.0.1", "off"
-	file, err := webproxy.Render(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := daemonCaddyfile(t, w.d, func(in *webproxy.Input) { in.HTTPPort, in.HTTPSPort, in.BindIP = httpPort, httpsPort, "127.0.0.1" })
 	if !strings.Contains(string(file), "\tacme_ca "+pebble.Directory+"\n") || !strings.Contains(string(file), "\tacme_ca_root "+pebble.DirRootFile+"\n") {
 		t.Fatalf("the Caddyfile does not name the ACME CA:\n%s", file)
-	}
-	if err := setup.Proxy.Validate(ctx, file); err != nil {
-		t.Fatalf("caddy refused the rendered file: %v", err)
 	}
 	caddyfile := filepath.Join(dir, "Caddyfile")
 	os.WriteFile(caddyfile, file, 0o644)

@@ -2,15 +2,11 @@ package localsetup_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,21 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
-	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
-	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
-	"github.com/tunnelsvc/tunnelsvc/daemon/units"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -45,17 +30,72 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type keys struct{ key string }
-
-func (k keys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
-
-// activeUnits says every unit runs and records reloads.
-type activeUnits struct{ units.Unavailable }
-
-func (activeUnits) State(context.Context, string) (units.State, error) {
-	return units.State{ActiveState: "active"}, nil
+// webApp is a daemon (daemontest) with the domain example.test, and a
+// machine "nas" joined to it whose HTTP tunnel sub, also served at its own
+// domains, leads to a web app on the machine's loopback that answers
+// "<answer>, path <path>", through real frps and frpc. Everything the
+// operator does goes through the API.
+type webApp struct {
+	d      *daemontest.Daemon
+	c      *daemontest.Client
+	tunnel int64
 }
-func (activeUnits) Reload(context.Context, string) error { return nil }
+
+func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
+	t.Helper()
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s, path %s", answer, r.URL.Path)
+	}))
+	t.Cleanup(web.Close)
+	d := daemontest.Start(t, daemontest.Options{})
+	c := d.Setup(t)
+	d.RunFRPS(t)
+	if code, body := c.Call("POST", "/api/local/skip", map[string]string{"domain": "example.test"}, nil); code != 200 {
+		t.Fatalf("domain: %d %s", code, body)
+	}
+	nas := d.Join(t, c, "nas")
+	in := map[string]any{"machine_id": nas.ID, "name": sub, "kind": "http", "local_port": web.Listener.Addr().(*net.TCPAddr).Port, "subdomain": sub}
+	if len(domains) > 0 {
+		in["domains"] = domains
+	}
+	var tun struct {
+		ID         int64 `json:"id"`
+		RemotePort int   `json:"remote_port"`
+	}
+	if code, body := c.Call("POST", "/api/tunnels", in, &tun); code != 201 {
+		t.Fatalf("create tunnel: %d %s", code, body)
+	}
+	var conf string
+	if code, _ := c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", nas.ID), nil, &conf); code != 200 {
+		t.Fatalf("client config: %d %s", code, conf)
+	}
+	d.RunFRPC(t, "nas", conf, 0)
+	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+	return &webApp{d: d, c: c, tunnel: tun.ID}
+}
+
+// daemonCaddyfile is the Caddyfile d renders for its web proxy, with
+// edit's changes for a test (loopback ports instead of 80 and 443, no
+// admin endpoint), checked by the real caddy.
+func daemonCaddyfile(t *testing.T, d *daemontest.Daemon, edit func(*webproxy.Input)) []byte {
+	t.Helper()
+	ctx := context.Background()
+	setup := d.App.Setup
+	in, ok, err := setup.ProxyInput(ctx)
+	if err != nil || !ok {
+		t.Fatalf("proxy input: %v %v", ok, err)
+	}
+	in.Admin = "off"
+	edit(&in)
+	file, err := webproxy.Render(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Proxy.Validate(ctx, file); err != nil {
+		t.Fatalf("caddy refused the rendered file: %v\n%s", err, file)
+	}
+	return file
+}
 
 // TestCaddyInFrontOfRealTunnel: a machine registers, gets an HTTP tunnel to
 // its local web server, and a real caddy running the Caddyfile the daemon
@@ -65,56 +105,10 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 	if _, err := exec.LookPath("caddy"); err != nil {
 		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
 	}
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "machine web app, path %s", r.URL.Path)
-	}))
-	defer web.Close()
-	webPort := web.Listener.Addr().(*net.TCPAddr).Port
-
-	ts := startTunnelServer(t, ctx, st, dir, log)
-	svc := ts.svc
-	kind, sub, name := "http", "files", "files"
-	tun, err := svc.CreateTunnel(ctx, machines.TunnelInput{MachineID: &ts.machineID, Name: &name, Kind: &kind, LocalPort: &webPort, Subdomain: &sub})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.runClient(t, ctx, tun.RemotePort)
-
-	// The set-up renders the Caddyfile from the stored domain and tunnels.
-	setup := &localsetup.Service{
-		Settings:  localsetup.Settings{Store: st},
-		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: activeUnits{}},
-		Units:     activeUnits{},
-		Tunnels:   localsetup.StoreTunnels{Store: st},
-		Hub:       logstream.NewHub(nil),
-		Dashboard: func() string { return "127.0.0.1:1" },
-		Run:       cmdrun.Exec{}, Log: log, Now: time.Now,
-	}
-	if err := setup.Skip(ctx, "example.test"); err != nil {
-		t.Fatal(err)
-	}
+	w := newWebApp(t, "files", "machine web app")
+	dir := w.d.Dir
 	caddyPort := testutil.FreePort(t)
-	in, ok, err := setup.ProxyInput(ctx)
-	if err != nil || !ok {
-		t.Fatalf("proxy input: %v %v", ok, err)
-	}
-	in.PlainHTTPPort, in.Admin = caddyPort, "off"
-	file, err := webproxy.Render(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.Proxy.Validate(ctx, file); err != nil {
-		t.Fatalf("caddy refused the rendered file: %v", err)
-	}
+	file := daemonCaddyfile(t, w.d, func(in *webproxy.Input) { in.PlainHTTPPort, in.WSS = caddyPort, nil }) // plain HTTP: no wss site
 	caddyfile := filepath.Join(dir, "Caddyfile")
 	os.WriteFile(caddyfile, file, 0o644)
 	t.Setenv("XDG_DATA_HOME", dir) // caddy's storage stays in the test's directory
@@ -140,24 +134,17 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		t.Fatal("a host without a tunnel reached the machine")
 	}
 
-	// Once the proxy is installed, renaming the tunnel's subdomain redeploys
-	// the Caddyfile within a second, through the change hook (the daemon
-	// runs the same deploy from its follower loop).
-	if err := setup.Settings.SaveVPS(ctx, localsetup.VPS{Domain: "example.test", ServerHost: "127.0.0.1", InstalledAt: time.Now()}); err != nil {
+	// Once the proxy is installed, the daemon keeps its Caddyfile as the
+	// database says: renaming the tunnel's subdomain redeploys it.
+	// (What the installation records; the install itself needs systemd.)
+	setup := w.d.App.Setup
+	if err := setup.Settings.SaveVPS(context.Background(), localsetup.VPS{Domain: "example.test", InstalledAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	fctx, stop := context.WithCancel(ctx)
-	defer stop()
-	svc.OnChange = func(int64) {
-		if err := setup.DeployProxy(fctx, false); err != nil {
-			t.Errorf("deploy after the change: %v", err)
-		}
+	if code, body := w.c.Call("PATCH", fmt.Sprintf("/api/tunnels/%d", w.tunnel), map[string]any{"subdomain": "docs"}, nil); code != 200 {
+		t.Fatalf("rename: %d %s", code, body)
 	}
-	newSub := "docs"
-	if _, err := svc.UpdateTunnel(ctx, tun.ID, machines.TunnelInput{Subdomain: &newSub}); err != nil {
-		t.Fatal(err)
-	}
-	took := testutil.Eventually(t, time.Second, "Caddyfile follows the rename", func() error {
+	took := testutil.Eventually(t, 10*time.Second, "Caddyfile follows the rename", func() error {
 		b, err := os.ReadFile(setup.Proxy.Path)
 		if err != nil {
 			return err
@@ -168,78 +155,4 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		return nil
 	})
 	t.Logf("Caddyfile redeployed %v after the rename", took)
-}
-
-// tunnelServer is a real frps on loopback, answering to the daemon's plugin
-// and serving a certificate of the daemon's tunnel CA, with one machine
-// ("nas") registered to it. The real-engine tests below share it.
-type tunnelServer struct {
-	svc       *machines.Service
-	machineID int64
-	dir       string
-}
-
-// startTunnelServer starts frps from the daemon's own config and registers
-// the machine; log receives the daemon side's lines.
-func startTunnelServer(t *testing.T, ctx context.Context, st *store.Store, dir string, log *slog.Logger) *tunnelServer {
-	t.Helper()
-	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	frpsPort := testutil.FreePort(t)
-	lo := testutil.TunnelPorts(t)
-	ports := store.PortRange{Lo: lo, Hi: lo + 99}
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
-	t.Cleanup(plugin.Close)
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
-		SSHLocalPort: testutil.EchoServer(t), ClientAdminPort: testutil.FreePort(t),
-		ClientConfigPath: filepath.Join(dir, "client.toml"),
-	}
-	deployer := &revtunnel.Deployer{
-		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
-		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
-	}
-	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: strings.TrimPrefix(plugin.URL, "http://"), Ports: ports,
-			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
-	}
-	if _, err := deployer.Reconcile(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frps", frps, "-c", deployer.Path)
-	testutil.WaitListening(t, frpsPort, 10*time.Second)
-
-	tok, err := svc.CreateToken(ctx, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := svc.Bootstrap(ctx, machines.BootstrapRequest{Token: tok.Token, Name: "nas", Username: "pi", Client: netip.MustParseAddr("127.0.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tunnelServer{svc: svc, machineID: reg.MachineID, dir: dir}
-}
-
-// runClient starts the machine's frpc on its current config and waits until
-// frps listens on every port given.
-func (ts *tunnelServer) runClient(t *testing.T, ctx context.Context, ports ...int) {
-	t.Helper()
-	conf, err := ts.svc.ClientConfig(ctx, ts.machineID, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	confPath := filepath.Join(ts.dir, "client.toml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	testutil.Start(t, "frpc", frpc, "-c", confPath)
-	for _, p := range ports {
-		testutil.WaitListening(t, p, 10*time.Second)
-	}
 }

@@ -1,34 +1,25 @@
 package localsetup_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
-	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
-	"github.com/tunnelsvc/tunnelsvc/daemon/logstream"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -39,18 +30,17 @@ type seen struct {
 	User   []string `json:"user"`
 }
 
-// gateBed is a real caddy in front of real frps and frpc and a machine's
-// app that echoes what it receives, with the daemon's gate and dashboard
-// API on loopback.
+// gateBed is a real caddy, on the Caddyfile the daemon renders, in front
+// of the whole daemon (its gate and dashboard on loopback), a real frps on
+// the config the daemon wrote and a machine's frpc, with the machine's app
+// echoing what it receives.
 type gateBed struct {
-	t         *testing.T
-	svc       *machines.Service
-	auth      *auth.Service
-	log       *testutil.SyncBuffer
+	t *testing.T
+	d *daemontest.Daemon
+	// op is the operator, signed in to the dashboard.
+	op        *daemontest.Client
 	caddyPort int
 	tunnels   map[string]machines.Tunnel
-	// dash is the dashboard API's base URL.
-	dash string
 }
 
 type answer struct {
@@ -122,32 +112,30 @@ func (a answer) gateCookie(t *testing.T) string {
 
 func newGateBed(t *testing.T) *gateBed { return newGateBedOn(t, "") }
 
-// newGateBedOn is newGateBed with its state in the database at
+// newGateBedOn is newGateBed with the daemon's state in the database at
 // databaseURL ("" for SQLite in its data directory).
 func newGateBedOn(t *testing.T, databaseURL string) *gateBed {
 	if _, err := exec.LookPath("caddy"); err != nil {
 		t.Fatal("caddy is not installed (scripts/install-deps.sh installs it)")
 	}
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.OpenDatabase(ctx, filepath.Join(dir, "data"), databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	logBuf := &testutil.SyncBuffer{}
-	log := slog.New(slog.NewTextHandler(logBuf, nil))
+	d := daemontest.Start(t, daemontest.Options{Database: databaseURL})
+	b := &gateBed{t: t, d: d, op: d.Setup(t), tunnels: map[string]machines.Tunnel{}}
+	d.RunFRPS(t)
 
+	// The machine's app.
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(seen{Path: r.URL.RequestURI(), Cookie: r.Header.Values("Cookie"), User: r.Header.Values("X-Forwarded-User")})
 	}))
 	t.Cleanup(web.Close)
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
 
-	ts := startTunnelServer(t, ctx, st, dir, log)
-	svc := ts.svc
-	b := &gateBed{t: t, svc: svc, log: logBuf, tunnels: map[string]machines.Tunnel{}}
-	str := func(s string) *string { return &s }
+	// The operator sets the domain (the set-up page's "skip": no web proxy
+	// installed by the daemon; this test runs its own Caddy), a machine
+	// joins, and the operator gives it its tunnels.
+	if code, body := b.op.Call("POST", "/api/local/skip", map[string]string{"domain": "example.test"}, nil); code != 200 {
+		t.Fatalf("skip with a domain: %d %s", code, body)
+	}
+	m := d.Join(t, b.op, "nas")
 	for _, c := range []struct {
 		sub    string
 		access string
@@ -160,82 +148,61 @@ func newGateBedOn(t *testing.T, databaseURL string) *gateBed {
 		{"op", "operator", "", nil},
 		{"oplan", "operator", "", []string{"127.0.0.2/32"}},
 	} {
-		in := machines.TunnelInput{MachineID: &ts.machineID, Name: str(c.sub), Kind: str("http"), LocalPort: &webPort,
-			Subdomain: str(c.sub), Access: str(c.access)}
+		in := map[string]any{"machine_id": m.ID, "name": c.sub, "kind": "http", "local_port": webPort, "subdomain": c.sub, "access": c.access}
 		if c.pw != "" {
-			in.Password = str(c.pw)
+			in["password"] = c.pw
 		}
 		if c.allow != nil {
-			in.AllowIPs = &c.allow
+			in["allow_ips"] = c.allow
 		}
-		tun, err := svc.CreateTunnel(ctx, in)
-		if err != nil {
-			t.Fatal(err)
+		var tun machines.Tunnel
+		if code, body := b.op.Call("POST", "/api/tunnels", in, &tun); code != http.StatusCreated {
+			t.Fatalf("create tunnel %s: %d %s", c.sub, code, body)
 		}
 		b.tunnels[c.sub] = tun
 	}
-	var tunnelPorts []int
-	for _, tun := range b.tunnels {
-		tunnelPorts = append(tunnelPorts, tun.RemotePort)
+	var conf string
+	if code, body := b.op.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", m.ID), nil, &conf); code != 200 {
+		t.Fatalf("client config: %d %s", code, body)
 	}
-	ts.runClient(t, ctx, tunnelPorts...)
+	d.RunFRPC(t, m.Name, conf, 0)
+	for _, tun := range b.tunnels {
+		testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
+	}
 
-	// The daemon's parts: the dashboard API (for operator sign-in) and the
-	// gate, sharing the login rate limit and the audit log.
-	rec := &audit.Recorder{Store: st, Log: log, Now: time.Now}
-	cfg := config.Default()
-	cfg.DataDir = filepath.Join(dir, "data")
-	b.auth = &auth.Service{Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: time.Now,
-		Sessions: &auth.Sessions{Store: st, Now: time.Now}, Limiter: auth.NewLimiter(nil)}
-	settings := localsetup.Settings{Store: st}
-	g := gate.New(gate.Options{Store: st, Domain: settings.Domain, Limiter: b.auth.Limiter, Audit: rec, Log: log})
-	svc.OnChange = func(int64) {
-		if err := g.Reload(ctx); err != nil {
-			t.Errorf("gate reload: %v", err)
+	// Caddy runs the Caddyfile the daemon renders (its dashboard's and its
+	// gate's real addresses in it), served over plain HTTP on a port of
+	// the test's, without the wss site, which needs automatic HTTPS.
+	b.caddyPort = testutil.FreePort(t)
+	file := daemonCaddyfile(t, d, func(in *webproxy.Input) {
+		if in.Gate != d.Config.GateListen {
+			t.Fatalf("the Caddyfile asks the gate at %q, the daemon's gate listens on %q", in.Gate, d.Config.GateListen)
+		}
+		in.PlainHTTPPort, in.WSS = b.caddyPort, nil
+	})
+	testutil.StartCaddy(t, file, b.caddyPort)
+	return b
+}
+
+// update changes the tunnel called sub as the dashboard does.
+func (b *gateBed) update(sub string, change map[string]any) {
+	b.t.Helper()
+	if code, body := b.op.Call("PATCH", fmt.Sprintf("/api/tunnels/%d", b.tunnels[sub].ID), change, nil); code != 200 {
+		b.t.Fatalf("update tunnel %s with %v: %d %s", sub, change, code, body)
+	}
+}
+
+// session is the operator's dashboard session token.
+func (b *gateBed) session() string {
+	b.t.Helper()
+	u, _ := url.Parse(b.d.URL)
+	for _, c := range b.op.HTTP.Jar.Cookies(u) {
+		if c.Name == api.SessionCookie {
+			return c.Value
 		}
 	}
-	gateSrv := httptest.NewServer(g.Handler())
-	t.Cleanup(gateSrv.Close)
-	dash := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: b.auth, Audit: rec, Machines: svc, Reach: svc.Reach, Gate: g, Log: log}))
-	t.Cleanup(dash.Close)
-	b.dash = dash.URL
-
-	setup := &localsetup.Service{
-		Settings:  settings,
-		Proxy:     &webproxy.Deployer{Path: filepath.Join(dir, "root/etc/tunnelsvc/Caddyfile"), Run: cmdrun.Exec{}, Units: activeUnits{}},
-		Units:     activeUnits{},
-		Tunnels:   localsetup.StoreTunnels{Store: st},
-		Hub:       logstream.NewHub(nil),
-		Dashboard: func() string { return strings.TrimPrefix(dash.URL, "http://") },
-		Gate:      strings.TrimPrefix(gateSrv.URL, "http://"),
-		Run:       cmdrun.Exec{}, Log: log, Now: time.Now,
-	}
-	if err := setup.Skip(ctx, "example.test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.caddyPort = testutil.FreePort(t)
-	in, ok, err := setup.ProxyInput(ctx)
-	if err != nil || !ok {
-		t.Fatalf("proxy input: %v %v", ok, err)
-	}
-	in.PlainHTTPPort, in.Admin = b.caddyPort, "off"
-	file, err := webproxy.Render(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.Proxy.Validate(ctx, file); err != nil {
-		t.Fatalf("caddy refused the rendered file: %v\n%s", err, file)
-	}
-	caddyfile := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(caddyfile, file, 0o644)
-	t.Setenv("XDG_DATA_HOME", dir)
-	t.Setenv("XDG_CONFIG_HOME", dir)
-	testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
-	testutil.WaitListening(t, b.caddyPort, 10*time.Second)
-	return b
+	b.t.Fatal("the operator has no dashboard session")
+	return ""
 }
 
 func TestGateThroughRealProxy(t *testing.T) {
@@ -283,8 +250,8 @@ func TestGateThroughRealProxy(t *testing.T) {
 		if a.status != http.StatusUnauthorized || a.header.Get("Set-Cookie") != "" {
 			t.Fatalf("wrong password: %d %v", a.status, a.header)
 		}
-		if !strings.Contains(b.log.String(), "auth failure from 127.0.0.1") {
-			t.Fatalf("no ban-tool line for a failed gate login:\n%s", b.log.String())
+		if !strings.Contains(b.d.Log.String(), "auth failure from 127.0.0.1") {
+			t.Fatalf("no ban-tool line for a failed gate login:\n%s", b.d.Log.String())
 		}
 		a = b.do("", "POST", "pw.example.test", "/.tunnelsvc/login", nil, url.Values{"password": {"correct horse battery staple"}, "next": {"/docs/"}})
 		if a.status != http.StatusSeeOther || a.header.Get("Location") != "/docs/" {
@@ -318,10 +285,7 @@ func TestGateThroughRealProxy(t *testing.T) {
 		if a := b.do("", "GET", "pw.example.test", "/", map[string]string{"Cookie": gate.CookieName + "=" + cookie}, nil); !a.reachedApp() {
 			t.Fatalf("signed in again: %d %q", a.status, a.body)
 		}
-		newPW := "another stapled battery horse"
-		if _, err := b.svc.UpdateTunnel(context.Background(), b.tunnels["pw"].ID, machines.TunnelInput{Password: &newPW}); err != nil {
-			t.Fatal(err)
-		}
+		b.update("pw", map[string]any{"password": "another stapled battery horse"})
 		if a := b.do("", "GET", "pw.example.test", "/", map[string]string{"Cookie": gate.CookieName + "=" + cookie}, nil); a.status != http.StatusFound || a.reachedApp() {
 			t.Fatalf("a session outlived a password change: %d %q", a.status, a.body)
 		}
@@ -343,11 +307,7 @@ func TestGateThroughRealProxy(t *testing.T) {
 		if a.status != 200 || !strings.Contains(a.body, "Sign in first") || a.header.Get("Location") != "" {
 			t.Fatalf("authorize without a dashboard session: %d %v %q", a.status, a.header, a.body)
 		}
-		token, err := b.auth.Sessions.Create(context.Background(), "127.0.0.1", "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dashCookie := map[string]string{"Cookie": api.SessionCookie + "=" + token}
+		dashCookie := map[string]string{"Cookie": api.SessionCookie + "=" + b.session()}
 		// Only operator tunnels get codes.
 		for _, host := range []string{"pw.example.test", "open.example.test", "evil.test", ""} {
 			if a := b.do("", "GET", "router.example.test", gate.AuthorizePath+"?host="+url.QueryEscape(host), dashCookie, nil); a.status != http.StatusBadRequest {
@@ -382,10 +342,7 @@ func TestGateThroughRealProxy(t *testing.T) {
 			t.Fatalf("app saw %+v, want X-Forwarded-User: operator only and its own cookie", got)
 		}
 		// Switching the tunnel to password mode ends the operator sessions.
-		pw, access := "a different shared passphrase", "password"
-		if _, err := b.svc.UpdateTunnel(context.Background(), b.tunnels["op"].ID, machines.TunnelInput{Access: &access, Password: &pw}); err != nil {
-			t.Fatal(err)
-		}
+		b.update("op", map[string]any{"access": "password", "password": "a different shared passphrase"})
 		if a := b.do("", "GET", "op.example.test", "/", map[string]string{"Cookie": gate.CookieName + "=" + cookie}, nil); a.reachedApp() {
 			t.Fatalf("an operator session outlived the access change: %d %q", a.status, a.body)
 		}
@@ -394,26 +351,15 @@ func TestGateThroughRealProxy(t *testing.T) {
 	// Every tunnel's site asks the gate, public ones too: a change of access
 	// holds at once, with no Caddy reload (this Caddy never reloads).
 	t.Run("no reload needed", func(t *testing.T) {
-		ctx := context.Background()
-		pw, access := "open sesame for the open site", "password"
-		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{Access: &access, Password: &pw}); err != nil {
-			t.Fatal(err)
-		}
+		b.update("open", map[string]any{"access": "password", "password": "open sesame for the open site"})
 		if a := b.do("", "GET", "open.example.test", "/", nil, nil); a.status != http.StatusFound || a.reachedApp() {
 			t.Fatalf("public → password: %d %q", a.status, a.body)
 		}
-		ips := []string{"192.0.2.0/24"}
-		access = "public"
-		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{Access: &access, AllowIPs: &ips}); err != nil {
-			t.Fatal(err)
-		}
+		b.update("open", map[string]any{"access": "public", "allow_ips": []string{"192.0.2.0/24"}})
 		if a := b.do("", "GET", "open.example.test", "/", nil, nil); a.status != http.StatusForbidden || a.reachedApp() {
 			t.Fatalf("public with an address list: %d %q", a.status, a.body)
 		}
-		ips = nil
-		if _, err := b.svc.UpdateTunnel(ctx, b.tunnels["open"].ID, machines.TunnelInput{AllowIPs: &ips}); err != nil {
-			t.Fatal(err)
-		}
+		b.update("open", map[string]any{"allow_ips": []string{}})
 		b.do("", "GET", "open.example.test", "/", nil, nil).app(t)
 	})
 
@@ -425,11 +371,11 @@ func TestGateThroughRealProxy(t *testing.T) {
 		if last.status != http.StatusTooManyRequests || last.header.Get("Retry-After") == "" {
 			t.Fatalf("after %d failures: %d %v", auth.MaxFailures+1, last.status, last.header)
 		}
-		if !strings.Contains(b.log.String(), "auth failure from 127.0.0.3") {
+		if !strings.Contains(b.d.Log.String(), "auth failure from 127.0.0.3") {
 			t.Fatal("no ban-tool line for 127.0.0.3")
 		}
 		// The budget is the dashboard's: that address is locked out there too.
-		if ok, _ := b.auth.Limiter.Check(netip.MustParseAddr("127.0.0.3")); ok {
+		if ok, _ := b.d.App.Auth.Limiter.Check(netip.MustParseAddr("127.0.0.3")); ok {
 			t.Fatal("gate failures did not count against the dashboard login")
 		}
 	})

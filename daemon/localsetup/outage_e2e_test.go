@@ -2,7 +2,6 @@ package localsetup_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/pgtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
@@ -32,26 +32,16 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 	b := newGateBedOn(t, url)
 
-	// The operator's dashboard session, and a visitor signed in at the gate.
-	jar, _ := cookiejar.New(nil)
-	dash := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	call := func(method, path, body string) (int, string) {
+	// The operator's dashboard session (the bed set the password), and a
+	// visitor signed in at the gate.
+	dash := b.d.Anon(t)
+	login := func() (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, b.dash+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := dash.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(raw)
+		jar, _ := cookiejar.New(nil)
+		dash.HTTP.Jar = jar
+		return dash.Call("POST", "/api/auth/login", map[string]string{"password": daemontest.Password}, nil)
 	}
-	const password = "Lantern-Orchid-Harbor-71"
-	if code, body := call("POST", "/api/auth/setup", `{"password":"`+password+`"}`); code != 200 {
-		t.Fatalf("setup: %d %s", code, body)
-	}
-	if code, body := call("POST", "/api/auth/login", `{"password":"`+password+`"}`); code != 200 {
+	if code, body := login(); code != 200 {
 		t.Fatalf("login: %d %s", code, body)
 	}
 	a := b.do("", "POST", "pw.example.test", "/.tunnelsvc/login", nil, map[string][]string{"password": {"correct horse battery staple"}, "next": {"/docs/"}})
@@ -77,12 +67,12 @@ func TestDatabaseOutage(t *testing.T) {
 	var writes, passed int
 	for time.Since(down) < 60*time.Second {
 		if err := through(); err != nil {
-			t.Fatalf("%s into the outage: %v\n%s", time.Since(down).Round(time.Second), err, b.log.String())
+			t.Fatalf("%s into the outage: %v\n%s", time.Since(down).Round(time.Second), err, b.d.Log.String())
 		}
 		passed++
 		if writes < 3 {
 			// A change on the dashboard: refused in words, nothing written.
-			code, body := call("PATCH", fmt.Sprintf("/api/tunnels/%d", b.tunnels["open"].ID), `{"paused":true}`)
+			code, body := dash.Call("PATCH", fmt.Sprintf("/api/tunnels/%d", b.tunnels["open"].ID), map[string]any{"paused": true}, nil)
 			if code != http.StatusServiceUnavailable || !strings.Contains(body, `"database unavailable"`) {
 				t.Fatalf("a write while the database is gone: %d %s", code, body)
 			}
@@ -96,9 +86,7 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := testutil.Eventually(t, 10*time.Second, "an operator login", func() error {
-		fresh, _ := cookiejar.New(nil)
-		dash.Jar = fresh
-		if code, body := call("POST", "/api/auth/login", `{"password":"`+password+`"}`); code != 200 {
+		if code, body := login(); code != 200 {
 			return fmt.Errorf("%d %s", code, body)
 		}
 		return nil
@@ -108,7 +96,7 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The write refused during the outage did not happen.
-	code, body := call("GET", fmt.Sprintf("/api/tunnels/%d", b.tunnels["open"].ID), "")
+	code, body := dash.Call("GET", fmt.Sprintf("/api/tunnels/%d", b.tunnels["open"].ID), nil, nil)
 	if code != 200 || strings.Contains(body, `"paused":true`) {
 		t.Fatalf("the open tunnel after the outage: %d %s", code, body)
 	}

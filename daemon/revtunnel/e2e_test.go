@@ -1,46 +1,40 @@
 package revtunnel_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
-
-	"golang.org/x/crypto/ssh"
-
-	"github.com/tunnelsvc/tunnelsvc/daemon/api"
-	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
-	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/config"
-	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
-	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
-	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
+// keys is the daemon's default public key, for the tests that build the
+// machines service on its own.
 type keys struct{ key string }
 
 func (k keys) DefaultPublicKey(context.Context) (string, error) { return k.key, nil }
+
+// installedReach is the address resolver of a server installed with its
+// server host given (as `tunnelsvc install --server-host` records it),
+// for the tests that build the machines service on its own.
+func installedReach(t testing.TB, st *store.Store, host string) *reach.Resolver {
+	t.Helper()
+	settings := localsetup.Settings{Store: st}
+	if err := settings.SaveVPS(context.Background(), localsetup.VPS{ServerHost: host, SkipWebproxy: true}); err != nil {
+		t.Fatal(err)
+	}
+	return &reach.Resolver{Settings: settings.Reach}
+}
 
 // The shared end-to-end helpers, under their local names.
 var (
@@ -73,198 +67,67 @@ func installedAt(t *testing.T, conf, path string) string {
 	return conf
 }
 
-// client is a logged-in dashboard client.
-type client struct {
-	t    *testing.T
-	base string
-	http *http.Client
-}
-
-func (c *client) call(method, path string, body any, out any) int {
-	c.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, c.base+path, rd)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if s, ok := out.(*string); ok {
-			*s = string(raw)
-		} else {
-			var env struct {
-				Data  json.RawMessage `json:"data"`
-				Error string          `json:"error"`
-			}
-			json.Unmarshal(raw, &env)
-			if resp.StatusCode < 300 {
-				json.Unmarshal(env.Data, out)
-			}
-		}
-	}
-	return resp.StatusCode
-}
-
-type registration struct {
-	TunnelPort   int    `json:"tunnel_port"`
-	ClientConfig string `json:"revtunnel_client_config"`
-	AgentToken   string `json:"agent_token"`
-}
-
 type event struct {
 	Source, Kind, Message string
 	MachineID             int64 `json:"machine_id"`
 }
 
-// engine is the daemon's API and frps plugin with a real frps, on
-// 127.0.0.1, ready for machines to register and run real frpc.
+// engine is the whole daemon (daemontest: as `tunnelsvc serve` runs it)
+// with a real frps on the config it wrote, on 127.0.0.1, ready for
+// machines to register through its API and run real frpc.
 type engine struct {
-	ctx           context.Context
-	st            *store.Store
-	c, anon       *client
-	ports         store.PortRange
-	server        *testutil.Proc
-	echoPort      int
-	svc           *machines.Service
-	register      func(name string) registration
-	runClient     func(name, conf string) *testutil.Proc
-	machineByName func(name string) map[string]any
-	hasEvent      func(kind, contains string) error
-	// bridge is the plugin's wss bridge (to frps on frpsPort); dir is the
-	// test's directory and deployer writes frps's files.
-	bridge   *revtunnel.Bridge
+	t        *testing.T
+	ctx      context.Context
+	d        *daemontest.Daemon
+	st       *store.Store
+	c, anon  *daemontest.Client
+	ports    store.PortRange
+	server   *testutil.Proc
+	echoPort int // the machines' "sshd": an echo server
 	frpsPort int
 	dir      string
-	deployer *revtunnel.Deployer
 }
 
 func startEngine(t *testing.T) *engine {
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	echoPort := echoServer(t)
-	frpsPort := freePort(t)
-	lo := testutil.TunnelPorts(t)
-	ports := store.PortRange{Lo: lo, Hi: lo + 199}
+	d := daemontest.Start(t, daemontest.Options{})
+	cfg := d.Config
+	e := &engine{t: t, ctx: context.Background(), d: d, st: d.App.Store, c: d.Setup(t), anon: d.Anon(t),
+		ports:    store.PortRange{Lo: cfg.TunnelPortLo, Hi: cfg.TunnelPortHi},
+		echoPort: testutil.EchoServer(t), frpsPort: cfg.FRPSPort, dir: d.Dir}
+	e.server = d.RunFRPS(t)
+	return e
+}
 
-	bridge := &revtunnel.Bridge{Log: log}
-	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log, Bridge: bridge})
-	t.Cleanup(plugin.Close)
-	pluginAddr := strings.TrimPrefix(plugin.URL, "http://")
+// register joins a machine, as bootstrap.sh does.
+func (e *engine) register(name string) daemontest.Machine { return e.d.Join(e.t, e.c, name) }
 
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
-	svc := &machines.Service{
-		Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort,
-		SSHLocalPort: echoPort, // the machine's "sshd" is the echo server
-	}
-	svc.Desire = delivery.New(delivery.Options{Store: st, Configs: svc, Log: log}).Desire
-	deployer := &revtunnel.Deployer{
-		Path: filepath.Join(dir, "root", revtunnel.ServerConfigPath), FRPS: frps,
-		CA:       &tunnelca.Authority{Store: st, Sealer: sealer},
-		CertPath: filepath.Join(dir, "root", revtunnel.ServerCertPath), KeyPath: filepath.Join(dir, "root", revtunnel.ServerKeyPath),
-	}
-	bridge.Dial = revtunnel.TLSDialer(func(context.Context) (string, error) { return fmt.Sprintf("127.0.0.1:%d", frpsPort), nil },
-		func(ctx context.Context) ([]byte, error) {
-			ca, err := deployer.CA.Load(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return ca.CertPEM, nil
-		})
-	deployer.Params = func(context.Context) (frpconf.ServerParams, error) {
-		return frpconf.ServerParams{BindPort: frpsPort, PluginAddr: pluginAddr, Ports: ports,
-			CertFile: deployer.CertPath, KeyFile: deployer.KeyPath}, nil
-	}
-	cfg := config.Default()
-	cfg.DataDir = filepath.Join(dir, "data")
-	rec := &audit.Recorder{Store: st, Log: log, Now: time.Now}
-	authSvc := &auth.Service{Store: st, Log: log, Audit: rec, DataDir: cfg.DataDir, Now: time.Now,
-		Sessions: &auth.Sessions{Store: st, Now: time.Now}, Limiter: auth.NewLimiter(nil)}
-	srv := httptest.NewServer(api.New(api.Options{Config: &cfg, Auth: authSvc, Audit: rec, Log: log, Machines: svc, Reach: svc.Reach, Revtunnel: deployer}))
-	t.Cleanup(srv.Close)
-	jar, _ := cookiejar.New(nil)
-	c := &client{t: t, base: srv.URL, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	if code := c.call("POST", "/api/auth/setup", map[string]string{"password": "correct horse battery staple"}, nil); code != 200 {
-		t.Fatalf("setup: %d", code)
-	}
-	anon := &client{t: t, base: srv.URL, http: &http.Client{Timeout: 30 * time.Second}}
+// runClient runs frpc on a machine's config; the machine's sshd is the
+// echo server.
+func (e *engine) runClient(name, conf string) *testutil.Proc {
+	return e.d.RunFRPC(e.t, name, conf, e.echoPort)
+}
 
-	// The daemon writes server.toml; frps runs from it.
-	var rmsg struct{ Message string }
-	if code := c.call("POST", "/api/local/reconcile", nil, &rmsg); code != 200 {
-		t.Fatalf("reconcile: %d", code)
-	}
-	server := start(t, "frps", frps, "-c", deployer.Path)
-	eventually(t, 10*time.Second, "frps listening", func() error {
-		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", frpsPort))
-		if err == nil {
-			conn.Close()
+func (e *engine) machineByName(name string) map[string]any {
+	var ms []map[string]any
+	e.c.Call("GET", "/api/machines", nil, &ms)
+	for _, m := range ms {
+		if m["name"] == name {
+			return m
 		}
-		return err
-	})
+	}
+	return nil
+}
 
-	register := func(name string) registration {
-		var tok struct{ Token string }
-		if code := c.call("POST", "/api/bootstrap/tokens", map[string]any{}, &tok); code != 200 {
-			t.Fatalf("token: %d", code)
+// hasEvent: an activity event of kind whose message contains contains.
+func (e *engine) hasEvent(kind, contains string) error {
+	var es []event
+	e.c.Call("GET", "/api/local/activity", nil, &es)
+	for _, ev := range es {
+		if ev.Kind == kind && strings.Contains(ev.Message, contains) {
+			return nil
 		}
-		var reg registration
-		if code := anon.call("POST", "/api/bootstrap", map[string]string{"token": tok.Token, "name": name, "username": "pi"}, &reg); code != 200 {
-			t.Fatalf("bootstrap %s: %d", name, code)
-		}
-		return reg
 	}
-	runClient := func(name, conf string) *testutil.Proc {
-		path := filepath.Join(dir, name+".toml")
-		// Each frpc gets its own admin port: several run on this loopback.
-		conf = regexp.MustCompile(`(?m)^port = \d+$`).ReplaceAllString(conf, fmt.Sprintf("port = %d", testutil.FreePort(t)))
-		conf = installedAt(t, conf, path)
-		return start(t, "frpc "+name, frpc, "-c", path)
-	}
-	machineByName := func(name string) map[string]any {
-		var ms []map[string]any
-		c.call("GET", "/api/machines", nil, &ms)
-		for _, m := range ms {
-			if m["name"] == name {
-				return m
-			}
-		}
-		return nil
-	}
-	activity := func() []event {
-		var es []event
-		c.call("GET", "/api/local/activity", nil, &es)
-		return es
-	}
-	hasEvent := func(kind, contains string) error {
-		for _, e := range activity() {
-			if e.Kind == kind && strings.Contains(e.Message, contains) {
-				return nil
-			}
-		}
-		return fmt.Errorf("no %s event mentioning %q", kind, contains)
-	}
-
-	return &engine{ctx: ctx, st: st, c: c, anon: anon, ports: ports, server: server, echoPort: echoPort, svc: svc,
-		register: register, runClient: runClient, machineByName: machineByName, hasEvent: hasEvent,
-		bridge: bridge, frpsPort: frpsPort, dir: dir, deployer: deployer}
+	return fmt.Errorf("no %s event mentioning %q", kind, contains)
 }
 
 // TestRealEngine runs the daemon's API, its frps plugin, a real frps and
@@ -298,14 +161,14 @@ func TestRealEngine(t *testing.T) {
 		ID         int64 `json:"id"`
 		RemotePort int   `json:"remote_port"`
 	}
-	if code := c.call("POST", "/api/tunnels", map[string]any{"machine_id": alphaID, "name": "db", "kind": "tcp", "local_port": echoPort}, &tun); code != 201 {
+	if code, _ := c.Call("POST", "/api/tunnels", map[string]any{"machine_id": alphaID, "name": "db", "kind": "tcp", "local_port": echoPort}, &tun); code != 201 {
 		t.Fatalf("create tunnel: %d", code)
 	}
 	if echo(tun.RemotePort) == nil {
 		t.Fatal("the tunnel carried traffic before its machine asked for it")
 	}
 	var newConf string
-	if code := c.call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", alphaID), nil, &newConf); code != 200 {
+	if code, _ := c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", alphaID), nil, &newConf); code != 200 {
 		t.Fatalf("client config: %d %s", code, newConf)
 	}
 	clientA.Stop() // what the agent does: new client.toml, restart revtunnel-client
@@ -314,7 +177,7 @@ func TestRealEngine(t *testing.T) {
 	if !server.Running() || server.Cmd.Process.Pid != frpsPID {
 		t.Fatal("frps was restarted to add a tunnel")
 	}
-	if code := c.call("POST", "/api/local/reconcile", nil, &rmsg); code != 200 || rmsg.Message != "revtunnel-server configuration unchanged" {
+	if code, _ := c.Call("POST", "/api/local/reconcile", nil, &rmsg); code != 200 || rmsg.Message != "revtunnel-server configuration unchanged" {
 		t.Fatalf("reconcile after adding a tunnel: %d %q", code, rmsg.Message)
 	}
 	if err := hasEvent(revtunnel.EventTunnelUp, fmt.Sprintf("port %d", tun.RemotePort)); err != nil {
@@ -341,7 +204,7 @@ func TestRealEngine(t *testing.T) {
 			Kind, ClientAddr, Reason string
 			Count                    int
 		}
-		c.call("GET", "/api/security/stale-tokens", nil, &stale)
+		c.Call("GET", "/api/security/stale-tokens", nil, &stale)
 		for _, a := range stale {
 			if a.Kind == "tunnel_credential" && a.Count >= 1 && strings.Contains(a.Reason, "credential of machine") {
 				return nil
@@ -375,7 +238,7 @@ func TestRealEngine(t *testing.T) {
 	}
 
 	// 5. Deleting the machine stops its tunnels within 2 s.
-	if code := c.call("DELETE", fmt.Sprintf("/api/machines/%d", alphaID), nil, nil); code != 200 {
+	if code, _ := c.Call("DELETE", fmt.Sprintf("/api/machines/%d", alphaID), nil, nil); code != 200 {
 		t.Fatalf("delete: %d", code)
 	}
 	took = eventually(t, 2*time.Second, "alpha's tunnels stop after delete", func() error {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
@@ -48,7 +47,7 @@ func newPluginRig(tb testing.TB, ports store.PortRange) *pluginRig {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{Store: st, Sealer: sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: 7000}
+		Limiter: auth.NewLimiter(nil), Ports: ports, Reach: installedReach(tb, st, "127.0.0.1"), FRPSPort: 7000}
 	return &pluginRig{dir: dir, svc: svc, plugin: &revtunnel.Plugin{Store: st, Log: log}}
 }
 

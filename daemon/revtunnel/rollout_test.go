@@ -26,7 +26,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -109,7 +108,7 @@ func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log 
 	r := &rolloutRig{t: t}
 	r.svc = &machines.Service{
 		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
+		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
 		AgentLocalPort: freePort(t), ClientAdminPort: freePort(t), ClientConfigPath: clientPath,
 	}
 	r.client = &agentclient.Client{Machines: r.svc, Host: "127.0.0.1", HTTP: &http.Client{Timeout: 20 * time.Second}, Log: log,

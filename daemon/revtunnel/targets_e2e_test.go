@@ -1,7 +1,6 @@
 package revtunnel_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -70,7 +69,9 @@ func TestSiteOnTwoMachines(t *testing.T) {
 		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
 	}
 	e := startEngine(t)
-	ctx := context.Background()
+	if code, body := e.c.Call("POST", "/api/local/skip", map[string]string{"domain": "example.test"}, nil); code != 200 {
+		t.Fatalf("domain: %d %s", code, body)
+	}
 	alpha, beta := e.register("alpha"), e.register("beta")
 	ca, cb := e.runClient("alpha", alpha.ClientConfig), e.runClient("beta", beta.ClientConfig)
 	eventually(t, 15*time.Second, "both machines connected", func() error {
@@ -96,7 +97,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 	body := map[string]any{"name": "web", "kind": "http", "subdomain": "web", "balance": "failover",
 		"targets": []map[string]any{{"machine_id": aID, "local_port": oa.port}, {"machine_id": bID, "local_port": ob.port}},
 		"health":  map[string]any{"path": "/healthz", "interval_s": 1}}
-	if code := e.c.call("POST", "/api/tunnels", body, &tun); code != 201 {
+	if code, _ := e.c.Call("POST", "/api/tunnels", body, &tun); code != 201 {
 		t.Fatalf("create: %d", code)
 	}
 	if len(tun.Targets) != 2 || tun.Targets[0].MachineID != aID || tun.Targets[1].MachineID != bID || tun.Balance != "failover" ||
@@ -106,7 +107,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 	// Each machine's config opens its part.
 	confOf := func(id int64) string {
 		var conf string
-		if code := e.c.call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", id), nil, &conf); code != 200 {
+		if code, _ := e.c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", id), nil, &conf); code != 200 {
 			t.Fatalf("client config of %d: %d %s", id, code, conf)
 		}
 		return conf
@@ -121,7 +122,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 	e.runClient("beta", confB)
 
 	// Caddy on the daemon's own Caddyfile, plain HTTP on loopback.
-	tunnels, err := localsetup.StoreTunnels{Store: e.st}.HTTPTunnels(ctx)
+	tunnels, err := localsetup.StoreTunnels{Store: e.st}.HTTPTunnels(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,18 +157,16 @@ func TestSiteOnTwoMachines(t *testing.T) {
 		return nil
 	})
 
-	// The health checker sees both well.
-	checker := &health.Checker{Store: e.st, Domain: func(context.Context) (string, error) { return "example.test", nil }}
-	e.svc.Health = checker
-	if err := checker.Tick(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.c.call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
-	for _, tg := range tun.Targets {
-		if tg.Health.State != "up" || !strings.HasPrefix(tg.Health.Message, "GET /healthz answered 200 OK in") || tg.Status != "active" {
-			t.Fatalf("target before the stop: %+v", tg)
+	// The daemon's health checker sees both well.
+	eventually(t, 10*time.Second, "both targets checked up", func() error {
+		e.c.Call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
+		for _, tg := range tun.Targets {
+			if tg.Health.State != "up" || !strings.HasPrefix(tg.Health.Message, "GET /healthz answered 200 OK in") || tg.Status != "active" {
+				return fmt.Errorf("target before the stop: %+v", tg)
+			}
 		}
-	}
+		return nil
+	})
 
 	// A steady visitor: a request every 20 ms, all the way through.
 	var mu sync.Mutex
@@ -192,10 +191,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 	oa.stop()
 	stopped := time.Now()
 	time.Sleep(4 * time.Second)
-	if err := checker.Tick(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e.c.call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
+	e.c.Call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
 	if h := tun.Targets[0].Health; h.State != "down" || !strings.Contains(h.Message, "the connection closed before an answer: nothing answers on port") {
 		t.Fatalf("alpha's health while it is stopped: %+v", h)
 	}
@@ -243,10 +239,7 @@ func TestSiteOnTwoMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "alpha healthy again in the dashboard", func() error {
-		if err := checker.Tick(ctx); err != nil {
-			return err
-		}
-		e.c.call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
+		e.c.Call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &tun)
 		if h := tun.Targets[0].Health; h.State != "up" {
 			return fmt.Errorf("%+v", h)
 		}

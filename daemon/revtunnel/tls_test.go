@@ -28,7 +28,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
-	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
@@ -220,7 +219,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
 		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: impostorPort, SSHLocalPort: echoPort,
+		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: impostorPort, SSHLocalPort: echoPort,
 		ClientAdminPort: freePort(t),
 	}
 	tok, err := svc.CreateToken(ctx, 0)
@@ -403,7 +402,7 @@ func TestRenewalReachesMachines(t *testing.T) {
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
 		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
-		Ports: ports, Reach: &reach.Resolver{ServerHost: "127.0.0.1"}, FRPSPort: frpsPort, SSHLocalPort: echoServer(t), ClientAdminPort: freePort(t),
+		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: frpsPort, SSHLocalPort: echoServer(t), ClientAdminPort: freePort(t),
 	}
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})
 	t.Cleanup(plugin.Close)

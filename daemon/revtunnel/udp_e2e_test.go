@@ -98,14 +98,14 @@ func TestRealEngineUDP(t *testing.T) {
 		Address    string `json:"address"`
 		Status     string `json:"status"`
 	}
-	if code := e.c.call("POST", "/api/tunnels", map[string]any{"machine_id": id, "name": "game", "kind": "udp", "local_port": origin.port()}, &tun); code != 201 {
+	if code, _ := e.c.Call("POST", "/api/tunnels", map[string]any{"machine_id": id, "name": "game", "kind": "udp", "local_port": origin.port()}, &tun); code != 201 {
 		t.Fatalf("create udp tunnel: %d", code)
 	}
 	if want := fmt.Sprintf("127.0.0.1:%d", tun.RemotePort); tun.Kind != "udp" || tun.Address != want {
 		t.Fatalf("udp tunnel = %+v, want kind udp at %s", tun, want)
 	}
 	var conf string
-	if code := e.c.call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", id), nil, &conf); code != 200 {
+	if code, _ := e.c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", id), nil, &conf); code != 200 {
 		t.Fatalf("client config: %d %s", code, conf)
 	}
 	if !strings.Contains(conf, "type = 'udp'") {
@@ -171,7 +171,7 @@ func TestRealEngineUDP(t *testing.T) {
 	var got struct {
 		Status string `json:"status"`
 	}
-	if code := e.c.call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &got); code != 200 || got.Status != "active" {
+	if code, _ := e.c.Call("GET", fmt.Sprintf("/api/tunnels/%d", tun.ID), nil, &got); code != 200 || got.Status != "active" {
 		t.Fatalf("udp tunnel after traffic: %d %+v", code, got)
 	}
 }

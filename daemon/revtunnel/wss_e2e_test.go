@@ -59,9 +59,9 @@ func TestRealEngineWSS(t *testing.T) {
 	}
 	e := startEngine(t)
 	// The gate listener, where the wss site sends /~!frp.
-	gate := httptest.NewServer(e.bridge)
+	gate := httptest.NewServer(e.d.App.Bridge)
 	t.Cleanup(gate.Close)
-	wss := &revtunnel.WSSCert{CA: e.deployer.CA, CertPath: filepath.Join(e.dir, "wss.crt"), KeyPath: filepath.Join(e.dir, "wss.key")}
+	wss := &revtunnel.WSSCert{CA: e.d.App.Revtunnel.CA, CertPath: filepath.Join(e.dir, "wss.crt"), KeyPath: filepath.Join(e.dir, "wss.key")}
 	site, err := wss.Site(e.ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -76,10 +76,10 @@ func TestRealEngineWSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.StartCaddy(t, file, httpsPort)
-	e.svc.WSSPort = httpsPort
+	e.d.App.Machines.WSSPort = httpsPort // the web proxy's 443, here on a free port
 
 	reg := e.register("behind-443")
-	code, got := chooseTransport(t, e.anon.base, reg.AgentToken, "wss")
+	code, got := chooseTransport(t, e.anon.Base, reg.AgentToken, "wss")
 	if code != 200 || got["transport"] != "wss" {
 		t.Fatalf("POST /api/machines/transport: %d %v", code, got)
 	}
@@ -117,7 +117,7 @@ func TestRealEngineWSS(t *testing.T) {
 	// Anything else on the wss site is not found, and the bridge takes
 	// only the tunnel server's name and a WebSocket.
 	pool := x509.NewCertPool()
-	ca, _ := e.deployer.CA.Load(e.ctx)
+	ca, _ := e.d.App.Revtunnel.CA.Load(e.ctx)
 	pool.AppendCertsFromPEM(ca.CertPEM)
 	https := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: tunnelca.ServerName}}}
 	get := func(path string) (*http.Response, error) {
@@ -166,7 +166,7 @@ func TestRealEngineWSS(t *testing.T) {
 	impostor.Stop()
 
 	// Back to the direct transport: the next config dials frps's port.
-	code, got = chooseTransport(t, e.anon.base, reg.AgentToken, "tcp")
+	code, got = chooseTransport(t, e.anon.Base, reg.AgentToken, "tcp")
 	direct, _ := got["revtunnel_client_config"].(string)
 	if code != 200 || strings.Contains(direct, "wss") || !strings.Contains(direct, fmt.Sprintf("serverPort = %d", e.frpsPort)) {
 		t.Fatalf("back to tcp: %d\n%s", code, direct)
@@ -186,7 +186,7 @@ func TestRealEngineWSS(t *testing.T) {
 		token, transport string
 		want             int
 	}{{reg.AgentToken, "kcp", 400}, {"not-a-token", "wss", 401}} {
-		if code, got := chooseTransport(t, e.anon.base, c.token, c.transport); code != c.want {
+		if code, got := chooseTransport(t, e.anon.Base, c.token, c.transport); code != c.want {
 			t.Fatalf("transport %q with token %q: %d %v", c.transport, c.token, code, got)
 		}
 	}
