@@ -2,15 +2,17 @@
 # commands the README starts with; both work on a fresh Debian 12 as root.
 SHELL := /bin/bash
 GO ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version of this build: the packages', the daemon's and the machine
+# bundle's (the fleet orders bundles by it). It must start with a digit and
+# always increase (dpkg, rpm and the fleet's updates compare them): a tag
+# without its "v"; after a tag, the tag plus "+git<commits since the
+# tag>.<hash>"; with no tag, 0.1.0+git<commit count>.<hash>. The commit
+# count, compared as a number, orders the builds; the hash only names them.
+VERSION ?= $(shell scripts/pkg-version.sh)
+PKG_VERSION ?= $(VERSION)
 # -s -w: no symbol table or DWARF in what we build and ship (about a third
 # smaller); panics still print file:line stacks.
 LDFLAGS := -s -w -X main.version=$(VERSION)
-# Package versions must start with a digit and must always increase (dpkg and
-# rpm compare them): a tag without its "v"; after a tag, the tag plus
-# "+git<commits since the tag>.<hash>"; with no tag, 0.1.0+git<commit
-# count>.<hash>. The commit count, compared as a number, orders the builds.
-PKG_VERSION ?= $(shell scripts/pkg-version.sh)
 GOBIN := $(shell $(GO) env GOPATH)/bin
 # Flags for `make run`.
 RUN_LISTEN ?= 127.0.0.1:7380

@@ -44,7 +44,7 @@ func updatable(m machines.Machine, server, version string) error {
 		}
 		return Errorf(http.StatusConflict, "machine %q cannot take an update (its agent predates fleet updates); %s", m.Name, how)
 	}
-	if version == "" && m.BundleVersion != "" && fleet.CompareVersions(m.BundleVersion, server) > 0 {
+	if version == "" && fleet.Newer(m.BundleVersion, server) {
 		return Errorf(http.StatusConflict, "machine %q runs bundle %s, newer than this server's %s; to go back to %s, send {\"version\": %q}",
 			m.Name, m.BundleVersion, server, server, server)
 	}
@@ -152,7 +152,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 		// "all").
 		for _, m := range all {
 			if m.Update.State == fleet.StateUnsupported || m.Update.State == fleet.StateCurrent || m.Update.State == fleet.StateUpdating ||
-				m.BundleVersion != "" && fleet.CompareVersions(m.BundleVersion, server) > 0 {
+				fleet.Newer(m.BundleVersion, server) {
 				continue
 			}
 			chosen = append(chosen, m)

@@ -146,6 +146,24 @@ func TestMachineUpdateAndDowngrade(t *testing.T) {
 	})
 }
 
+// TestUpdateFromAnUnorderedBundle: a machine whose bundle a build before
+// ordered versions named by a bare commit hash is updated, one by one and
+// with "all", not refused as a downgrade because its hash's digits (6260)
+// exceed the server's version's (2).
+func TestUpdateFromAnUnorderedBundle(t *testing.T) {
+	e, _, agents := updateEnv(t, sqliteEngine, "6260dd4", "6260dd4")
+	for i := range agents {
+		e.data(t, e.do(req{method: "GET", path: fmt.Sprintf("/api/machines/%d/agent/status", i+1), cookie: e.cookie}), 200)
+	}
+	e.data(t, e.do(req{method: "POST", path: "/api/machines/1/update", cookie: e.cookie}), 202)
+	e.waitUpdate(t, 1, "current")
+	e.data(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"all":true}`, cookie: e.cookie}), 202)
+	e.waitUpdate(t, 2, "current")
+	if agents[0].Version() != "2.0.0" || agents[1].Version() != "2.0.0" {
+		t.Fatalf("agents at %s and %s, want 2.0.0", agents[0].Version(), agents[1].Version())
+	}
+}
+
 func TestMachineUpdateUnsupported(t *testing.T) {
 	e, _, agents := updateEnv(t, sqliteEngine, "1.0.0")
 	agents[0].Capable = false

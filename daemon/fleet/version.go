@@ -1,11 +1,13 @@
 package fleet
 
+import "regexp"
+
 // CompareVersions orders two version strings the way dpkg does, simplified:
 // the strings are split into runs of digits and runs of anything else;
 // digit runs compare as numbers, other runs byte by byte, where '~' sorts
 // before everything, even the end of the string (1.0~rc1 < 1.0). It
-// answers -1, 0 or 1. Versions here come from `git describe` and package
-// versions (1.4.0, 1.4.0-3-gabc, 1.10.0), which this orders as people do.
+// answers -1, 0 or 1. Versions here are package versions (1.4.0,
+// 0.1.0+git640.6e278b59ac0d, 1.10.0), which this orders as people do.
 func CompareVersions(a, b string) int {
 	for a != "" || b != "" {
 		var x, y string
@@ -82,3 +84,21 @@ func compareNumber(a, b string) int {
 	}
 	return 0
 }
+
+// Newer reports whether a machine's bundle version a is newer than the
+// server's b, so that updating it to b would go back. A version that
+// cannot be ordered never is: builds before versions were ordered named
+// their bundle by a bare commit hash ("6260dd4", from `git describe
+// --always` in a repository without tags), and two hashes say nothing of
+// which commit came first.
+func Newer(a, b string) bool {
+	return Ordered(a) && Ordered(b) && CompareVersions(a, b) > 0
+}
+
+// Ordered reports whether v is a version that can be ordered: not empty,
+// and not a bare commit hash (7 to 40 hex digits, "-dirty" allowed).
+func Ordered(v string) bool {
+	return v != "" && !bareHash.MatchString(v)
+}
+
+var bareHash = regexp.MustCompile(`^[0-9a-f]{7,40}(-dirty)?$`)
