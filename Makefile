@@ -33,9 +33,18 @@ build: ui daemon frp static
 FRP_DIR := tools/frp
 YAMUX_SRC := $(filter-out %_test.go,$(wildcard third_party/yamux/*.go)) third_party/yamux/go.mod
 frp: bin/frps bin/frpc
-## Static (no cgo, no libc needed) and stripped.
+## Static (no cgo, no libc needed) and stripped. noweb: without frp's own
+## web pages (its module ships none to embed); the APIs the daemon reads
+## (frps's /api/proxy, frpc's /api/reload) are there.
+FRP_TAGS := noweb
 bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
-	cd $(FRP_DIR) && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
+	cd $(FRP_DIR) && CGO_ENABLED=0 $(GO) build -tags $(FRP_TAGS) -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
+
+## bin/frpc-previous: the frpc the machine bundle carried before (pinned in
+## tools/frp-previous/go.mod), only for the tests that prove a machine not
+## yet updated keeps its tunnels against the new frps.
+bin/frpc-previous: tools/frp-previous/go.mod tools/frp-previous/go.sum $(YAMUX_SRC)
+	cd tools/frp-previous && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
 
 ## pebble: Let's Encrypt's ACME test server, only for the tests that prove
 ## the HTTPS path (never packaged), from the version pinned in
@@ -75,7 +84,7 @@ $(AGENT_BINS): $(STATIC)/agents/tunnel-agent-linux-%: $(AGENT_SRC) Makefile
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./daemon/cmd/tunnel-agent
 $(CLIENT_BINS): $(STATIC)/revtunnel/revtunnel-client-linux-%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
 	@mkdir -p $(@D)
-	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
+	cd $(FRP_DIR) && CGO_ENABLED=0 GOOS=linux GOARCH=$* GOARM=7 $(GO) build -tags $(FRP_TAGS) -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
 $(addsuffix .sha256,$(STATIC_BINS)): %.sha256: %
 	cd $(@D) && sha256sum $(<F) > $(@F)
 ## VERSION is the machine bundle's version (the one the agent binaries

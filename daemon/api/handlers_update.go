@@ -10,6 +10,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/fleet"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/version"
 )
 
 type updateBody struct {
@@ -33,8 +34,8 @@ func (s *Server) serverBundle() (string, error) {
 }
 
 // updatable refuses what must not be updated to server: an unsupported
-// machine and, unless version names server, a downgrade.
-func updatable(m machines.Machine, server, version string) error {
+// machine and, unless asked names server, a downgrade.
+func updatable(m machines.Machine, server, asked string) error {
 	if m.Update.State == fleet.StateUnsupported {
 		how := m.Update.RejoinCommand
 		if how == "" {
@@ -44,7 +45,7 @@ func updatable(m machines.Machine, server, version string) error {
 		}
 		return Errorf(http.StatusConflict, "machine %q cannot take an update (its agent predates fleet updates); %s", m.Name, how)
 	}
-	if version == "" && fleet.Newer(m.BundleVersion, server) {
+	if asked == "" && version.Newer(m.BundleVersion, server) {
 		return Errorf(http.StatusConflict, "machine %q runs bundle %s, newer than this server's %s; to go back to %s, send {\"version\": %q}",
 			m.Name, m.BundleVersion, server, server, server)
 	}
@@ -152,7 +153,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 		// "all").
 		for _, m := range all {
 			if m.Update.State == fleet.StateUnsupported || m.Update.State == fleet.StateCurrent || m.Update.State == fleet.StateUpdating ||
-				fleet.Newer(m.BundleVersion, server) {
+				version.Newer(m.BundleVersion, server) {
 				continue
 			}
 			chosen = append(chosen, m)

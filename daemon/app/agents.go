@@ -38,7 +38,17 @@ func (a *App) agentServices() {
 		Machines: a.Machines, Host: "127.0.0.1", Log: a.Log,
 		HTTP: &http.Client{Timeout: PushTimeout}, ServerUID: a.tunnelServerUID,
 		// Every status an agent answers records the versions it reports.
-		Report: func(ctx context.Context, id int64, st agentclient.Status) { a.Fleet.Record(ctx, id, st) },
+		// The config a machine gets follows its tunnel client's version
+		// (frp's wire protocol), so a new one raises its desired state.
+		Report: func(ctx context.Context, id int64, st agentclient.Status) {
+			before, err := a.Store.GetMachine(ctx, id)
+			a.Fleet.Record(ctx, id, st)
+			if err == nil && before.Report.ClientVersion != st.ClientVersion {
+				if err := a.Delivery.Desire(ctx, id); err != nil {
+					a.Log.Warn("the machine's config could not follow its tunnel client's version", "machine_id", id, "err", err)
+				}
+			}
+		},
 	}
 	a.Fleet = &fleet.Updater{Store: a.Store, Agents: a.Agents, StaticDir: a.Config.StaticDir, Audit: a.Audit, Log: a.Log}
 	// Fleet updates are jobs in the database: the edge that holds the

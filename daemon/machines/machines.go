@@ -27,6 +27,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/version"
 )
 
 // Defaults.
@@ -492,6 +493,7 @@ func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, 
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels, Targets: targets,
 		AdminPort: admin,
 		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: path,
+		WireV2: m.Report.ClientVersion != "" && version.Compare(m.Report.ClientVersion, frpconf.WireV2Since) >= 0,
 	})
 }
 

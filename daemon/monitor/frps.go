@@ -27,7 +27,7 @@ type FRPS struct {
 }
 
 // ProxyStats is one proxy as frps's GET /api/proxy/tcp reports it
-// (frp v0.65.0 server/dashboard_api.go ProxyStatsInfo). Traffic counters
+// (frp v0.71.0 server/http/model/types.go ProxyStatsInfo). Traffic counters
 // count today only (frps's local date) and restart with frps; frps adds a
 // connection's bytes when the connection closes.
 type ProxyStats struct {

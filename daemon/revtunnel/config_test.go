@@ -79,20 +79,23 @@ func TestClientConfigGolden(t *testing.T) {
 		name      string
 		tunnels   []store.Tunnel
 		transport string
+		wireV2    bool
 	}{
-		{"client", nil, ""},
+		{"client", nil, "", false},
 		// Through the web proxy on 443: the same pinning and credential.
-		{"client-wss", nil, frpconf.TransportWSS},
+		{"client-wss", nil, frpconf.TransportWSS, false},
+		// A client that reported frp's wire protocol v2.
+		{"client-wire-v2", nil, "", true},
 		{"client-tunnels", []store.Tunnel{
 			{ID: 3, MachineID: 7, Name: "web", Kind: "http", LocalPort: 8080, Subdomain: "web", RemotePort: 20003},
 			{ID: 4, MachineID: 7, Name: "db", Kind: "tcp", LocalPort: 5432, Public: true, RemotePort: 20004},
 			// Paused: no proxy, only a comment naming it.
 			{ID: 5, MachineID: 7, Name: "old", Kind: "http", LocalPort: 9090, Subdomain: "old", RemotePort: 20005, Paused: true},
 			{ID: 6, MachineID: 7, Name: "ftp", Kind: "tcp", LocalPort: 21, RemotePort: 20006, Paused: true},
-		}, ""},
+		}, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p.Tunnels, p.Transport, p.ServerPort = c.tunnels, c.transport, 7000
+			p.Tunnels, p.Transport, p.ServerPort, p.WireV2 = c.tunnels, c.transport, 7000, c.wireV2
 			if c.transport == frpconf.TransportWSS {
 				p.ServerPort = 443
 			}

@@ -26,7 +26,7 @@ const (
 	operatorSite = "operator site"
 	// The frps version the upgrade's package carries, so the test can tell
 	// which binary a running frps is.
-	upgradedFRPS = "0.65.0-upgraded"
+	upgradedFRPS = "0.71.0-upgraded"
 )
 
 // nfpmBin is the pinned nfpm (scripts/install-deps.sh installs it).
@@ -140,7 +140,7 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 		return nil
 	}
 	newFRPS := filepath.Join(builtDir, "frps")
-	b := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X github.com/fatedier/frp/pkg/util/version.version="+upgradedFRPS,
+	b := exec.Command("go", "build", "-tags", "noweb", "-trimpath", "-ldflags", "-s -w -X github.com/fatedier/frp/pkg/util/version.version="+upgradedFRPS,
 		"-o", newFRPS, "github.com/fatedier/frp/cmd/frps")
 	b.Dir = filepath.Join(root, "tools", "frp")
 	b.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -251,7 +251,7 @@ func TestPackage(t *testing.T) {
 			t.Fatalf("the daemon runs before any connection: %s", st)
 		}
 		h.Must("test", "-s", "/usr/share/doc/tunnelsvc/copyright")
-		if c := h.Must("cat", "/usr/share/doc/tunnelsvc/copyright"); !strings.Contains(c, "Go module github.com/fatedier/frp v0.65.0") || !strings.Contains(c, "Apache License") {
+		if c := h.Must("cat", "/usr/share/doc/tunnelsvc/copyright"); !strings.Contains(c, "Go module github.com/fatedier/frp "+testutil.FRPVersion(t)) || !strings.Contains(c, "Apache License") {
 			t.Fatal("the copyright file lacks frp's licence")
 		}
 	})

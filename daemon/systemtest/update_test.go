@@ -39,8 +39,8 @@ const (
 
 // staticTree writes what the server offers machines as bundle version v:
 // the agent built with that version (or, for C, one that exits at start),
-// the pinned frpc, their .sha256 files and VERSION.
-func staticTree(t *testing.T, static, v string, broken bool) string {
+// frpc (the file at frpc), their .sha256 files and VERSION.
+func staticTree(t *testing.T, frpc, v string, broken bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	agentPath := filepath.Join(dir, "agents", "tunnel-agent-linux-amd64")
@@ -56,7 +56,7 @@ func staticTree(t *testing.T, static, v string, broken bool) string {
 			t.Fatalf("build the agent %s: %v\n%s", v, err, out)
 		}
 	}
-	client, err := os.ReadFile(filepath.Join(static, "revtunnel", "revtunnel-client-linux-amd64"))
+	client, err := os.ReadFile(frpc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +69,12 @@ func staticTree(t *testing.T, static, v string, broken bool) string {
 	os.WriteFile(filepath.Join(dir, "VERSION"), []byte(v+"\n"), 0o644)
 	return dir
 }
+
+// The frpc versions a machine reports: the previous bundle's, and the
+// pinned one's (tools/frp-previous/go.mod and tools/frp/go.mod).
+func previousFRPC(t *testing.T) string { return strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") }
+
+func pinnedFRPC(t *testing.T) string { return strings.TrimPrefix(testutil.FRPVersion(t), "v") }
 
 // preFleetCommit is the last commit before agents could update themselves:
 // its agent signs requests but has no update capability, like every agent
@@ -134,9 +140,12 @@ func TestFleetUpdate(t *testing.T) {
 	bin := buildDaemon(t)
 	static := buildStatic(t)
 	frps, _ := testutil.FRP()
-	treeA := staticTree(t, static, versionA, false)
-	treeB := staticTree(t, static, versionB, false)
-	treeC := staticTree(t, static, versionC, true)
+	// A carries the frpc the bundle had before the current pin; B and C
+	// the pinned one, which frps on the VPS is built from.
+	pinned := filepath.Join(static, "revtunnel", "revtunnel-client-linux-amd64")
+	treeA := staticTree(t, testutil.PreviousFRPC(t), versionA, false)
+	treeB := staticTree(t, pinned, versionB, false)
+	treeC := staticTree(t, pinned, versionC, true)
 	t.Logf("built in %s", time.Since(start).Round(time.Millisecond))
 
 	h := testbed.Boot(t, "vps")
@@ -279,6 +288,26 @@ func TestFleetUpdate(t *testing.T) {
 		if len(gaps) > 1 || (len(gaps) == 1 && gaps[0] > 5*time.Second) {
 			t.Fatalf("ssh through m1 was cut during its update: %v", gaps)
 		}
+		// m3, not updated, still runs the previous frpc, and its tunnel
+		// works against the new frps.
+		if x := all["m3"]; x["client_version"] != previousFRPC(t) || x["client_version"] == all["m1"]["client_version"] {
+			t.Fatalf("m3 runs frpc %v, m1 %v; want m3 on %s", x["client_version"], all["m1"]["client_version"], previousFRPC(t))
+		}
+		sshThroughNamed(t, h, ms[2].port, ms[2].name, 10*time.Second, journal)
+		// m1's new frpc reported, its config asks for frp's wire protocol
+		// v2, and m1 applied it: SSH through m1 on it.
+		testutil.Eventually(t, 60*time.Second, "m1 on the pinned frpc applies a wire protocol v2 config", func() error {
+			x := byName()["m1"]
+			c, _ := x["config"].(map[string]any)
+			if x["client_version"] != pinnedFRPC(t) || c == nil || c["desired_generation"] != c["applied_generation"] {
+				return fmt.Errorf("m1: client %v, config %v", x["client_version"], c)
+			}
+			if conf := ms[0].Must("cat", "/etc/revtunnel/client.toml"); !strings.Contains(conf, "wireProtocol = 'v2'") {
+				return fmt.Errorf("m1's client.toml asks for no wire protocol")
+			}
+			return nil
+		})
+		sshThroughNamed(t, h, ms[0].port, ms[0].name, 10*time.Second, journal)
 		t.Logf("ssh through m1 during its update: %d gap(s) %v; failed: %v", len(gaps), gaps, failed)
 		if after := v.do("GET", "/api/tunnels", "").raw; after != tunnels {
 			t.Fatalf("tunnels changed:\n%s\n%s", tunnels, after)

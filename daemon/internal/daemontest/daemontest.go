@@ -271,6 +271,13 @@ var (
 // instead of 22.
 func (d *Daemon) RunFRPC(t testing.TB, name, conf string, sshd int) *testutil.Proc {
 	t.Helper()
+	_, frpc := testutil.FRP()
+	return d.RunFRPCBinary(t, frpc, name, conf, sshd)
+}
+
+// RunFRPCBinary is RunFRPC with the frpc at bin (the previous one, say).
+func (d *Daemon) RunFRPCBinary(t testing.TB, bin, name, conf string, sshd int) *testutil.Proc {
+	t.Helper()
 	path := filepath.Join(d.Dir, "frpc-"+name+".toml")
 	if !frpcCAFile.MatchString(conf) {
 		t.Fatalf("the client config of %s does not pin its CA:\n%s", name, conf)
@@ -283,6 +290,5 @@ func (d *Daemon) RunFRPC(t testing.TB, name, conf string, sshd int) *testutil.Pr
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, frpc := testutil.FRP()
-	return testutil.Start(t, "frpc "+name, frpc, "-c", path)
+	return testutil.Start(t, "frpc "+name, bin, "-c", path)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -224,6 +225,49 @@ func FRP() (frps, frpc string) {
 		}
 	}
 	return frps, frpc
+}
+
+// PreviousFRPC returns bin/frpc-previous, the frpc the machine bundle
+// carried before the current pin (tools/frp-previous), building it first
+// when missing.
+func PreviousFRPC(t testing.TB) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(root, "bin", "frpc-previous")
+	if !exists(bin) {
+		if out, err := exec.Command("make", "-C", root, "bin/frpc-previous").CombinedOutput(); err != nil {
+			t.Fatalf("make bin/frpc-previous: %v\n%s", err, out)
+		}
+	}
+	return bin
+}
+
+// FRPVersion is the pinned frp version ("v0.71.0"), read from
+// tools/frp/go.mod, its one place.
+func FRPVersion(t testing.TB) string { t.Helper(); return frpVersionIn(t, "frp") }
+
+// PreviousFRPVersion is the previous bundle's frp version, from
+// tools/frp-previous/go.mod.
+func PreviousFRPVersion(t testing.TB) string { t.Helper(); return frpVersionIn(t, "frp-previous") }
+
+func frpVersionIn(t testing.TB, module string) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "tools", module, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^require github.com/fatedier/frp (v\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("tools/%s/go.mod requires no github.com/fatedier/frp", module)
+	}
+	return string(m[1])
 }
 
 // TunnelBlock is the number of ports TunnelPorts reserves at a time.

@@ -260,7 +260,18 @@ type ClientParams struct {
 	// web proxy on the HTTPS port (ServerPort is then that port). Either
 	// way frpc pins the tunnel CA and sends the same credential.
 	Transport string
+	// WireV2 asks for frp's wire protocol v2 (binary control frames,
+	// negotiated binary UDP packets), which frpc has from WireV2Since: an
+	// older frpc refuses the key, so the daemon asks only of a machine
+	// whose agent reported a client that has it.
+	WireV2 bool
 }
+
+// WireV2Since is the first frpc version the daemon asks for wire protocol
+// v2: frp v0.71.0, the first with binary UDP packets. frps takes v1 and v2
+// on one port (it tells them apart by their first bytes), so old and new
+// clients share it.
+const WireV2Since = "0.71.0"
 
 // Transports of a machine's tunnel client.
 const (
@@ -339,6 +350,7 @@ type webServer struct {
 
 type clientTransport struct {
 	Protocol                string    `toml:"protocol,omitempty"`
+	WireProtocol            string    `toml:"wireProtocol,omitempty"`
 	TCPMuxKeepaliveInterval int       `toml:"tcpMuxKeepaliveInterval"`
 	HeartbeatInterval       int       `toml:"heartbeatInterval"`
 	HeartbeatTimeout        int       `toml:"heartbeatTimeout"`
@@ -403,6 +415,15 @@ func (p ClientParams) check() error {
 	return nil
 }
 
+// wireProtocol is frpc's transport.wireProtocol: left out for v1 (frpc's
+// default), which every frpc speaks.
+func wireProtocol(v2 bool) string {
+	if v2 {
+		return "v2"
+	}
+	return ""
+}
+
 // protocol is frpc's transport.protocol for a transport: left out for the
 // direct one (frpc's default, tcp), so configs rendered before transports
 // existed are unchanged.
@@ -440,7 +461,7 @@ func ClientConfig(p ClientParams) (string, error) {
 		ServerPort: p.ServerPort,
 		User:       User(p.MachineID),
 		Metadatas:  clientMetas{Token: p.Secret, CA: strings.TrimSpace(p.CA) + "\n"},
-		Transport: clientTransport{Protocol: protocol(p.Transport), TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
+		Transport: clientTransport{Protocol: protocol(p.Transport), WireProtocol: wireProtocol(p.WireV2), TCPMuxKeepaliveInterval: TCPMuxKeepalive, HeartbeatInterval: HeartbeatInterval, HeartbeatTimeout: HeartbeatTimeout * 3,
 			TLS: clientTLS{Enable: true, TrustedCaFile: path, ServerName: p.ServerName}},
 		WebServer: webServer{Addr: "127.0.0.1", Port: admin, User: AdminUser, Password: AdminPassword(p.Secret)},
 		Proxies: []proxy{

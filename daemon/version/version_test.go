@@ -1,8 +1,8 @@
-package fleet
+package version
 
 import "testing"
 
-func TestCompareVersions(t *testing.T) {
+func TestCompare(t *testing.T) {
 	cases := []struct {
 		a, b string
 		want int
@@ -23,11 +23,11 @@ func TestCompareVersions(t *testing.T) {
 		{"dev", "dev", 0},
 	}
 	for _, c := range cases {
-		if got := CompareVersions(c.a, c.b); got != c.want {
-			t.Errorf("CompareVersions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		if got := Compare(c.a, c.b); got != c.want {
+			t.Errorf("Compare(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
 		}
-		if got := CompareVersions(c.b, c.a); got != -c.want {
-			t.Errorf("CompareVersions(%q, %q) = %d, want %d", c.b, c.a, got, -c.want)
+		if got := Compare(c.b, c.a); got != -c.want {
+			t.Errorf("Compare(%q, %q) = %d, want %d", c.b, c.a, got, -c.want)
 		}
 	}
 }

@@ -1,14 +1,14 @@
-package fleet
+package version
 
 import "regexp"
 
-// CompareVersions orders two version strings the way dpkg does, simplified:
+// Compare orders two version strings the way dpkg does, simplified:
 // the strings are split into runs of digits and runs of anything else;
 // digit runs compare as numbers, other runs byte by byte, where '~' sorts
 // before everything, even the end of the string (1.0~rc1 < 1.0). It
 // answers -1, 0 or 1. Versions here are package versions (1.4.0,
 // 0.1.0+git640.6e278b59ac0d, 1.10.0), which this orders as people do.
-func CompareVersions(a, b string) int {
+func Compare(a, b string) int {
 	for a != "" || b != "" {
 		var x, y string
 		x, a = cut(a, false)
@@ -92,7 +92,7 @@ func compareNumber(a, b string) int {
 // --always` in a repository without tags), and two hashes say nothing of
 // which commit came first.
 func Newer(a, b string) bool {
-	return Ordered(a) && Ordered(b) && CompareVersions(a, b) > 0
+	return Ordered(a) && Ordered(b) && Compare(a, b) > 0
 }
 
 // Ordered reports whether v is a version that can be ordered: not empty,
