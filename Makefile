@@ -40,11 +40,12 @@ FRP_TAGS := noweb
 bin/frp%: $(FRP_DIR)/go.mod $(FRP_DIR)/go.sum $(YAMUX_SRC) Makefile
 	cd $(FRP_DIR) && CGO_ENABLED=0 $(GO) build -tags $(FRP_TAGS) -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
-## bin/frpc-previous: the frpc the machine bundle carried before (pinned in
-## tools/frp-previous/go.mod), only for the tests that prove a machine not
-## yet updated keeps its tunnels against the new frps.
-bin/frpc-previous: tools/frp-previous/go.mod tools/frp-previous/go.sum $(YAMUX_SRC)
-	cd tools/frp-previous && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frpc
+## bin/frps-previous, bin/frpc-previous: the frp the package carried before
+## (pinned in tools/frp-previous/go.mod), only for the tests that prove an
+## upgrade from it: a machine not yet updated keeps its tunnels against the
+## new frps.
+bin/frp%-previous: tools/frp-previous/go.mod tools/frp-previous/go.sum $(YAMUX_SRC)
+	cd tools/frp-previous && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(CURDIR)/$@ github.com/fatedier/frp/cmd/frp$*
 
 ## pebble: Let's Encrypt's ACME test server, only for the tests that prove
 ## the HTTPS path (never packaged), from the version pinned in

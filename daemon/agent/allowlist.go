@@ -294,7 +294,10 @@ func clientSchema(dir string) table {
 		"transport": table{
 			// tcp: straight to frps's port; wss: through the web proxy on
 			// the HTTPS port (frpconf.TransportWSS). Both pin the CA below.
-			"protocol":          oneOf{"tcp", "wss"},
+			"protocol": oneOf{"tcp", "wss"},
+			// frp's wire protocol: v2 once the machine's frpc has it
+			// (frpconf.WireV2Since); v1 is frpc's default.
+			"wireProtocol":      oneOf{"v1", "v2"},
 			"heartbeatInterval": integer{-1, 3600},
 			"heartbeatTimeout":  integer{-1, 3600},
 			// Rendered by the reconnect work (frpconf.TCPMuxKeepalive).

@@ -32,19 +32,25 @@ func rendered(t *testing.T, path string) string {
 // the web proxy on port 443).
 func renderedOver(t *testing.T, path, transport string) string {
 	t.Helper()
-	port := 7000
-	if transport == frpconf.TransportWSS {
-		port = 443
-	}
-	cfg, err := frpconf.ClientConfig(frpconf.ClientParams{
-		Transport: transport, ServerPort: port,
-		ServerAddr: "vps.example.com", MachineID: 7, Secret: "s3cr3t-of-machine-7",
+	return renderedWith(t, path, func(p *frpconf.ClientParams) { p.Transport = transport })
+}
+
+// renderedWith is rendered with edit's changes to the parameters.
+func renderedWith(t *testing.T, path string, edit func(*frpconf.ClientParams)) string {
+	t.Helper()
+	p := frpconf.ClientParams{
+		ServerPort: 7000, ServerAddr: "vps.example.com", MachineID: 7, Secret: "s3cr3t-of-machine-7",
 		SSHLocalPort: 22, TunnelPort: 20001, AgentLocalPort: 7390, AgentPort: 20002,
 		Tunnels:    []store.Tunnel{{ID: 3, LocalPort: 8080, RemotePort: 20003}, {ID: 4, LocalPort: 5432, RemotePort: 20004}},
 		CA:         selfSigned(t),
 		ServerName: "revtunnel-server.tunnelsvc.invalid",
 		ConfigPath: path,
-	})
+	}
+	edit(&p)
+	if p.Transport == frpconf.TransportWSS {
+		p.ServerPort = 443
+	}
+	cfg, err := frpconf.ClientConfig(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +162,12 @@ func TestApplierAcceptsWhatTheDaemonRenders(t *testing.T) {
 	if !strings.Contains(wss, "protocol = 'wss'") || !strings.Contains(wss, "serverPort = 443") || !strings.Contains(wss, "trustedCaFile = '"+path+"'") {
 		t.Fatalf("the wss config:\n%s", wss)
 	}
-	for _, cfg := range []string{wss, good} {
+	// For a frpc with frp's wire protocol v2.
+	v2 := renderedWith(t, path, func(p *frpconf.ClientParams) { p.WireV2 = true })
+	if !strings.Contains(v2, "wireProtocol = 'v2'") {
+		t.Fatalf("the wire protocol v2 config:\n%s", v2)
+	}
+	for _, cfg := range []string{wss, v2, good} {
 		if err := a.Apply(context.Background(), []byte(cfg)); err != nil {
 			t.Fatalf("refused a rendered config: %v\n%s", err, cfg)
 		}

@@ -106,7 +106,13 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 	}
 	dist := filepath.Join(builtDir, "dist")
 	os.MkdirAll(dist, 0o755)
-	stage := func(name, version, frps string, packagers ...string) error {
+	// The first package is the previous release's frp (its frps, and its
+	// frpc in the machine bundle); the upgrade brings the pinned one.
+	previousFRPS, previousFRPC, err := previousFRP(root)
+	if err != nil {
+		return "", "", "", err
+	}
+	stage := func(name, version, frps, frpc string, packagers ...string) error {
 		dir := filepath.Join(builtDir, name)
 		os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
 		// Copies, not symlinks: nfpm would package a symlink as one.
@@ -129,6 +135,15 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 		if err := cp(frps, filepath.Join(dir, "bin", "frps")); err != nil {
 			return err
 		}
+		if frpc != "" {
+			client := filepath.Join(dir, "bin", "static", "revtunnel", "revtunnel-client-linux-amd64")
+			if err := cp(frpc, client); err != nil {
+				return err
+			}
+			if out, err := exec.Command("sh", "-c", "cd "+filepath.Dir(client)+" && sha256sum revtunnel-client-linux-amd64 > revtunnel-client-linux-amd64.sha256").CombinedOutput(); err != nil {
+				return fmt.Errorf("sha256sum: %v\n%s", err, out)
+			}
+		}
 		for _, p := range packagers {
 			cmd := exec.Command(nfpm, "package", "-f", "nfpm.yaml", "-p", p, "-t", filepath.Join(dist, name+"."+p))
 			cmd.Dir = dir
@@ -147,13 +162,24 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 	if out, err := b.CombinedOutput(); err != nil {
 		return "", "", "", fmt.Errorf("build the upgrade's frps: %v\n%s", err, out)
 	}
-	if err := stage("first", "0.1.0+git9.aaaaaaaaaaaa", filepath.Join(root, "bin", "frps"), "deb", "rpm"); err != nil {
+	if err := stage("first", "0.1.0+git9.aaaaaaaaaaaa", previousFRPS, previousFRPC, "deb", "rpm"); err != nil {
 		return "", "", "", err
 	}
-	if err := stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "deb"); err != nil {
+	if err := stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "", "deb"); err != nil {
 		return "", "", "", err
 	}
 	return filepath.Join(dist, "first.deb"), filepath.Join(dist, "upgrade.deb"), filepath.Join(dist, "first.rpm"), nil
+}
+
+// previousFRP builds the previous release's frps and frpc
+// (tools/frp-previous).
+func previousFRP(root string) (frps, frpc string, err error) {
+	mk := exec.Command("make", "-s", "bin/frps-previous", "bin/frpc-previous")
+	mk.Dir = root
+	if out, err := mk.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("make: %v\n%s", err, out)
+	}
+	return filepath.Join(root, "bin", "frps-previous"), filepath.Join(root, "bin", "frpc-previous"), nil
 }
 
 // TestPackage installs the built .deb on a testbed VPS beside a running
@@ -271,6 +297,14 @@ func TestPackage(t *testing.T) {
 			}
 			return nil
 		})
+		// The first package's frps is the previous release's.
+		testutil.Eventually(t, 10*time.Second, "the previous frps runs", func() error {
+			pid := v.show("revtunnel-server.service", "MainPID")["MainPID"]
+			if ver, _ := h.Exec("/proc/"+pid+"/exe", "--version"); strings.TrimSpace(ver) != strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") {
+				return fmt.Errorf("the running frps (pid %s) is version %q", pid, ver)
+			}
+			return nil
+		})
 		// caddy now serves our file, which imports the operator's.
 		operatorServed("with our Caddyfile")
 		testutil.Eventually(t, 15*time.Second, "our site in caddy", func() error {
@@ -311,7 +345,12 @@ func TestPackage(t *testing.T) {
 		m.Must("mkdir", "-p", "/etc/dropbear-test")
 		m.Must("dropbearkey", "-t", "ed25519", "-f", "/etc/dropbear-test/host_ed25519")
 		m.Must("systemd-run", "--unit=sshd-test", "/usr/sbin/dropbear", "-F", "-E", "-s", "-p", "127.0.0.1:22", "-r", "/etc/dropbear-test/host_ed25519")
-		m.CopyIn(filepath.Join(testbed.Root(t), "bin", "frpc"), "/usr/local/bin/revtunnel-client", 0o755)
+		// The frpc of the first package's bundle: the previous release's,
+		// which must keep working against the upgrade's frps.
+		m.CopyIn(testutil.PreviousFRPC(t), "/usr/local/bin/revtunnel-client", 0o755)
+		if got := m.Must("/usr/local/bin/revtunnel-client", "--version"); strings.TrimSpace(got) != strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") {
+			t.Fatalf("the machine's frpc is %s", got)
+		}
 		m.WriteFile("/etc/revtunnel/client.toml", []byte(conf), 0o600)
 		m.Must("systemd-run", "--unit=revtunnel-client", "-p", "Restart=always", "-p", "RestartSec=5",
 			"/usr/local/bin/revtunnel-client", "-c", "/etc/revtunnel/client.toml")

@@ -230,6 +230,20 @@ func TestFleetUpdate(t *testing.T) {
 		}
 		return nil
 	})
+	// An HTTP tunnel to a web server on m1 (the daemon delivers it to m1's
+	// agent), asked through frps's port for it from the VPS.
+	ms[0].Must("mkdir", "-p", "/srv/web")
+	ms[0].WriteFile("/srv/web/whoami", []byte("m1's web server\n"), 0o644)
+	ms[0].Must("systemd-run", "--unit=web", "python3", "-m", "http.server", "8080", "--bind", "127.0.0.1", "--directory", "/srv/web")
+	web := v.data("POST", "/api/tunnels", fmt.Sprintf(`{"machine_id":%d,"name":"web","kind":"http","subdomain":"web","local_port":8080}`, ms[0].id), 201)
+	webURL := fmt.Sprintf("http://127.0.0.1:%v/whoami", web["remote_port"])
+	testutil.Eventually(t, 30*time.Second, "m1's web server through its HTTP tunnel", func() error {
+		out, err := h.Exec("curl", "-fsS", "--max-time", "3", webURL)
+		if err != nil || strings.TrimSpace(out) != "m1's web server" {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 	tunnels := v.do("GET", "/api/tunnels", "").raw
 	for _, m := range ms {
 		sshThroughNamed(t, h, m.port, m.name, 30*time.Second, journal)
@@ -253,6 +267,7 @@ func TestFleetUpdate(t *testing.T) {
 		untouched := ms[2].sums(t)
 		// SSH through the canary's tunnel, twice a second, while it updates.
 		watch := watchSSH(t, h, ms[0].port, ms[0].name)
+		watchWeb := watchHTTP(h, webURL, "m1's web server")
 		t0 := time.Now()
 		ans := v.do("POST", "/api/machines/update", fmt.Sprintf(`{"machine_ids":[%d,%d,%d],"batch":1}`, ms[0].id, ms[1].id, ms[2].id))
 		if ans.status != 202 {
@@ -267,7 +282,7 @@ func TestFleetUpdate(t *testing.T) {
 			}
 			return nil
 		})
-		gaps := watch()
+		gaps, webGaps := watch(), watchWeb()
 		t.Logf("fleet update ended after %s: %v", time.Since(t0).Round(time.Millisecond), summary)
 		failed, _ := summary["failed"].(map[string]any)
 		if fmt.Sprint(summary["updated"]) != fmt.Sprintf("[%d]", ms[0].id) || failed == nil || failed["name"] != "m2" || failed["error"] == "" ||
@@ -308,7 +323,15 @@ func TestFleetUpdate(t *testing.T) {
 			return nil
 		})
 		sshThroughNamed(t, h, ms[0].port, ms[0].name, 10*time.Second, journal)
+		if out, err := h.Exec("curl", "-fsS", "--max-time", "3", webURL); err != nil || strings.TrimSpace(out) != "m1's web server" {
+			t.Fatalf("HTTP through m1 on wire protocol v2: %v %s", err, out)
+		}
 		t.Logf("ssh through m1 during its update: %d gap(s) %v; failed: %v", len(gaps), gaps, failed)
+		// The same for HTTP through m1's tunnel.
+		if len(webGaps) > 1 || (len(webGaps) == 1 && webGaps[0] > 5*time.Second) {
+			t.Fatalf("HTTP through m1 was cut during its update: %v", webGaps)
+		}
+		t.Logf("HTTP through m1 during its update: %d gap(s) %v", len(webGaps), webGaps)
 		if after := v.do("GET", "/api/tunnels", "").raw; after != tunnels {
 			t.Fatalf("tunnels changed:\n%s\n%s", tunnels, after)
 		}
@@ -499,8 +522,26 @@ func sshOnce(t *testing.T, h *testbed.Host, port int) (string, error) {
 }
 
 // watchSSH tries ssh through port twice a second until the returned stop
-// is called, and then returns how long each run of failures lasted.
+// is called, and returns the gaps: how long it failed each time.
 func watchSSH(t *testing.T, h *testbed.Host, port int, name string) (stop func() []time.Duration) {
+	return watch(func() bool {
+		out, err := sshOnce(t, h, port)
+		return err == nil && out == name
+	})
+}
+
+// watchHTTP is watchSSH for an HTTP tunnel: GET url from the VPS must
+// answer body.
+func watchHTTP(h *testbed.Host, url, body string) (stop func() []time.Duration) {
+	return watch(func() bool {
+		out, err := h.Exec("curl", "-fsS", "--max-time", "3", url)
+		return err == nil && strings.TrimSpace(out) == body
+	})
+}
+
+// watch runs probe twice a second until the returned stop is called, and
+// returns the gaps: how long it failed each time.
+func watch(probe func() bool) (stop func() []time.Duration) {
 	done := make(chan struct{})
 	var mu sync.Mutex
 	var gaps []time.Duration
@@ -525,8 +566,7 @@ func watchSSH(t *testing.T, h *testbed.Host, port int, name string) (stop func()
 			// same point of a probe, so that how long one probe takes (an
 			// SSH handshake, longer on a busy machine) does not count.
 			t0 := time.Now()
-			out, err := sshOnce(t, h, port)
-			ok := err == nil && out == name
+			ok := probe()
 			switch {
 			case !ok && down.IsZero():
 				down = t0

@@ -1,11 +1,11 @@
 //go:build tools
 
-// Package frpprevious pins the frp the machine bundle carried before the
-// current one (tools/frp), for the tests that prove a machine not yet
-// updated keeps its tunnels against the new frps: `make bin/frpc-previous`
-// builds its frpc.
+// Package frpprevious pins the frp the package and the machine bundle
+// carried before the current one (tools/frp), for the tests of an upgrade
+// from it: `make bin/frps-previous bin/frpc-previous` builds them.
 package frpprevious
 
 import (
 	_ "github.com/fatedier/frp/cmd/frpc"
+	_ "github.com/fatedier/frp/cmd/frps"
 )

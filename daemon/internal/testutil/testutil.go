@@ -227,22 +227,29 @@ func FRP() (frps, frpc string) {
 	return frps, frpc
 }
 
-// PreviousFRPC returns bin/frpc-previous, the frpc the machine bundle
-// carried before the current pin (tools/frp-previous), building it first
-// when missing.
-func PreviousFRPC(t testing.TB) string {
+// PreviousFRP returns bin/frps-previous and bin/frpc-previous, the frp the
+// package and the machine bundle carried before the current pin
+// (tools/frp-previous), building them first when missing.
+func PreviousFRP(t testing.TB) (frps, frpc string) {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(root, "bin", "frpc-previous")
-	if !exists(bin) {
-		if out, err := exec.Command("make", "-C", root, "bin/frpc-previous").CombinedOutput(); err != nil {
-			t.Fatalf("make bin/frpc-previous: %v\n%s", err, out)
+	frps, frpc = filepath.Join(root, "bin", "frps-previous"), filepath.Join(root, "bin", "frpc-previous")
+	if !exists(frps) || !exists(frpc) {
+		if out, err := exec.Command("make", "-C", root, "bin/frps-previous", "bin/frpc-previous").CombinedOutput(); err != nil {
+			t.Fatalf("make bin/frps-previous bin/frpc-previous: %v\n%s", err, out)
 		}
 	}
-	return bin
+	return frps, frpc
+}
+
+// PreviousFRPC is PreviousFRP's frpc.
+func PreviousFRPC(t testing.TB) string {
+	t.Helper()
+	_, frpc := PreviousFRP(t)
+	return frpc
 }
 
 // FRPVersion is the pinned frp version ("v0.71.0"), read from
