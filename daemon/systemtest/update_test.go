@@ -72,7 +72,9 @@ func staticTree(t *testing.T, frpc, v string, broken bool) string {
 
 // The frpc versions a machine reports: the previous bundle's, and the
 // pinned one's (tools/frp-previous/go.mod and tools/frp/go.mod).
-func previousFRPC(t *testing.T) string { return strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") }
+func previousFRPC(t *testing.T) string {
+	return strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v")
+}
 
 func pinnedFRPC(t *testing.T) string { return strings.TrimPrefix(testutil.FRPVersion(t), "v") }
 
