@@ -1062,17 +1062,13 @@ type Rejoined struct {
 // machine holds; unknown tokens count against the address like bad
 // bootstrap tokens.
 func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, error) {
-	if s.Limiter != nil {
-		if ok, wait := s.Limiter.Check(req.Client); !ok {
-			s.stale(ctx, req.Client, "rejoin rate limited")
-			return Rejoined{}, &auth.RateLimitedError{RetryAfter: wait}
-		}
+	if ok, wait := s.Limiter.Check(req.Client); !ok {
+		s.stale(ctx, req.Client, "rejoin rate limited")
+		return Rejoined{}, &auth.RateLimitedError{RetryAfter: wait}
 	}
 	fail := func(reason string) (Rejoined, error) {
 		s.stale(ctx, req.Client, reason)
-		if s.Limiter != nil {
-			s.Limiter.Fail(req.Client)
-		}
+		s.Limiter.Fail(req.Client)
 		return Rejoined{}, ErrInvalidToken
 	}
 	if req.AgentToken == "" {

@@ -77,13 +77,14 @@ type Service struct {
 	// Health gives the last health check of each target of tunnels served
 	// by several machines (nil: none shown).
 	Health HealthResults
-	// Limiter counts failed bootstraps per client address.
+	// Limiter counts failed bootstraps, rejoins and transport changes per
+	// client address (required).
 	Limiter *auth.Limiter
 	// Ports is the range tunnel and agent ports come from.
 	Ports store.PortRange
 	// Reach says where machines reach this server (the frps address in
-	// client configs, the host in SSH commands), asked at every use; nil
-	// means only the caller's fallback (the host a request reached the
+	// client configs, the host in SSH commands), asked at every use
+	// (required; its last resort is the host a request reached the
 	// dashboard by).
 	Reach    *reach.Resolver
 	FRPSPort int
@@ -274,11 +275,9 @@ type RateLimitedError = auth.RateLimitedError
 // Bootstrap registers a machine with a one-time token. Every failure is
 // recorded as a stale-token attempt; bad tokens count against the address.
 func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registration, error) {
-	if s.Limiter != nil {
-		if ok, wait := s.Limiter.Check(req.Client); !ok {
-			s.stale(ctx, req.Client, "rate limited")
-			return Registration{}, &auth.RateLimitedError{RetryAfter: wait}
-		}
+	if ok, wait := s.Limiter.Check(req.Client); !ok {
+		s.stale(ctx, req.Client, "rate limited")
+		return Registration{}, &auth.RateLimitedError{RetryAfter: wait}
 	}
 	var missing []string
 	for _, f := range []struct{ name, v string }{{"token", req.Token}, {"name", req.Name}, {"username", req.Username}} {
@@ -352,9 +351,7 @@ func (s *Service) Bootstrap(ctx context.Context, req BootstrapRequest) (Registra
 	})
 	if errors.Is(err, store.ErrTokenInvalid) {
 		s.stale(ctx, req.Client, s.Store.TokenFailureReason(ctx, hash, now))
-		if s.Limiter != nil {
-			s.Limiter.Fail(req.Client)
-		}
+		s.Limiter.Fail(req.Client)
 		return Registration{}, ErrInvalidToken
 	}
 	if errors.Is(err, store.ErrNameTaken) {
@@ -670,9 +667,6 @@ func (s *Service) renderInputs(ctx context.Context, m store.Machine) (string, []
 // answer, else fallbackHost (the host a request reached the dashboard by;
 // "" for none).
 func (s *Service) tunnelHost(ctx context.Context, fallbackHost string) (string, error) {
-	if s.Reach == nil {
-		return fallbackHost, nil
-	}
 	a, err := s.Reach.Resolve(ctx, &reach.Request{Host: fallbackHost})
 	if err != nil {
 		return "", fmt.Errorf("read the settings: %w", err)

@@ -107,17 +107,13 @@ type TransportChosen struct {
 // records the choice and returns the config to install; its agent is also
 // sent that config (a new desired generation) and restarts its frpc.
 func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (TransportChosen, error) {
-	if s.Limiter != nil {
-		if ok, wait := s.Limiter.Check(req.Client); !ok {
-			s.stale(ctx, req.Client, "transport change rate limited")
-			return TransportChosen{}, &auth.RateLimitedError{RetryAfter: wait}
-		}
+	if ok, wait := s.Limiter.Check(req.Client); !ok {
+		s.stale(ctx, req.Client, "transport change rate limited")
+		return TransportChosen{}, &auth.RateLimitedError{RetryAfter: wait}
 	}
 	if req.AgentToken == "" {
 		s.stale(ctx, req.Client, "transport change without an agent token")
-		if s.Limiter != nil {
-			s.Limiter.Fail(req.Client)
-		}
+		s.Limiter.Fail(req.Client)
 		return TransportChosen{}, ErrInvalidToken
 	}
 	if req.Transport != frpconf.TransportTCP && req.Transport != frpconf.TransportWSS {
@@ -126,9 +122,7 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	m, err := s.Store.MachineByAgentTokenHash(ctx, auth.HashToken(req.AgentToken))
 	if errors.Is(err, store.ErrNotFound) {
 		s.stale(ctx, req.Client, "transport change with an unknown agent token")
-		if s.Limiter != nil {
-			s.Limiter.Fail(req.Client)
-		}
+		s.Limiter.Fail(req.Client)
 		return TransportChosen{}, ErrInvalidToken
 	}
 	if err != nil {

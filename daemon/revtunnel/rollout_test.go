@@ -23,6 +23,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/delivery"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -107,7 +108,7 @@ func newRolloutRig(t *testing.T, serve func(token string, sys agent.System, log 
 	sp, _ := ssh.NewPublicKey(pub)
 	r := &rolloutRig{t: t}
 	r.svc = &machines.Service{
-		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log, Limiter: auth.NewLimiter(nil),
 		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: frpsPort, SSHLocalPort: echoServer(t),
 		AgentLocalPort: freePort(t), ClientAdminPort: freePort(t), ClientConfigPath: clientPath,
 	}

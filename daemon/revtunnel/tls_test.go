@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
@@ -218,7 +219,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
-		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log, Limiter: auth.NewLimiter(nil),
 		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: impostorPort, SSHLocalPort: echoPort,
 		ClientAdminPort: freePort(t),
 	}
@@ -401,7 +402,7 @@ func TestRenewalReachesMachines(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(rand.Reader)
 	sp, _ := ssh.NewPublicKey(pub)
 	svc := &machines.Service{
-		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log,
+		Store: st, Sealer: ca.Sealer, Keys: keys{string(ssh.MarshalAuthorizedKey(sp))}, Log: log, Limiter: auth.NewLimiter(nil),
 		Ports: ports, Reach: installedReach(t, st, "127.0.0.1"), FRPSPort: frpsPort, SSHLocalPort: echoServer(t), ClientAdminPort: freePort(t),
 	}
 	plugin := httptest.NewServer(&revtunnel.Plugin{Store: st, Log: log})

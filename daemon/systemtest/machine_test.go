@@ -226,7 +226,24 @@ func TestMachineJoin(t *testing.T) {
 	})
 
 	t.Run("the agent's user cannot widen frpc's config", func(t *testing.T) {
-		before := m.Must("cat", "/etc/revtunnel/client.toml")
+		// First the machine converges: once the daemon has read its
+		// agent's status (as the machine's page does), it knows frpc's
+		// version, and the config it delivers asks for frp's wire
+		// protocol v2.
+		var before string
+		testutil.Eventually(t, 60*time.Second, "the machine's config applied, on wire protocol v2", func() error {
+			ms := v.machines()
+			if len(ms) != 1 {
+				return fmt.Errorf("machines: %v", ms)
+			}
+			v.do("GET", fmt.Sprintf("/api/machines/%v/agent/status", ms[0]["id"]), "")
+			c, _ := ms[0]["config"].(map[string]any)
+			before = m.Must("cat", "/etc/revtunnel/client.toml")
+			if c == nil || c["state"] != "applied" || !strings.Contains(before, "wireProtocol = 'v2'") {
+				return fmt.Errorf("config %v; client.toml asks for wire protocol v2: %v", c, strings.Contains(before, "wireProtocol = 'v2'"))
+			}
+			return nil
+		})
 		for _, c := range []struct{ config, key string }{
 			{strings.Replace(before, "[webServer]\n", "[webServer]\nassetsDir = \"/root\"\n", 1), "webServer.assetsDir"},
 			{"log.to = \"/etc/x\"\n" + before, "log.to"},

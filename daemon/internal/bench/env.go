@@ -421,8 +421,10 @@ func (d *Daemon) SessionCookie() string {
 
 // Registration is POST /api/bootstrap's answer.
 type Registration struct {
-	TunnelPort   int    `json:"tunnel_port"`
-	ClientConfig string `json:"revtunnel_client_config"`
+	TunnelPort     int    `json:"tunnel_port"`
+	ClientConfig   string `json:"revtunnel_client_config"`
+	AgentToken     string `json:"agent_token"`
+	AgentLocalPort int    `json:"agent_local_port"`
 }
 
 // NewToken creates a bootstrap token.
