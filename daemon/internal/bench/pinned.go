@@ -1,9 +1,9 @@
 package bench
 
 import (
-	"strconv"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
