@@ -168,14 +168,22 @@ func (p *Proc) Kill(sig syscall.Signal) {
 }
 
 // RSS is the process's resident set in bytes (VmRSS).
-func (p *Proc) RSS() (int64, error) {
+func (p *Proc) RSS() (int64, error) { return p.status("VmRSS") }
+
+// RSSAnon is the part of RSS that is the process's own memory (RssAnon:
+// heap, stacks); the rest is mostly its executable's pages, shared with
+// the page cache, which the kernel drops when memory is short.
+func (p *Proc) RSSAnon() (int64, error) { return p.status("RssAnon") }
+
+// status is a kB field of /proc/<pid>/status, in bytes.
+func (p *Proc) status(field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
-	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+	m := regexp.MustCompile(field + `:\s+(\d+) kB`).FindSubmatch(b)
 	if m == nil {
-		return 0, fmt.Errorf("no VmRSS for %s", p.Name)
+		return 0, fmt.Errorf("no %s for %s", field, p.Name)
 	}
 	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return kb * 1024, nil
