@@ -11,7 +11,7 @@ import (
 )
 
 // startOrder is the order the system tests start in, as many at a time as
-// initOrder says (three on two processors). Each spends much of its time
+// -parallel says (two on two processors). Each spends much of its time
 // waiting (hosts booting, a rollback timer, a database stopped for a
 // minute), and Go starts parallel tests in no set order: when the test
 // with the longest wait happened to start last, the machine idled through
@@ -31,19 +31,16 @@ var sched = struct {
 	waiting map[string]bool
 }{waiting: map[string]bool{}}
 
-// initOrder runs one system test more at once than -parallel says (three
-// on two processors: in `make test` two at a time kept the package running
-// for six and a half minutes, the last test queued for most of it, while
-// the tests mostly waited), and lets every test reach parallel's queue
-// (Go's own limit would hold all but that many before it, in no set
-// order).
+// initOrder takes -parallel as the number of system tests at once, and
+// lets every test reach parallel's queue (Go's own limit would hold all
+// but that many before it, in no set order).
 func initOrder() error {
 	flag.Parse()
 	n, err := strconv.Atoi(flag.Lookup("test.parallel").Value.String())
 	if err != nil || n < 1 {
 		return fmt.Errorf("-parallel: %v", err)
 	}
-	sched.slots = n + 1
+	sched.slots = n
 	sched.cond = sync.NewCond(&sched.mu)
 	return flag.Set("test.parallel", "64")
 }
