@@ -15,7 +15,6 @@ import (
 
 	"github.com/mattn/go-sqlite3"
 
-	"github.com/tunnelsvc/tunnelsvc/daemon/internal/pgtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
@@ -101,15 +100,7 @@ func TestDatabaseGoneAnswersOneWay(t *testing.T) {
 		}
 	}
 	// The daemon on a PostgreSQL server of its own, which then stops.
-	srv, err := pgtest.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	url, err := srv.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, url := testutil.OwnPostgres(t)
 	dir := t.TempDir()
 	e := newEnvWith(t, testDB{dir: dir, url: url}, dir)
 	if r := e.do(req{method: "GET", path: "/healthz"}); r.Code != 200 {

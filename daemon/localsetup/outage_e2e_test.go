@@ -10,7 +10,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
-	"github.com/tunnelsvc/tunnelsvc/daemon/internal/pgtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
@@ -21,15 +20,7 @@ import (
 // dashboard's writes answer 503 `database unavailable`; once it is back,
 // an operator login works within 10 s, with no restart.
 func TestDatabaseOutage(t *testing.T) {
-	srv, err := pgtest.Start("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	url, err := srv.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, url := testutil.OwnPostgres(t)
 	b := newGateBedOn(t, url)
 
 	// The operator's dashboard session (the bed set the password), and a

@@ -89,3 +89,20 @@ func PostgresURLFrom(t testing.TB, template string, prepare func(url string) err
 	}
 	return url
 }
+
+// OwnPostgres starts a PostgreSQL server for this test alone (one it may
+// stop: Halt, Resume), stopped when the test ends, and returns it with
+// the URL of a new database on it.
+func OwnPostgres(t testing.TB) (*pgtest.Server, string) {
+	t.Helper()
+	srv, err := pgtest.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	url, err := srv.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, url
+}
