@@ -16,7 +16,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
@@ -141,7 +140,7 @@ func newEnvConfigured(t testing.TB, db testDB, dataDir string, edit func(*config
 }
 
 // newEnvDeps is newEnvConfigured with the stand-ins deps (the clock is
-// always e.now; the network tools default to noHostTools).
+// always e.now; the network tools default to testutil.NoHostTools).
 func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Config), deps app.Deps, opts ...func(*Options, *store.Store)) *testEnv {
 	t.Helper()
 	cfg := config.Default()
@@ -160,7 +159,7 @@ func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Confi
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	deps.Now = clock
 	if deps.HostTools == nil {
-		deps.HostTools = noHostTools{}
+		deps.HostTools = testutil.NoHostTools{}
 	}
 	a, err := app.New(context.Background(), &cfg, log, deps)
 	if err != nil {
@@ -175,12 +174,6 @@ func newEnvDeps(t testing.TB, db testDB, dataDir string, edit func(*config.Confi
 	e.srv = New(o)
 	return e
 }
-
-// noHostTools stands in for nft and sysctl: they succeed and change
-// nothing on the machine running the tests.
-type noHostTools struct{}
-
-func (noHostTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
 
 type req struct {
 	method, path, body string

@@ -3,7 +3,6 @@ package revtunnel_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
-	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -50,22 +48,6 @@ var (
 		return testutil.Start(t, name, bin, args...)
 	}
 )
-
-// installedAt writes a rendered client config to path, as bootstrap.sh and
-// the agent install it at /etc/revtunnel/client.toml: the file is its own
-// trustedCaFile, so the pin follows it to path.
-func installedAt(t *testing.T, conf, path string) string {
-	t.Helper()
-	want := "trustedCaFile = '" + frpconf.DefaultClientConfigPath + "'"
-	if !strings.Contains(conf, want) {
-		t.Fatalf("client config does not pin its CA:\n%s", conf)
-	}
-	conf = strings.Replace(conf, want, "trustedCaFile = '"+path+"'", 1)
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return conf
-}
 
 type event struct {
 	Source, Kind, Message string

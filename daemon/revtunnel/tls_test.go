@@ -27,6 +27,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
@@ -259,7 +260,7 @@ func TestImpostorServerGetsNoLogin(t *testing.T) {
 	testutil.WaitListening(t, impostorPort, 10*time.Second)
 
 	clientPath := filepath.Join(dir, "client.toml")
-	conf := installedAt(t, reg.ClientConfig, clientPath)
+	conf := daemontest.InstallClientConfig(t, reg.ClientConfig, clientPath)
 	victim := start(t, "frpc", frpc, "-c", clientPath)
 	select {
 	case <-victim.Done():
@@ -425,7 +426,7 @@ func TestRenewalReachesMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := installedAt(t, reg.ClientConfig, filepath.Join(dir, "client.toml"))
+	conf := daemontest.InstallClientConfig(t, reg.ClientConfig, filepath.Join(dir, "client.toml"))
 	start(t, "frpc", frpc, "-c", filepath.Join(dir, "client.toml"))
 	eventually(t, 15*time.Second, "bytes through the tunnel", func() error { return echo(reg.TunnelPort) })
 	before, err := servedSerial(conf, frpsPort)

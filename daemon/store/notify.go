@@ -58,10 +58,12 @@ var Topics = []string{TopicMachines, TopicTunnels, TopicProbes, TopicActivity, T
 // topic, and each follower looks again now instead of at its next
 // periodic pass.
 func (s *Store) missed() {
+	n := s.remote.Load()
+	if n == nil || n.fn == nil {
+		return
+	}
 	for _, t := range Topics {
-		if n := s.remote.Load(); n != nil && n.fn != nil {
-			n.fn(t)
-		}
+		n.fn(t)
 	}
 }
 

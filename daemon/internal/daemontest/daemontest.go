@@ -25,10 +25,10 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/api"
 	"github.com/tunnelsvc/tunnelsvc/daemon/app"
-	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
+	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
 )
 
 // Password is the operator's password Setup sets.
@@ -79,7 +79,7 @@ func Start(t testing.TB, o Options) *Daemon {
 	d := &Daemon{Config: &cfg, URL: "http://" + cfg.Listen, Dir: dir, Units: &testutil.MemoryUnits{}, Log: &testutil.SyncBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	serving, done := make(chan *app.App, 1), make(chan error, 1)
-	deps := app.Deps{Units: d.Units, HostTools: noHostTools{}, Minute: o.Minute, Serving: func(a *app.App) { serving <- a }}
+	deps := app.Deps{Units: d.Units, HostTools: testutil.NoHostTools{}, Minute: o.Minute, Serving: func(a *app.App) { serving <- a }}
 	log := slog.New(slog.NewTextHandler(testWriter{t, d.Log}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() { done <- app.Serve(ctx, &cfg, log, deps, api.ForDaemon) }()
 	select {
@@ -99,11 +99,6 @@ func Start(t testing.TB, o Options) *Daemon {
 	})
 	return d
 }
-
-// noHostTools stands in for nft, sysctl and fail2ban-client.
-type noHostTools struct{}
-
-func (noHostTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
 
 // testWriter sends the daemon's warnings and errors to the test's log,
 // and keeps them in keep.
@@ -261,8 +256,24 @@ func (d *Daemon) Join(t testing.TB, op *Client, name string) Machine {
 var (
 	frpcAdminPort = regexp.MustCompile(`(?m)^port = \d+$`)
 	frpcSSHPort   = regexp.MustCompile(`(?m)^localPort = 22$`)
-	frpcCAFile    = regexp.MustCompile(`(?m)^trustedCaFile = '[^']*'$`)
 )
+
+// InstallClientConfig writes conf, a client config the daemon rendered,
+// to path as bootstrap.sh and the agent install it at
+// frpconf.DefaultClientConfigPath: the file is its own trustedCaFile, so
+// the pin follows it to path. It returns the config as written.
+func InstallClientConfig(t testing.TB, conf, path string) string {
+	t.Helper()
+	want := "trustedCaFile = '" + frpconf.DefaultClientConfigPath + "'"
+	if !strings.Contains(conf, want) {
+		t.Fatalf("client config does not pin its CA:\n%s", conf)
+	}
+	conf = strings.Replace(conf, want, "trustedCaFile = '"+path+"'", 1)
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
 
 // RunFRPC runs a machine's frpc on conf, a client config the daemon
 // rendered, installed as bootstrap.sh installs it (the file is its own
@@ -279,16 +290,10 @@ func (d *Daemon) RunFRPC(t testing.TB, name, conf string, sshd int) *testutil.Pr
 func (d *Daemon) RunFRPCBinary(t testing.TB, bin, name, conf string, sshd int) *testutil.Proc {
 	t.Helper()
 	path := filepath.Join(d.Dir, "frpc-"+name+".toml")
-	if !frpcCAFile.MatchString(conf) {
-		t.Fatalf("the client config of %s does not pin its CA:\n%s", name, conf)
-	}
-	conf = frpcCAFile.ReplaceAllString(conf, "trustedCaFile = '"+path+"'")
 	conf = frpcAdminPort.ReplaceAllString(conf, fmt.Sprintf("port = %d", testutil.FreePort(t)))
 	if sshd != 0 {
 		conf = frpcSSHPort.ReplaceAllString(conf, fmt.Sprintf("localPort = %d", sshd))
 	}
-	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	InstallClientConfig(t, conf, path)
 	return testutil.Start(t, "frpc "+name, bin, "-c", path)
 }

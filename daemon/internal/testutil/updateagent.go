@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 )
 
 // Outcome is what an UpdatingAgent's machine does with an update.
@@ -66,22 +67,39 @@ type UpdatingAgent struct {
 // whose tunnel client runs and takes every config (idleMachine).
 func NewUpdatingAgent(token, version string) *UpdatingAgent {
 	a := &UpdatingAgent{Token: token, Capable: true, Arch: "amd64", version: version, bundle: version}
-	a.real = &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: version, Sys: idleMachine{}, Later: func(f func()) { f() }}
+	a.real = &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: version, Sys: IdleMachine{}, Later: func(f func()) { f() }}
 	return a
 }
 
 // idleMachine is the machine side of an UpdatingAgent: its tunnel client
 // runs, and restarts, configs and uninstalls succeed without doing anything.
-type idleMachine struct{}
+// IdleMachine is the system under an agent on a machine whose tunnel
+// client runs and takes every config and restart (and changes nothing).
+type IdleMachine struct {
+	// Client is the tunnel client's version (nil: "0.61.1").
+	Client func(context.Context) (string, error)
+}
 
-func (idleMachine) UnitState(context.Context) (map[string]string, error) {
+func (IdleMachine) UnitState(context.Context) (map[string]string, error) {
 	return map[string]string{"ActiveState": "active", "SubState": "running"}, nil
 }
-func (idleMachine) Restart(context.Context) error                 { return nil }
-func (idleMachine) ApplyConfig(context.Context, []byte) error     { return nil }
-func (idleMachine) ClientVersion(context.Context) (string, error) { return "0.61.1", nil }
-func (idleMachine) Monotonic() (time.Duration, error)             { return time.Minute, nil }
-func (idleMachine) Uninstall(context.Context) error               { return nil }
+func (IdleMachine) Restart(context.Context) error             { return nil }
+func (IdleMachine) ApplyConfig(context.Context, []byte) error { return nil }
+func (m IdleMachine) ClientVersion(ctx context.Context) (string, error) {
+	if m.Client != nil {
+		return m.Client(ctx)
+	}
+	return "0.61.1", nil
+}
+func (IdleMachine) Monotonic() (time.Duration, error) { return time.Minute, nil }
+func (IdleMachine) Uninstall(context.Context) error   { return nil }
+
+// NoHostTools stands in for the host's tools the daemon drives (nft,
+// sysctl, fail2ban-client): they succeed and change nothing on the
+// machine running the tests.
+type NoHostTools struct{}
+
+func (NoHostTools) Run(context.Context, string, ...string) cmdrun.Result { return cmdrun.Result{} }
 
 // Calls lists the update requests the agent accepted ("update B",
 // "confirm B").
