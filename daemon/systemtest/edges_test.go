@@ -283,7 +283,7 @@ WantedBy=multi-user.target
 				}
 			}
 			if online != 2 {
-				return fmt.Errorf("the machine's edges: %v", edges)
+				return fmt.Errorf("the machine's edges: %v\n%s", edges, journal())
 			}
 			return nil
 		})
