@@ -53,12 +53,14 @@ type connWatch struct {
 	missing map[[2]int64]*missing // machine id, edge id
 }
 
-// watchConnections runs connRound every ConnEvery until ctx ends.
+// watchConnections runs connRound every ConnEvery until ctx ends, after
+// asking frps its version (observeTunnelServer).
 func (a *App) watchConnections(ctx context.Context) error {
 	t := time.NewTicker(ConnEvery)
 	defer t.Stop()
 	w := &connWatch{missing: map[[2]int64]*missing{}}
 	for {
+		a.observeTunnelServer(ctx)
 		if err := a.connRound(ctx, w, time.Now()); err != nil && ctx.Err() == nil && !store.Unavailable(err) {
 			a.Log.Debug("edge connections: round failed", "err", err)
 		}

@@ -19,8 +19,44 @@ import (
 const EdgeBeat = 10 * time.Second
 
 // edgeSelf is this daemon's own row among the edges: its id is 0 until
-// the first heartbeat has been written.
-type edgeSelf struct{ id atomic.Int64 }
+// the first heartbeat has been written. tunnelVersion is the version of
+// the tunnel server it runs, as recorded ("" until known).
+type edgeSelf struct {
+	id            atomic.Int64
+	tunnelVersion atomic.Pointer[string]
+}
+
+// TunnelVersion is the version of this edge's tunnel server as recorded:
+// as frps last answered, or, before it has answered this daemon, as it
+// answered the last one ("" when never).
+func (e *edgeSelf) TunnelVersion() string {
+	if v := e.tunnelVersion.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// observeTunnelServer asks frps its version and records it where it
+// differs from what is recorded. frps silent (starting, stopped): what is
+// recorded stands, as a reconcile decides nothing from silence.
+func (a *App) observeTunnelServer(ctx context.Context) {
+	if a.frps == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	v, err := a.frps.Version(cctx)
+	cancel()
+	if err != nil || v == a.edge.TunnelVersion() {
+		return
+	}
+	if err := a.Store.SetEdgeTunnelVersion(ctx, a.Config.EdgeName, v); err != nil {
+		// Before the first heartbeat, or the database is away: the next
+		// round asks again.
+		return
+	}
+	a.Log.Info("this edge's tunnel server answers", "version", v)
+	a.edge.tunnelVersion.Store(&v)
+}
 
 // Edge returns this daemon's edge id (0 while not known yet) and name.
 func (a *App) Edge() (int64, string) { return a.edge.id.Load(), a.Config.EdgeName }
@@ -40,6 +76,9 @@ func (a *App) beat(ctx context.Context) error {
 		return err
 	}
 	a.edge.id.Store(e.ID)
+	if a.edge.tunnelVersion.Load() == nil {
+		a.edge.tunnelVersion.Store(&e.TunnelVersion)
+	}
 	if _, err := a.Store.SettleMachines(ctx, now); err != nil {
 		return err
 	}
@@ -221,8 +260,9 @@ func (a *App) clusterEdges(ctx context.Context) ([]machines.EdgeTarget, error) {
 		if e.RetiringAt != nil {
 			continue
 		}
-		t := machines.EdgeTarget{ID: e.ID, Name: e.Name, Host: e.Address, Port: e.TunnelPort}
+		t := machines.EdgeTarget{ID: e.ID, Name: e.Name, Host: e.Address, Port: e.TunnelPort, TunnelVersion: e.TunnelVersion}
 		if e.ID == self || e.Name == name {
+			t.TunnelVersion = a.edge.TunnelVersion()
 			host, err := a.Reach.TunnelHost(ctx)
 			if err != nil && !errors.Is(err, reach.ErrNoAddress) {
 				return nil, err

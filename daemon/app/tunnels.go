@@ -48,7 +48,7 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		Store: a.Store, Sealer: a.Sealer, Keys: keys, Log: a.Log, Now: a.Now,
 		Limiter: joins, Ports: ports,
 		Reach: a.Reach, FRPSPort: cfg.FRPSPort, CA: ca,
-		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges,
+		EdgeName: cfg.EdgeName, ClusterEdges: a.clusterEdges, TunnelVersion: a.edge.TunnelVersion,
 		// Its hooks, each resolved when called: the services they name are
 		// built after it, and New returns before any is called.
 		OnChange:      a.gateNow,

@@ -68,6 +68,8 @@ type View struct {
 	Status   string     `json:"status"` // up, down, joining, retiring
 	LastSeen *time.Time `json:"last_seen"`
 	Version  string     `json:"version"`
+	// TunnelVersion is the version its tunnel server last answered with.
+	TunnelVersion string `json:"tunnel_version"`
 	// This is the edge that answered.
 	This bool `json:"this"`
 	// Parts are what the edge last found of the parts of its own host
@@ -93,7 +95,7 @@ func (s *Service) List(ctx context.Context) ([]View, error) {
 	now := s.now()
 	out := make([]View, 0, len(list))
 	for _, e := range list {
-		v := View{ID: e.ID, Name: e.Name, Address: e.Address, Version: e.Version, This: e.ID == self, Parts: byEdge[e.Name]}
+		v := View{ID: e.ID, Name: e.Name, Address: e.Address, Version: e.Version, TunnelVersion: e.TunnelVersion, This: e.ID == self, Parts: byEdge[e.Name]}
 		if v.Parts == nil {
 			v.Parts = []Part{}
 		}

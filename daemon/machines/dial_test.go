@@ -3,10 +3,12 @@ package machines
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/tunnelca"
 )
 
 // TestDial: the one answer to what a machine's main client dials, which
@@ -72,5 +74,35 @@ func TestDial(t *testing.T) {
 	edges[0].Host = ""
 	if _, err := s.Dial(ctx, store.Machine{HomeEdge: "edge-a"}, ""); !errors.Is(err, reach.ErrNoAddress) {
 		t.Errorf("a home edge with no address: %v", err)
+	}
+}
+
+// TestWireProtocolIsWhatBothSidesSpeak: a client is asked for frp's wire
+// protocol v2 only when its frpc and the tunnel server it dials both
+// speak it. In a cluster upgraded one edge at a time, an updated machine
+// keeps v1 towards the edge not upgraded yet, whose frps would refuse it.
+func TestWireProtocolIsWhatBothSidesSpeak(t *testing.T) {
+	s := &Service{FRPSPort: 7000}
+	ca := &tunnelca.CA{CertPEM: []byte("-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n")}
+	for _, c := range []struct {
+		client, server string
+		v2             bool
+	}{
+		{"", "0.71.0", false},       // the client's version is not reported yet
+		{"0.65.0", "0.71.0", false}, // a machine not updated yet
+		{"0.71.0", "", false},       // the edge's tunnel server has not answered yet
+		{"0.71.0", "0.65.0", false}, // an edge not upgraded yet
+		{"0.71.0", "0.71.0", true},  // both
+		{"0.72.1", "0.71.0", true},  // both, one newer
+	} {
+		m := store.Machine{ID: 1, TunnelPort: 30001, AgentPort: 30002, SSHLocalPort: 22, AgentLocalPort: 7390}
+		m.Report.ClientVersion = c.client
+		conf, err := s.renderClient(ca, m, "0123456789abcdef0123456789abcdef", EdgeTarget{ID: 2, Name: "edge-b", Host: "b.example.com", Port: 7000, TunnelVersion: c.server}, "edge-b", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(conf, "wireProtocol = 'v2'"); got != c.v2 {
+			t.Errorf("frpc %q to frps %q: asks for wire protocol v2: %v, want %v", c.client, c.server, got, c.v2)
+		}
 	}
 }

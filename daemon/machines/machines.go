@@ -129,6 +129,11 @@ type Service struct {
 	// ClusterEdges (nil: this daemon is its cluster's only edge) lists the
 	// edges every machine keeps a tunnel client for, asked at every use.
 	ClusterEdges func(ctx context.Context) ([]EdgeTarget, error)
+	// TunnelVersion is the version of this daemon's own tunnel server, as
+	// recorded ("" or nil: not known yet, and clients are not asked for
+	// what it may not speak). A cluster's edges say theirs in
+	// ClusterEdges.
+	TunnelVersion func() string
 
 	// lists holds the last machine list List built.
 	lists listCache
@@ -490,8 +495,15 @@ func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, 
 		AgentLocalPort: m.AgentLocalPort, AgentPort: m.AgentPort, Tunnels: tunnels, Targets: targets,
 		AdminPort: admin,
 		CA:        string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: path,
-		WireV2: m.Report.ClientVersion != "" && version.Compare(m.Report.ClientVersion, frpconf.WireV2Since) >= 0,
+		WireV2: speaksWireV2(m.Report.ClientVersion) && speaksWireV2(e.TunnelVersion),
 	})
+}
+
+// speaksWireV2 tells whether frp version v (frpc's or frps's, "" when not
+// known) speaks wire protocol v2. A client asks for it only when both
+// sides do: an edge not upgraded yet keeps its updated machines on v1.
+func speaksWireV2(v string) bool {
+	return v != "" && version.Compare(v, frpconf.WireV2Since) >= 0
 }
 
 // EdgeTarget is an edge as a machine's tunnel client dials it.
@@ -500,6 +512,9 @@ type EdgeTarget struct {
 	Name string
 	Host string
 	Port int
+	// TunnelVersion is the version of the edge's tunnel server ("" when
+	// not known yet).
+	TunnelVersion string
 }
 
 // edgeTargets lists the edges machines keep a client for: nil when this
@@ -513,6 +528,14 @@ func (s *Service) edgeTargets(ctx context.Context) ([]EdgeTarget, error) {
 		return nil, err
 	}
 	return es, nil
+}
+
+// tunnelVersion is TunnelVersion's answer.
+func (s *Service) tunnelVersion() string {
+	if s.TunnelVersion == nil {
+		return ""
+	}
+	return s.TunnelVersion()
 }
 
 // HomeOf is machine m's home edge among es: the edge it joined through,
@@ -628,7 +651,7 @@ func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string
 		if home.Host == "" || home.Port == 0 {
 			return EdgeTarget{}, fmt.Errorf("%w (the machine's home edge %s has not said where machines reach it)", reach.ErrNoAddress, home.Name)
 		}
-		t = EdgeTarget{Host: home.Host, Port: home.Port}
+		t = EdgeTarget{Host: home.Host, Port: home.Port, TunnelVersion: home.TunnelVersion}
 	} else {
 		host, err := s.tunnelHost(ctx, fallbackHost)
 		if err != nil {
@@ -640,7 +663,7 @@ func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string
 		if host == "" {
 			return EdgeTarget{}, reach.ErrNoAddress
 		}
-		t = EdgeTarget{Host: host, Port: s.FRPSPort}
+		t = EdgeTarget{Host: host, Port: s.FRPSPort, TunnelVersion: s.tunnelVersion()}
 	}
 	if _, err := validate.Host(t.Host); err != nil {
 		return EdgeTarget{}, InputError(fmt.Sprintf("the address machines dial the tunnel server at, %q, is not a hostname or IP address (%v): "+

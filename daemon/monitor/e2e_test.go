@@ -313,6 +313,10 @@ func TestTrafficMetricsAndOfflineNotification(t *testing.T) {
 		}
 		return fmt.Errorf("not yet: %+v", ps)
 	})
+	// frps says its version: the pinned one.
+	if v, err := traffic.FRPS.Version(ctx); err != nil || v != strings.TrimPrefix(testutil.FRPVersion(t), "v") {
+		t.Fatalf("frps's version: %q %v, want %s", v, err, testutil.FRPVersion(t))
+	}
 	// frps says which machines are connected to it: this one.
 	if got, err := traffic.FRPS.Connected(ctx); err != nil || len(got) != 1 || !got[machineID] {
 		t.Fatalf("connected machines: %v %v, want machine %d only", got, err, machineID)

@@ -40,9 +40,34 @@ type ProxyStats struct {
 
 // Proxies returns every tcp proxy frps knows, online or not.
 func (f *FRPS) Proxies(ctx context.Context) ([]ProxyStats, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.Addr+"/api/proxy/tcp", nil)
+	var out struct {
+		Proxies []ProxyStats `json:"proxies"`
+	}
+	err := f.get(ctx, "/api/proxy/tcp", &out)
+	return out.Proxies, err
+}
+
+// Version is the version frps answers with (GET /api/serverinfo, in
+// frps's dashboard API since before v0.65.0): the running tunnel server's,
+// which a package upgrade may have left behind until frps restarts.
+func (f *FRPS) Version(ctx context.Context) (string, error) {
+	var out struct {
+		Version string `json:"version"`
+	}
+	if err := f.get(ctx, "/api/serverinfo", &out); err != nil {
+		return "", err
+	}
+	if out.Version == "" {
+		return "", errors.New("frps dashboard API: /api/serverinfo names no version")
+	}
+	return out.Version, nil
+}
+
+// get reads path of the dashboard API into out.
+func (f *FRPS) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.Addr+path, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.SetBasicAuth(f.User, f.Password)
 	c := f.Client
@@ -51,23 +76,20 @@ func (f *FRPS) Proxies(ctx context.Context) ([]ProxyStats, error) {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("frps dashboard API: %w", err)
+		return fmt.Errorf("frps dashboard API: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return nil, fmt.Errorf("frps dashboard API: %w", err)
+		return fmt.Errorf("frps dashboard API: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("frps dashboard API answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("frps dashboard API answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
-	var out struct {
-		Proxies []ProxyStats `json:"proxies"`
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("frps dashboard API: unreadable answer: %w", err)
 	}
-	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("frps dashboard API: unreadable answer: %w", err)
-	}
-	return out.Proxies, nil
+	return nil
 }
 
 // Connected returns the machines whose tunnel client is connected to this

@@ -17,7 +17,8 @@ import (
 // yet updated runs the frpc the bundle carried before (tools/frp-previous,
 // built from its tag). Its config asks for nothing the old frpc lacks, and
 // its SSH port and a tcp tunnel carry bytes. Once its agent reports the new
-// client, its desired config asks for frp's wire protocol v2, which the
+// client (and the daemon has heard frps say its own version), its desired
+// config asks for frp's wire protocol v2, which the
 // old frpc would refuse and the new one speaks: the same ports carry bytes
 // again.
 func TestPreviousClientAgainstNewServer(t *testing.T) {
@@ -60,10 +61,14 @@ func TestPreviousClientAgainstNewServer(t *testing.T) {
 	// The bundle is updated: the agent reports the new frpc.
 	version := strings.TrimPrefix(testutil.FRPVersion(t), "v")
 	e.d.App.Agents.Report(context.Background(), m.ID, agentclient.Status{Status: agent.Status{ClientVersion: version, AgentVersion: "2.0.0"}, BundleVersion: "2.0.0"})
-	conf = config()
-	if !strings.Contains(conf, "wireProtocol = 'v2'") {
-		t.Fatalf("a machine on frpc %s is not asked for wire protocol v2:\n%s", version, conf)
-	}
+	// frps (the pinned one) speaks it too, once the daemon has heard it
+	// say its version.
+	eventually(t, 15*time.Second, "the desired config asks for wire protocol v2", func() error {
+		if conf = config(); !strings.Contains(conf, "wireProtocol = 'v2'") {
+			return fmt.Errorf("a machine on frpc %s is not asked for wire protocol v2:\n%s", version, conf)
+		}
+		return nil
+	})
 	if err := revtunnel.Verify(context.Background(), previous, conf); err == nil {
 		t.Fatal("the previous frpc takes a config asking for wire protocol v2: the daemon need not wait for the update to ask")
 	}

@@ -23,9 +23,12 @@ type Edge struct {
 	Address    string // the public address machines and clients dial
 	TunnelPort int    // the port of its tunnel server (0: not recorded yet)
 	Version    string
-	CreatedAt  time.Time
-	LastSeen   time.Time  // the last heartbeat (zero: never)
-	RetiringAt *time.Time // set once the operator retired it
+	// TunnelVersion is the version of the tunnel server (frps) the edge
+	// runs, as it last saw it answer ("" until then).
+	TunnelVersion string
+	CreatedAt     time.Time
+	LastSeen      time.Time  // the last heartbeat (zero: never)
+	RetiringAt    *time.Time // set once the operator retired it
 }
 
 // Up reports whether the edge's heartbeat is recent at now.
@@ -33,13 +36,13 @@ func (e Edge) Up(now time.Time) bool {
 	return !e.LastSeen.IsZero() && now.Sub(e.LastSeen) < EdgeDeadAfter
 }
 
-const edgeCols = "id, name, address, tunnel_port, version, created_at, last_seen, retiring_at"
+const edgeCols = "id, name, address, tunnel_port, version, tunnel_version, created_at, last_seen, retiring_at"
 
 func scanEdge(sc interface{ Scan(...any) error }) (Edge, error) {
 	var e Edge
 	var created int64
 	var seen, retiring sql.NullInt64
-	if err := sc.Scan(&e.ID, &e.Name, &e.Address, &e.TunnelPort, &e.Version, &created, &seen, &retiring); err != nil {
+	if err := sc.Scan(&e.ID, &e.Name, &e.Address, &e.TunnelPort, &e.Version, &e.TunnelVersion, &created, &seen, &retiring); err != nil {
 		return e, err
 	}
 	e.CreatedAt = time.UnixMilli(created).UTC()
@@ -135,6 +138,31 @@ func (s *Store) listEdges(ctx context.Context) ([]Edge, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// SetEdgeTunnelVersion records the version of the tunnel server the edge
+// named name runs (ErrNotFound before its first heartbeat). Announced when
+// it changed: the clients machines keep for that edge ask for what both
+// sides speak.
+func (s *Store) SetEdgeTunnelVersion(ctx context.Context, name, version string) error {
+	changed := false
+	err := s.Tx(ctx, func(tx *Tx) error {
+		var before string
+		err := tx.queryRow(ctx, "SELECT tunnel_version FROM edges WHERE name = ?", name).Scan(&before)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil || before == version {
+			return err
+		}
+		changed = true
+		_, err = tx.exec(ctx, "UPDATE edges SET tunnel_version = ? WHERE name = ?", version, name)
+		return err
+	})
+	if err == nil && changed {
+		s.changed(TopicEdges)
+	}
+	return err
 }
 
 // GetEdge returns one edge (ErrNotFound when there is none).

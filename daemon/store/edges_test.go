@@ -30,8 +30,19 @@ func TestEdgesAndMachineStatus(t *testing.T) {
 			t.Fatalf("heartbeat again: %+v, %v", again, err)
 		}
 		list, err := b.ListEdges(ctx)
-		if err != nil || len(list) != 2 || list[0].Name != "edge-a" || list[1].Name != "edge-b" || list[0].Version != "1.1" {
+		if err != nil || len(list) != 2 || list[0].Name != "edge-a" || list[1].Name != "edge-b" || list[0].Version != "1.1" || list[0].TunnelVersion != "" {
 			t.Fatalf("edges: %+v, %v", list, err)
+		}
+		// The tunnel server's version, as edge A saw it answer: the other
+		// edge reads it, and a heartbeat keeps it.
+		if err := a.SetEdgeTunnelVersion(ctx, "edge-a", "0.71.0"); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", 7000, now.Add(2*time.Second)); err != nil || again.TunnelVersion != "0.71.0" {
+			t.Fatalf("heartbeat after the tunnel server's version: %+v, %v", again, err)
+		}
+		if got, err := b.GetEdge(ctx, ea.ID); err != nil || got.TunnelVersion != "0.71.0" {
+			t.Fatalf("edge A as B reads it: %+v, %v", got, err)
 		}
 		m, err := a.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
 			Seal: func(int64) (string, error) { return "sealed", nil }, Now: now, Ports: PortRange{Lo: 30000, Hi: 30100}})

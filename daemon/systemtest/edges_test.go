@@ -290,8 +290,18 @@ WantedBy=multi-user.target
 		if cfg := m.Must("cat", "/etc/revtunnel/client-edge-b.toml"); !strings.Contains(cfg, "serverAddr = '"+edgeBIP+"'") {
 			t.Fatalf("edge B's client config:\n%s", cfg)
 		}
-		if cfg := m.Must("cat", "/etc/revtunnel/client.toml"); !strings.Contains(cfg, "serverAddr = '"+edgeAIP+"'") {
-			t.Fatalf("the main client config:\n%s", cfg)
+		// The machine's frpc (edge A's bundle) speaks frp's wire protocol
+		// v2, and so does A's frps: its client asks for it once the agent
+		// has said which frpc it runs. B runs the previous package's frps,
+		// which does not: its client keeps v1, and stays connected.
+		testutil.Eventually(t, 60*time.Second, "the client for edge A asks for wire protocol v2", func() error {
+			if cfg := m.Must("cat", "/etc/revtunnel/client.toml"); !strings.Contains(cfg, "serverAddr = '"+edgeAIP+"'") || !strings.Contains(cfg, "wireProtocol = 'v2'") {
+				return fmt.Errorf("the main client config:\n%s", cfg)
+			}
+			return nil
+		})
+		if cfg := m.Must("cat", "/etc/revtunnel/client-edge-b.toml"); strings.Contains(cfg, "wireProtocol") {
+			t.Fatalf("edge B runs the previous frps, and its client asks for a wire protocol:\n%s", cfg)
 		}
 	})
 	if t.Failed() {

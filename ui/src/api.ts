@@ -312,6 +312,8 @@ export interface MachineEdge { edge_id: number; edge: string; status: 'online' |
 export interface Edge {
   id: number; name: string; address: string; status: 'up' | 'down' | 'joining' | 'retiring';
   last_seen?: string | null; version: string; this: boolean;
+  /** The version its tunnel server (frps) last answered with ('' until it has). */
+  tunnel_version: string;
   /** The parts of the edge's own host it keeps as desired (tunnel server, Caddy, publish table, firewall). */
   parts: HostPart[];
 }

@@ -40,7 +40,9 @@ function edgesTable(ctx: Ctx, es: Edge[]): HTMLElement {
       h('div', { class: 'main-cell' }, h('span', { class: 'name' }, e.name), e.this ? [' ', badge('this edge', '')] : null,
         h('div', { class: 'muted small' }, e.address || 'no public address yet')),
       h('div', { class: 'state' }, edgeBadge(e), hostParts(e)),
-      time(e.last_seen), e.version || h('span', { class: 'muted' }, '—'), h('div', { class: 'row-actions' }, retire)];
+      time(e.last_seen), h('div', null, e.version || h('span', { class: 'muted' }, '—'),
+        e.tunnel_version ? h('div', { class: 'muted small' }, `tunnel server: frp ${e.tunnel_version}`) : null),
+      h('div', { class: 'row-actions' }, retire)];
   }), 'No edge has reported yet.', 'Edges', 'data-table');
 }
 
