@@ -29,8 +29,10 @@ func TestSmoke(t *testing.T) {
 	}
 	// Load phases of 0.3 s: enough requests for every figure to come out
 	// (thousands a phase), and 12 CPU-s less than 1 s phases.
+	// Each line says when, so a slow figure shows.
+	t0 := time.Now()
 	o := Options{Bins: bins, Dir: t.TempDir(), Duration: 300 * time.Millisecond, Machines: 5, Tunnels: 20, Registrations: 50, Settle: 0.1,
-		Log: func(f string, a ...any) { t.Logf(f, a...) }}
+		Log: func(f string, a ...any) { t.Logf("%5.1fs "+f, append([]any{time.Since(t0).Seconds()}, a...)...) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rows, err := Run(ctx, o, Figures, 1)
