@@ -116,11 +116,23 @@ run: build
 deps:
 	bash scripts/install-deps.sh
 
-## test: brief fuzzing, the UI's tests, then every Go test (unit, black-box,
-## real tools, system); gotestsum's summary line comes last. One after the
-## other: side by side on two cores they took about as long in all
-## (1094-1134 s against about 1150 s) and their timing tests flaked.
-test: deps build test-fuzz test-ui test-go
+## test: every test. The system tests (one package, whose tests run two
+## at a time and mostly wait for hosts to boot and timers to fire) start
+## first, in the background; beside them run the brief fuzzing, the UI's
+## tests, then every other Go test (unit, black-box, real tools), one after
+## the other. The system tests' output and gotestsum's summary of them come
+## last. Run after the rest, they left the processors a third idle in the
+## suite's last minutes; the rest side by side with each other took about
+## as long in all and their timing tests flaked.
+SYSTEM_LOG := bin/test-system.log
+test: deps build
+	@$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m $(TEST_BUILD) ./daemon/systemtest/... >$(SYSTEM_LOG) 2>&1 & sys=$$!; \
+	echo "make test: the system tests run in the background (their output comes last)"; \
+	rest=0; $(MAKE) --no-print-directory test-fuzz test-ui test-go GO_TEST_EXCLUDE=/daemon/systemtest || rest=$$?; \
+	echo "make test: waiting for the system tests"; \
+	system=0; wait $$sys || system=$$?; \
+	cat $(SYSTEM_LOG); \
+	[ $$rest -eq 0 ] && [ $$system -eq 0 ]
 
 ## test-ui: the dashboard's unit tests and its browser test (Debian's
 ## chromium-headless-shell driving the real daemon, bin/tunnelsvc with this UI embedded);
@@ -153,10 +165,14 @@ GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/benc
 # binaries are linked without DWARF and symbol table (-s -w), which halves
 # their link time; a failing test still prints file:line.
 TEST_BUILD := -trimpath -ldflags '-s -w'
+# GO_TEST_EXCLUDE: packages left out (a regular expression; make test runs
+# the system tests itself).
+GO_TEST_EXCLUDE ?= ^$$
 test-go:
 	$(GO) vet -trimpath ./...
 	cd third_party/yamux && $(GO) vet -trimpath . && $(GO) test -count=1 -timeout 2m $(TEST_BUILD) -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m -p $(GO_TEST_P) $(TEST_BUILD) $(GO_TEST_FIRST) ./...
+	pkgs=$$($(GO) list $(GO_TEST_FIRST) ./... | awk '!seen[$$0]++' | grep -vE '$(GO_TEST_EXCLUDE)'); \
+	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m -p $(GO_TEST_P) $(TEST_BUILD) $$pkgs
 
 ## test-system: only the system tests and the testbed's own test (root: a real systemd).
 test-system:
@@ -164,8 +180,8 @@ test-system:
 
 # Each fuzz target runs briefly (scripts/fuzz-brief.sh: one instrumented
 # binary per package); the committed seed corpus runs in test-go too.
-# Each runs for a number of executions, about 1 s of it on 2 processors
-# with the suite's other work (fuzzing is a small share of what the suite
+# Each runs for a number of executions, about half a second of it on 2
+# processors with the suite's other work (fuzzing is a small share of what the suite
 # must do in its 12 minutes; FUZZ_TIME is for a longer search), not
 # for a time: with a time, Go 1.26's fuzz coordinator can fail a target with
 # a bare "context deadline exceeded" when the time runs out while a worker
@@ -175,15 +191,15 @@ test-system:
 # for the next such run (a brief pass throws its own away: replaying a
 # cache that grew with every run made each pass longer than the last).
 FUZZ_TIME ?=
-FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:1000x ./daemon/api:FuzzTwoFABodies:5000x ./daemon/api:FuzzSSHKeyBodies:2000x \
-	./daemon/api:FuzzJoinCommand:800x ./daemon/api:FuzzAuthorizationHeader:600x ./daemon/api:FuzzBootstrapRequest:800x \
-	./daemon/api:FuzzSSOCallbackQuery:800x
+FUZZ_TARGETS := ./daemon/api:FuzzAuthBodies:500x ./daemon/api:FuzzTwoFABodies:2500x ./daemon/api:FuzzSSHKeyBodies:1000x \
+	./daemon/api:FuzzJoinCommand:400x ./daemon/api:FuzzAuthorizationHeader:300x ./daemon/api:FuzzBootstrapRequest:400x \
+	./daemon/api:FuzzSSOCallbackQuery:400x
 # Generated files: every accepted value renders a file the real tool accepts
 # (and the frps plugin's answers, next to its package's other targets).
-FUZZ_TARGETS += ./daemon/validate:FuzzValidators:25000x ./daemon/webproxy:FuzzCaddyfile:8000x \
-	./daemon/firewall:FuzzFirewallRuleset:12000x ./daemon/banner:FuzzJailFile:15000x \
-	./daemon/revtunnel:FuzzFrpsConfig:4000x ./daemon/revtunnel:FuzzFrpcConfig:5000x ./daemon/revtunnel:FuzzPluginRequest:1500x \
-	./daemon/gate:FuzzCheck:10000x ./daemon/gate:FuzzCallback:10000x ./daemon/gate:FuzzLogin:500x
+FUZZ_TARGETS += ./daemon/validate:FuzzValidators:12500x ./daemon/webproxy:FuzzCaddyfile:4000x \
+	./daemon/firewall:FuzzFirewallRuleset:6000x ./daemon/banner:FuzzJailFile:7500x \
+	./daemon/revtunnel:FuzzFrpsConfig:2000x ./daemon/revtunnel:FuzzFrpcConfig:2500x ./daemon/revtunnel:FuzzPluginRequest:750x \
+	./daemon/gate:FuzzCheck:5000x ./daemon/gate:FuzzCallback:5000x ./daemon/gate:FuzzLogin:250x
 test-fuzz:
 	GO=$(GO) FUZZ_TIME=$(FUZZ_TIME) bash scripts/fuzz-brief.sh $(FUZZ_TARGETS)
 

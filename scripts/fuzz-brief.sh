@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz-brief.sh PKG:TARGET:BUDGET... — each fuzz target for its budget
 # (FUZZ_TIME, when set, replaces every budget). One instrumented test binary
-# per package, built once and run for each of its targets from the package's
+# per package, built once (two packages at a time) and run for each of its targets from the package's
 # directory, as `go test -fuzz` would run it: the committed corpus in
 # testdata/fuzz, new crashers written there. Stops at the first target
 # that fails.
@@ -18,20 +18,30 @@ bins=$(mktemp -d)
 trap 'rm -rf "$bins"' EXIT
 cache=$bins/fuzzcache
 [ -z "${FUZZ_TIME:-}" ] || cache=$($GO env GOCACHE)/fuzz
+# The instrumented binaries first, two at a time: most of their time is
+# the linker's, which uses one processor.
+binof() { echo "$bins/$(echo "$1" | tr '/.' '__').test"; }
+build() {
+  local pkg=$1 name=$2
+  echo "fuzz: building $pkg with coverage instrumentation"
+  # As make test builds test binaries: -trimpath, so the build cache
+  # serves a new clone too, and no DWARF (half the link time).
+  $GO test -c -fuzz "^$name\$" -trimpath -ldflags='-s -w' -o "$(binof "$pkg")" "$pkg"
+}
+export -f build binof
+export GO bins
 last=""
+for t in "$@"; do
+  pkg=${t%%:*} rest=${t#*:}
+  [ "$pkg" = "$last" ] || printf '%s %s\n' "$pkg" "${rest%%:*}"
+  last=$pkg
+done | xargs -P 2 -L 1 bash -c 'build "$0" "$1"'
 for t in "$@"; do
   pkg=${t%%:*} rest=${t#*:}
   name=${rest%%:*} budget=${rest#*:}
   budget=${FUZZ_TIME:-$budget}
-  bin=$bins/$(echo "$pkg" | tr '/.' '__').test
-  if [ "$pkg" != "$last" ]; then
-    echo "fuzz: building $pkg with coverage instrumentation"
-    # As make test builds test binaries: -trimpath, so the build cache
-    # serves a new clone too, and no DWARF (half the link time).
-    $GO test -c -fuzz "^$name\$" -trimpath -ldflags='-s -w' -o "$bin" "$pkg"
-    importpath=$($GO list "$pkg")
-    last=$pkg
-  fi
+  bin=$(binof "$pkg")
+  importpath=$($GO list "$pkg")
   echo "fuzz $name ($budget)"
   start=$(date +%s%N)
   (cd "$pkg" && "$bin" -test.run '^$' -test.fuzz "^$name\$" -test.fuzztime "$budget" \

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"runtime"
@@ -32,7 +33,8 @@ func TestSmoke(t *testing.T) {
 	// Each line says when, so a slow figure shows.
 	t0 := time.Now()
 	o := Options{Bins: bins, Dir: t.TempDir(), Duration: 300 * time.Millisecond, Machines: 5, Tunnels: 20, Registrations: 50, Settle: 0.1,
-		Log: func(f string, a ...any) { t.Logf("%5.1fs "+f, append([]any{time.Since(t0).Seconds()}, a...)...) }}
+		OpenLoopRates: []int{250, 500, 1000},
+		Log:           func(f string, a ...any) { t.Logf("%5.1fs "+f, append([]any{time.Since(t0).Seconds()}, a...)...) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rows, err := Run(ctx, o, Figures, 1)
@@ -147,6 +149,16 @@ func TestEnginesRunAsInstalled(t *testing.T) {
 	for name, env := range map[string][]string{"revtunnel-server.service": bins.ServerEnv, "the machines' frpc unit": bins.ClientEnv} {
 		if !slices.Contains(env, "GOMAXPROCS=1") {
 			t.Errorf("%s: environment %q, want GOMAXPROCS=1", name, env)
+		}
+	}
+}
+
+// TestMeansRead: each sentence of BENCH.md's "What it means for a VPS"
+// takes its figure's value and reads as words (no verb fmt did not know).
+func TestMeansRead(t *testing.T) {
+	for key, m := range means {
+		if s := fmt.Sprintf(m, 12.5); strings.Contains(s, "%!") {
+			t.Errorf("%s: %q", key, s)
 		}
 	}
 }

@@ -59,6 +59,11 @@ type Options struct {
 	// bench`; the smoke test, which checks that every figure yields a row,
 	// not the figures themselves, sets a tenth.
 	Settle float64
+	// OpenLoopRates are the constant rates the open-loop figures try, in
+	// order, for each path (nil: openLoopRates, as in `make bench`). The
+	// smoke test tries the first few: that each path yields a crossing
+	// is its business, not how high.
+	OpenLoopRates []int
 
 	// pg is the PostgreSQL of the PostgreSQL figures; Run sets it.
 	pg *pgServer
@@ -745,10 +750,18 @@ var openLoopRates = []int{250, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 80
 // holdsOpenLoop: every request answered, p99 under 20 ms.
 func holdsOpenLoop(l load) bool { return l.Success == 1 && l.P99 < 20*time.Millisecond }
 
-// highestHeld is the highest of openLoopRates the path to host holds, and
+// rates are the open-loop figures' rates (Options.OpenLoopRates).
+func (o Options) rates() []int {
+	if o.OpenLoopRates != nil {
+		return o.OpenLoopRates
+	}
+	return openLoopRates
+}
+
+// highestHeld is the highest of the rates the path to host holds, and
 // the first it does not (0: it held them all).
 func (w *World) highestHeld(url, host string, d time.Duration) (held, crossed int) {
-	for _, rate := range openLoopRates {
+	for _, rate := range w.opts.rates() {
 		if !holdsOpenLoop(openLoad(url, hostHeader(host), rate, d)) {
 			return held, rate
 		}
@@ -772,7 +785,7 @@ func (w *World) HTTPOpenLoop() Row {
 	// per request at the highest rate it held.
 	best := 0
 	var aloneCPU string
-	for _, rate := range openLoopRates {
+	for _, rate := range w.opts.rates() {
 		c0 := w.Caddy.CPU()
 		l := openLoad(url, hostHeader(directHost), rate, d)
 		if !holdsOpenLoop(l) {
@@ -811,9 +824,9 @@ func (w *World) HTTPOpenLoop() Row {
 	}
 	atCPU := perRequest(atTotal, at.Requests) + " (" + strings.Join(shares, " + ") + ")"
 	row.Measured = fmt.Sprintf("Caddy alone holds %d req/s (VPS CPU %s per request); tunnel at %d: success %.2f%%, p99 %s%s, VPS CPU %s per request, the load generator's %s; "+
-		"where p99 crosses 20 ms: Caddy alone by %d, %s %s, the tunnel %s",
+		"where p99 crosses 20 ms: Caddy alone %s, %s %s, the tunnel %s",
 		best, aloneCPU, half, at.Success*100, at.P99.Round(10*time.Microsecond), errorsOf(at), atCPU, selfPer,
-		nextRate(best), relayPair, crossing(relayHeld, relayCrossed), crossing(tunnelHeld, tunnelCrossed))
+		crossing(best, nextRate(w.opts.rates(), best)), relayPair, crossing(relayHeld, relayCrossed), crossing(tunnelHeld, tunnelCrossed))
 	// The value is what the goal bounds: the p99 at 0.5 of Caddy's rate,
 	// in milliseconds, so that the median of several runs is the median
 	// p99 (success is 1 in nearly every run and would pick any of them).
@@ -822,11 +835,11 @@ func (w *World) HTTPOpenLoop() Row {
 	return row
 }
 
-// nextRate is the rate tried after r (0 after the last).
-func nextRate(r int) int {
-	for i, x := range openLoopRates {
-		if x == r && i+1 < len(openLoopRates) {
-			return openLoopRates[i+1]
+// nextRate is the rate of rates tried after r (0 after the last).
+func nextRate(rates []int, r int) int {
+	for i, x := range rates {
+		if x == r && i+1 < len(rates) {
+			return rates[i+1]
 		}
 	}
 	return 0

@@ -52,7 +52,7 @@ var Figures = []Figure{
 // means says, for the figures whose value speaks for itself, what it
 // means for an operator's VPS (%v: the row's value, in its unit).
 var means = map[string]string{
-	"openloop-pinned": "At half the rate Caddy alone serves within 20 ms, HTTP through the tunnel answers 99 % of requests within %.0f ms.",
+	"openloop-pinned": "At half the rate Caddy alone serves within 20 ms, HTTP through the tunnel answers 99 %% of requests within %.0f ms.",
 	"gate-pinned":     "An access gate checks a signed-in visitor in about %.0f µs (median): a gated site is not noticeably slower.",
 	"wss":             "A machine that can only get out on port 443 (the wss transport, through Caddy and the daemon) gets about %.2g × the requests a second of a machine on the direct port.",
 	"disconnect":      "A machine whose tunnel client stops shows offline in the dashboard within %.2g s.",
