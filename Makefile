@@ -142,18 +142,17 @@ test-ui: ui daemon
 	@if [ -f ui/package.json ]; then cd ui && UI_DAEMON_BIN=$(CURDIR)/bin/tunnelsvc npm run --silent test:built; else echo "test-ui: no ui/package.json"; fi
 
 # The longest packages first: go test starts packages in the order they are
-# named, so the system tests (one package, whose tests run two at a time
-# and mostly wait for hosts to boot and timers to fire) run beside all the
-# others instead of after most of them. Then the packages whose tests
-# mostly wait (a database stopped for a minute, a slow client cut off, an
-# edge back after a pause): run last, they left one processor idle for
-# about two minutes while only they were left.
-# Three packages at once (-p 3; go test's default is one per processor):
-# with two, the system tests held one slot for eight minutes and the
-# others queued for the second, so whenever the package in it waited (the
-# API's database outage, localsetup's timers) a processor idled: in the
-# last four minutes the machine was 38-77 % busy.
-GO_TEST_P := 3
+# named, so the system tests (when test-go runs them: make test runs them
+# itself, in the background) run beside all the others instead of after
+# most of them. Then the packages whose tests mostly wait (a database
+# stopped for a minute, a slow client cut off, an edge back after a
+# pause): run last, they left one processor idle for about two minutes
+# while only they were left.
+# Four packages at once (go test's default is one per processor): the API's
+# database outage, localsetup's timers and the bench's waits hold a slot
+# each while they wait; with three, the machine was 86-91 % busy while only
+# these packages ran.
+GO_TEST_P := 4
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/... \
 	./daemon/localsetup/... ./daemon/cmd/tunnelsvc/... ./daemon/app/... ./daemon/store/...
 # Vet and the test binaries are built with -trimpath: without it Go keys
