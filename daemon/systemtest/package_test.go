@@ -438,7 +438,8 @@ func TestPackage(t *testing.T) {
 		}
 		t.Logf("during the upgrade: %d requests answered, %d failed", ok.Load(), failed.Load())
 		if failed.Load() != 0 || ok.Load() == 0 {
-			t.Fatalf("%d requests failed during the upgrade (last: %v)", failed.Load(), lastErr.Load())
+			journal, _ := h.Exec("journalctl", "--no-pager", "-n", "40", "-u", "tunnelsvc", "-u", "tunnelsvc.socket")
+			t.Fatalf("%d requests failed during the upgrade (last: %v)\nthe daemon's journal:\n%s", failed.Load(), lastErr.Load(), journal)
 		}
 		if got := strings.TrimSpace(h.Must("dpkg-query", "-W", "-f", "${Version}", "tunnelsvc")); got != "0.1.0+git10.bbbbbbbbbbbb" {
 			t.Fatalf("installed version %s", got)
