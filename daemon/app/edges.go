@@ -46,16 +46,20 @@ func (a *App) observeTunnelServer(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	v, err := a.frps.Version(cctx)
 	cancel()
-	if err != nil || v == a.edge.TunnelVersion() {
+	before := a.edge.tunnelVersion.Load()
+	if err != nil || (before != nil && v == *before) {
 		return
 	}
+	// Held before it is announced: the reconcile the announcement wakes
+	// renders with it.
+	a.edge.tunnelVersion.Store(&v)
 	if err := a.Store.SetEdgeTunnelVersion(ctx, a.Config.EdgeName, v); err != nil {
 		// Before the first heartbeat, or the database is away: the next
 		// round asks again.
+		a.edge.tunnelVersion.CompareAndSwap(&v, before)
 		return
 	}
 	a.Log.Info("this edge's tunnel server answers", "version", v)
-	a.edge.tunnelVersion.Store(&v)
 }
 
 // Edge returns this daemon's edge id (0 while not known yet) and name.
