@@ -521,7 +521,8 @@ func converged(edges []*chaosEdge) error {
 			return fmt.Errorf("%s: %w", e.name, err)
 		}
 		if !slices.Equal(got, want) {
-			return fmt.Errorf("%s's Caddyfile serves %d sites, the database has %d", e.name, len(got), len(want))
+			return fmt.Errorf("%s's Caddyfile serves %d sites, the database has %d (Caddyfile: %s; %s's GET /api/tunnels: %s)",
+				e.name, len(got), len(want), strings.Join(got, " "), a.name, strings.Join(want, " "))
 		}
 		last := 0
 		for _, h := range guarded {
