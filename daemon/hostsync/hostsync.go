@@ -13,6 +13,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,6 +35,12 @@ const MinRetry = time.Second
 // was flushed): the observed state is brought back to the desired one
 // even when nothing in the database changed.
 const Reassert = 5 * time.Minute
+
+// PartTimeout bounds one look at a part (render, apply, record): a call
+// that hangs (a tool, the bus, the database) fails the part, which is
+// then recorded as pending with that error and retried, instead of
+// stopping every later pass with the last state recorded as in place.
+const PartTimeout = time.Minute
 
 // Part is one piece of this edge's host.
 type Part struct {
@@ -89,6 +97,8 @@ type Syncer struct {
 	// long a part in place goes without being applied again, which
 	// mends what changed it behind the daemon's back (Reassert when zero).
 	Every, Reassert time.Duration
+	// PartTimeout bounds one look at a part (PartTimeout when zero).
+	PartTimeout time.Duration
 
 	wake wakeup.Signal
 
@@ -184,7 +194,9 @@ func (s *Syncer) Pass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.sync(ctx, p)
+		pctx, cancel := context.WithTimeout(ctx, s.partTimeout())
+		s.sync(pctx, p)
+		cancel()
 	}
 }
 
@@ -216,6 +228,9 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 		// Not run here (inUse false): Apply removes what is left of it.
 		err = p.Apply(ctx)
 	}
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s (a tool, the system bus or the database did not answer): %w", s.partTimeout(), err)
+	}
 	s.mu.Lock()
 	now = s.now()
 	before := st.State
@@ -245,7 +260,11 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 			"part", p.Name, "err", err, "retry_in", retryAfter(failures))
 	}
 	if save && s.Record != nil {
-		if rerr := s.Record.SaveHostPart(ctx, s.Edge, snapshot); rerr != nil {
+		// Recorded even when the look ran out of time: that is news.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		rerr := s.Record.SaveHostPart(rctx, s.Edge, snapshot)
+		cancel()
+		if rerr != nil {
 			s.Log.Warn("could not record the state of this edge's "+p.Label+"; recorded at a later pass", "err", rerr)
 			return
 		}
@@ -263,6 +282,13 @@ func sameState(a, b State) bool {
 	sinceA, sinceB := a.PendingSince, b.PendingSince
 	a.PendingSince, b.PendingSince = nil, nil
 	return a == b && (sinceA == nil) == (sinceB == nil) && (sinceA == nil || sinceA.Equal(*sinceB))
+}
+
+func (s *Syncer) partTimeout() time.Duration {
+	if s.PartTimeout <= 0 {
+		return PartTimeout
+	}
+	return s.PartTimeout
 }
 
 func (s *Syncer) reassert() time.Duration {

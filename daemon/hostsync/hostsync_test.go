@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,4 +177,40 @@ func TestSyncerWithoutNotices(t *testing.T) {
 	poked.set("v2")
 	s.Poke()
 	waitApplied(poked, "v2")
+}
+
+// TestSyncerBoundsAHungPart: a part whose apply never returns (a tool or
+// the bus that does not answer) fails after PartTimeout and is recorded
+// as pending with that reason; the parts after it are still looked at,
+// and the next pass goes on.
+func TestSyncerBoundsAHungPart(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 3, 0, 0, time.UTC)
+	hung := &fakeHost{want: "v1", inUse: true}
+	next := &fakeHost{want: "n1", inUse: true}
+	stuck := hung.part()
+	stuck.Apply = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	other := next.part()
+	other.Name, other.Label = "firewall", "firewall ruleset"
+	s := &Syncer{Edge: "edge-a", Parts: []Part{stuck, other}, Record: hung, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return now }, PartTimeout: 50 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { s.Pass(context.Background()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pass over a hung part did not end")
+	}
+	if applied, _, _ := next.get(); applied != "n1" {
+		t.Fatalf("the part after the hung one was not applied: %q", applied)
+	}
+	_, _, saved := hung.get()
+	var caddy *State
+	for i := range saved {
+		if saved[i].Part == "caddy" {
+			caddy = &saved[i]
+		}
+	}
+	if caddy == nil || !caddy.Drifted() || caddy.PendingSince == nil || !strings.Contains(caddy.Error, "no answer within 50ms") {
+		t.Fatalf("the hung part as recorded: %+v", caddy)
+	}
 }
