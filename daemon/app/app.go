@@ -135,6 +135,7 @@ type App struct {
 	Reach *reach.Resolver
 
 	edge     edgeSelf      // see Edge
+	conns    conns         // the dashboard's connections, for a stop
 	edgeList edgeListCache // see clusterEdges
 	frps     *monitor.FRPS // this edge's tunnel server, asked who is connected
 	// Edges answers for the cluster's edges.
@@ -513,6 +514,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         a.conns.track,
 	}
 
 	// frps's plugin calls arrive on their own loopback listener, never on
@@ -553,7 +555,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	log.Info("stopping: draining requests")
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	if err := a.HTTP.Shutdown(sctx); err != nil {
+	if err := stopServing(sctx, a.HTTP, ls, &a.conns); err != nil {
 		log.Warn("drain timed out; closing connections", "err", err)
 		a.HTTP.Close()
 	}

@@ -421,7 +421,7 @@ func TestPackage(t *testing.T) {
 					ok.Add(1)
 				} else {
 					failed.Add(1)
-					lastErr.Store(fmt.Sprint(err, resp))
+					lastErr.Store(fmt.Sprint(time.Now().UTC().Format("15:04:05.000 "), err, resp))
 				}
 				if resp != nil {
 					resp.Body.Close()

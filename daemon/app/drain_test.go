@@ -1,0 +1,70 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStopServesARequestAlreadyAccepted: a connection accepted before the
+// stop whose request arrives during it is answered, not closed unanswered
+// (what http.Server.Shutdown alone does: the client reads EOF). The stop
+// then ends, and a new connection is not accepted.
+func TestStopServesARequestAlreadyAccepted(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c conns
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }),
+			ConnState: c.track}
+		go srv.Serve(l)
+		conn, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Accepted: the server has it as new.
+		deadline := time.Now().Add(5 * time.Second)
+		for !c.busy(time.Now()) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if plain {
+				stopped <- srv.Shutdown(ctx)
+			} else {
+				stopped <- stopServing(ctx, srv, []net.Listener{l}, &c)
+			}
+		}()
+		time.Sleep(50 * time.Millisecond) // the stop has begun
+		io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		if plain {
+			// How net/http behaves, which the stop must not: if this ever
+			// answers, stopServing may no longer be needed.
+			if err == nil {
+				t.Logf("Shutdown alone answered a request that arrived during it: %s", resp.Status)
+			}
+		} else if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("a request on a connection accepted before the stop: %v %v", resp, err)
+		}
+		if err := <-stopped; err != nil {
+			t.Fatalf("stop (plain Shutdown %v): %v", plain, err)
+		}
+		if !plain {
+			if _, err := net.DialTimeout("tcp", l.Addr().String(), time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+				t.Fatalf("a new connection after the stop: %v", err)
+			}
+		}
+	}
+}
