@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
@@ -171,6 +172,10 @@ type Service struct {
 	// Life is the daemon's (nil: none): an installation outlives the
 	// request that started it, but not the daemon.
 	Life context.Context
+	// deploys orders DeployProxy's callers: each reads what it renders
+	// after the one before it wrote, so none writes an older Caddyfile
+	// over a newer one.
+	deploys sync.Mutex
 }
 
 // InstallRequest is POST /api/local/install's body.
@@ -400,6 +405,8 @@ func (s *Service) proxyManaged(ctx context.Context) (bool, error) {
 // DeployProxy re-renders and applies the Caddyfile. Unless force is set it
 // does nothing while the proxy is not installed.
 func (s *Service) DeployProxy(ctx context.Context, force bool) error {
+	s.deploys.Lock()
+	defer s.deploys.Unlock()
 	if !force {
 		if ok, err := s.proxyManaged(ctx); err != nil || !ok {
 			return err
