@@ -31,6 +31,9 @@ func (a *App) hostParts() []hostsync.Part {
 			Name: "caddy", Label: "Caddy config",
 			Desired: a.Setup.ProxyDesired,
 			Apply:   func(ctx context.Context) error { return a.Setup.DeployProxy(ctx, false) },
+			// The Caddyfile on disk, as Caddy reads it at its next start or
+			// reload: a stray write is mended at the next pass.
+			Observe: func(context.Context) ([]byte, error) { return a.Setup.Proxy.Current() },
 		},
 		{Name: "publish", Label: "publish table", Desired: a.Publish.Desired, Apply: a.Publish.Reconcile},
 		{Name: "firewall", Label: "firewall ruleset", Desired: a.Firewall.Desired, Apply: a.Firewall.Reconcile},

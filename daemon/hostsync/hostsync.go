@@ -55,6 +55,12 @@ type Part struct {
 	// part already in place is left alone) and, when it fails, leaves the
 	// previous working configuration and says why in the tool's words.
 	Apply func(ctx context.Context) error
+	// Observe, when set, reads what the host holds now (the file on
+	// disk): a part whose observed state differs from the desired one is
+	// applied at the next look, whoever changed it, and what an apply
+	// left is read back, so the applied hash recorded is of what the host
+	// holds, not of what the syncer meant to write.
+	Observe func(ctx context.Context) ([]byte, error)
 }
 
 // State is what the syncer last found of a part on this edge.
@@ -118,6 +124,11 @@ type partState struct {
 	appliedAt time.Time
 	// saved is false until the database took this state.
 	saved bool
+	// recheckAt: an apply succeeded but left the host other than desired
+	// (what it read had moved on, or something wrote over it): the part
+	// is looked at again then.
+	recheckAt time.Time
+	rechecks  int
 }
 
 func (s *Syncer) now() time.Time {
@@ -181,8 +192,12 @@ func (s *Syncer) nextRetry() (time.Time, bool) {
 	defer s.mu.Unlock()
 	var at time.Time
 	for _, st := range s.states {
-		if st.failures > 0 && (at.IsZero() || st.retryAt.Before(at)) {
-			at = st.retryAt
+		due := st.recheckAt
+		if st.failures > 0 {
+			due = st.retryAt
+		}
+		if !due.IsZero() && (at.IsZero() || due.Before(at)) {
+			at = due
 		}
 	}
 	return at, !at.IsZero()
@@ -201,38 +216,32 @@ func (s *Syncer) Pass(ctx context.Context) {
 }
 
 // sync renders part p and, when it is due (never applied by this
-// process, changed, failed last time, or not re-asserted for Reassert),
-// applies it; then records what it found.
+// process, changed, observed other than desired, failed last time, or not
+// re-asserted for Reassert), applies it; then records what it found.
 func (s *Syncer) sync(ctx context.Context, p Part) {
 	content, inUse, err := p.Desired(ctx)
 	hash := ""
 	if err == nil && inUse {
-		sum := sha256.Sum256(content)
-		hash = hex.EncodeToString(sum[:8])
+		hash = hashOf(content)
 	}
+	seen, observed := s.observe(ctx, p, err == nil && inUse)
 	s.mu.Lock()
 	st := s.state(p)
-	now := s.now()
-	var due bool
-	switch {
-	case st.failures > 0:
-		// A failed part waits out its backoff, poked or not (its own
-		// failure may be what made the notice), unless what is desired
-		// changed since it failed.
-		due = hash != st.failedHash || !now.Before(st.retryAt)
-	default:
-		due = !st.applied || st.AppliedHash != hash || now.Sub(st.appliedAt) >= s.reassert()
-	}
+	due := s.due(st, hash, observed && seen != hash)
 	s.mu.Unlock()
 	if err == nil && due {
 		// Not run here (inUse false): Apply removes what is left of it.
 		err = p.Apply(ctx)
+		if err == nil {
+			// What the apply left, read back.
+			seen, observed = s.observe(ctx, p, inUse)
+		}
 	}
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("no answer within %s (a tool, the system bus or the database did not answer): %w", s.partTimeout(), err)
 	}
 	s.mu.Lock()
-	now = s.now()
+	now := s.now()
 	before := st.State
 	st.CheckedAt, st.InUse, st.DesiredHash = now, inUse, hash
 	switch {
@@ -244,10 +253,20 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 		st.failures++
 		st.retryAt, st.failedHash = now.Add(retryAfter(st.failures)), hash
 	case due:
-		if st.AppliedHash != hash && inUse {
+		applied, rechecks := hash, st.rechecks
+		st.recheckAt, st.rechecks = time.Time{}, 0
+		if observed && seen != hash {
+			// Applied, yet the host holds something else: shown as drift
+			// (no error: nothing refused) and looked at again shortly,
+			// with backoff should it keep happening.
+			st.rechecks = rechecks + 1
+			applied, st.recheckAt = seen, now.Add(retryAfter(st.rechecks))
+			s.Log.Info("this edge's "+p.Label+" was applied but is not as desired yet; looked at again shortly", "part", p.Name)
+		}
+		if st.AppliedHash != applied && inUse {
 			st.Generation++
 		}
-		st.AppliedHash, st.Error, st.PendingSince, st.failures = hash, "", nil, 0
+		st.AppliedHash, st.Error, st.PendingSince, st.failures = applied, "", nil, 0
 		st.applied, st.appliedAt = true, now
 	}
 	if !sameState(before, st.State) {
@@ -260,20 +279,56 @@ func (s *Syncer) sync(ctx context.Context, p Part) {
 			"part", p.Name, "err", err, "retry_in", retryAfter(failures))
 	}
 	if save && s.Record != nil {
-		// Recorded even when the look ran out of time: that is news.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		rerr := s.Record.SaveHostPart(rctx, s.Edge, snapshot)
-		cancel()
-		if rerr != nil {
-			s.Log.Warn("could not record the state of this edge's "+p.Label+"; recorded at a later pass", "err", rerr)
-			return
-		}
-		s.mu.Lock()
-		if sameState(st.State, snapshot) {
-			st.saved = true
-		}
-		s.mu.Unlock()
+		s.record(ctx, p, st, snapshot)
 	}
+}
+
+// due says whether st is to be applied now, hash being what is desired
+// and differs whether the host was observed other than that.
+func (s *Syncer) due(st *partState, hash string, differs bool) bool {
+	if st.failures > 0 {
+		// A failed part waits out its backoff, poked or not (its own
+		// failure may be what made the notice), unless what is desired
+		// changed since it failed.
+		return hash != st.failedHash || !s.now().Before(st.retryAt)
+	}
+	return !st.applied || st.AppliedHash != hash || differs || s.now().Sub(st.appliedAt) >= s.reassert()
+}
+
+// observe reads what the host holds of p, when p can say and is in use.
+// A failed read counts as not observed: the remembered state stands.
+func (s *Syncer) observe(ctx context.Context, p Part, inUse bool) (hash string, ok bool) {
+	if p.Observe == nil || !inUse {
+		return "", false
+	}
+	b, err := p.Observe(ctx)
+	if err != nil {
+		s.Log.Warn("could not read this edge's "+p.Label+" back", "err", err)
+		return "", false
+	}
+	return hashOf(b), true
+}
+
+// record saves snapshot, st's state, in the database. It is recorded even
+// when the look ran out of time: that is news.
+func (s *Syncer) record(ctx context.Context, p Part, st *partState, snapshot State) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := s.Record.SaveHostPart(rctx, s.Edge, snapshot)
+	cancel()
+	if err != nil {
+		s.Log.Warn("could not record the state of this edge's "+p.Label+"; recorded at a later pass", "err", err)
+		return
+	}
+	s.mu.Lock()
+	if sameState(st.State, snapshot) {
+		st.saved = true
+	}
+	s.mu.Unlock()
+}
+
+func hashOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // sameState says whether a and b differ only in when they were checked.

@@ -214,3 +214,63 @@ func TestSyncerBoundsAHungPart(t *testing.T) {
 		t.Fatalf("the hung part as recorded: %+v", caddy)
 	}
 }
+
+// TestSyncerReadsTheHostBack: a part that can be observed is compared with
+// what the host holds, not with what the syncer last meant to write. A
+// file changed behind the daemon's back is mended at the next pass (not
+// after Reassert), and an apply that leaves something other than desired
+// (it read older data, or something wrote over it) is recorded as drift,
+// with no error, and looked at again shortly until the host holds what is
+// desired.
+func TestSyncerReadsTheHostBack(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 3, 0, 0, time.UTC)
+	f := &fakeHost{want: "v1", inUse: true}
+	p := f.part()
+	stale := "" // what the next apply writes instead of f.want
+	apply := p.Apply
+	p.Apply = func(ctx context.Context) error {
+		if err := apply(ctx); err != nil || stale == "" {
+			return err
+		}
+		f.mu.Lock()
+		f.applied, stale = stale, ""
+		f.mu.Unlock()
+		return nil
+	}
+	p.Observe = func(context.Context) ([]byte, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return []byte(f.applied), nil
+	}
+	s := &Syncer{Edge: "edge-a", Parts: []Part{p}, Record: f, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now: func() time.Time { return now }}
+	ctx := context.Background()
+
+	s.Pass(ctx)
+	f.mu.Lock()
+	f.applied = "changed by hand"
+	f.mu.Unlock()
+	s.Pass(ctx)
+	if applied, applies, _ := f.get(); applied != "v1" || applies != 2 {
+		t.Fatalf("a file changed behind the daemon's back: %q after %d applies, want v1 after 2", applied, applies)
+	}
+
+	f.set("v2")
+	stale = "v1 again"
+	s.Pass(ctx)
+	st := s.States()[0]
+	if !st.Drifted() || st.Error != "" || st.AppliedHash != hashOf([]byte("v1 again")) || st.DesiredHash != hashOf([]byte("v2")) {
+		t.Fatalf("an apply that left the wrong file is recorded as %+v", st)
+	}
+	if at, ok := s.nextRetry(); !ok || at != now.Add(MinRetry) {
+		t.Fatalf("looked at again at %v %v, want after %v", at, ok, MinRetry)
+	}
+	now = now.Add(MinRetry)
+	s.Pass(ctx)
+	if applied, _, saved := f.get(); applied != "v2" || saved[len(saved)-1].Drifted() {
+		t.Fatalf("the next look left %q, recorded %+v", applied, saved[len(saved)-1])
+	}
+	if _, ok := s.nextRetry(); ok {
+		t.Fatal("a look is still due once the host holds what is desired")
+	}
+}
