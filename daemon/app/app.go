@@ -135,7 +135,6 @@ type App struct {
 	Reach *reach.Resolver
 
 	edge     edgeSelf      // see Edge
-	conns    conns         // the dashboard's connections, for a stop
 	edgeList edgeListCache // see clusterEdges
 	frps     *monitor.FRPS // this edge's tunnel server, asked who is connected
 	// Edges answers for the cluster's edges.
@@ -514,18 +513,15 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnState:         a.conns.track,
 	}
 
 	// frps's plugin calls arrive on their own loopback listener, never on
 	// the dashboard's; with systemd it is held by tunnelsvc-plugin.socket,
 	// so frps's first call after a boot starts the daemon.
-	plugin := a.pluginServer()
-	go plugin.Serve(lis.Plugin)
+	plugin := serveOn("frps plugin", a.pluginServer(), nil, lis.Plugin)
 	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
-	defer plugin.Close()
-	gateSrv := a.serveGate(lis.Gate)
-	defer gateSrv.Close()
+	gate := serveOn("access gate", a.gateServer(), nil, lis.Gate)
+	log.Info("serving the access gate", "addr", lis.Gate.Addr().String())
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
@@ -533,9 +529,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	a.Loops.Loop("systemd watchdog", func(ctx context.Context) error { a.watchdog(ctx); <-ctx.Done(); return nil })
 	a.Loops.Start(ctx)
 	errc := make(chan error, len(ls))
+	dashboard := serveOn("dashboard", a.HTTP, errc, ls...)
 	for _, l := range ls {
 		log.Info("serving the dashboard", "addr", l.Addr().String())
-		go func(l net.Listener) { errc <- a.HTTP.Serve(l) }(l)
 	}
 	// The store is open and migrated and the listeners are serving.
 	daemon.SdNotify(false, daemon.SdNotifyReady+"\nSTATUS=serving")
@@ -555,10 +551,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	log.Info("stopping: draining requests")
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
 	defer cancel()
-	if err := stopServing(sctx, a.HTTP, ls, &a.conns); err != nil {
-		log.Warn("drain timed out; closing connections", "err", err)
-		a.HTTP.Close()
-	}
+	// All three, side by side within one bound: a visitor's gate check or
+	// a machine's login that frps forwards meanwhile is answered too.
+	stopAll(sctx, log, dashboard, plugin, gate)
 	log.Info("stopped")
 	return nil
 }

@@ -3,13 +3,57 @@ package app
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// conns follows the dashboard's connections (http.Server.ConnState), so
+// served is one of the daemon's HTTP servers (the dashboard, frps's
+// plugin calls, the access gate Caddy asks) on its listeners, with its
+// connections followed so that a stop serves every request accepted.
+type served struct {
+	name  string
+	srv   *http.Server
+	ls    []net.Listener
+	conns conns
+}
+
+// serveOn serves srv on each of ls; when a listener's Serve returns, its
+// error goes to errc (unless nil).
+func serveOn(name string, srv *http.Server, errc chan<- error, ls ...net.Listener) *served {
+	s := &served{name: name, srv: srv, ls: ls}
+	srv.ConnState = s.conns.track
+	for _, l := range ls {
+		go func() {
+			err := srv.Serve(l)
+			if errc != nil {
+				errc <- err
+			}
+		}()
+	}
+	return s
+}
+
+// stopAll stops every server at once, each as stopServing does; one
+// still busy when ctx ends has its connections closed.
+func stopAll(ctx context.Context, log *slog.Logger, ss ...*served) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := stopServing(ctx, s.srv, s.ls, &s.conns); err != nil {
+				log.Warn("drain timed out; closing connections", "server", s.name, "err", err)
+				s.srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// conns follows a server's connections (http.Server.ConnState), so
 // that a stop serves every request already accepted.
 type conns struct {
 	mu sync.Mutex
@@ -53,7 +97,7 @@ func (c *conns) busy(now time.Time) bool {
 	return false
 }
 
-// stopServing ends the dashboard's serving without dropping a request.
+// stopServing ends srv's serving without dropping a request.
 // The listeners close first: new connections wait in the socket's queue
 // (systemd's, for the next daemon). The connections already accepted are
 // served until none is busy, then Shutdown closes the idle ones.

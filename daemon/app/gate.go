@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel/frpconf"
-	"net"
 	"net/http"
 	"time"
 
@@ -48,16 +47,13 @@ func (a *App) reloadGate(ctx context.Context) error {
 // (one small query each time).
 const gateReloadEvery = 5 * time.Second
 
-// serveGate answers the web proxy's forward_auth checks and the gate's
-// pages on the loopback gate listener l.
-func (a *App) serveGate(l net.Listener) *http.Server {
+// gateServer answers the web proxy's forward_auth checks and the gate's
+// pages, on the loopback gate listener.
+func (a *App) gateServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle(gate.ACMEChallengePath, &gate.ACMERelay{Peers: a.peerAddresses, Log: a.Log})
 	// Machines on the wss transport, from the web proxy's wss site.
 	mux.Handle(frpconf.WebsocketPath, a.Bridge)
 	mux.Handle("/", a.Gate.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go srv.Serve(l)
-	a.Log.Info("serving the access gate", "addr", l.Addr().String())
-	return srv
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 }
