@@ -27,6 +27,11 @@ const (
 	// The frps version the upgrade's package carries, so the test can tell
 	// which binary a running frps is.
 	upgradedFRPS = "0.71.0-upgraded"
+	// releaseCommit is the earlier release TestPackage upgrades from, built
+	// by its own Makefile (scripts/release-package.sh): the last one
+	// delivered. Not older: a daemon before 3df6f2a drops a request that
+	// arrives during its own stop, which no later package can mend.
+	releaseCommit = "726bd2ab91904bd76972728c9086c8af33bf505b"
 )
 
 // nfpmBin is the pinned nfpm (scripts/install-deps.sh installs it).
@@ -51,13 +56,52 @@ var (
 	buildMu  sync.Mutex
 	pkgOnce  sync.Once
 	builtDir string
+	// upgradeVersion is the upgrade package's: this tree's (pkg-version.sh).
+	upgradeVersion string
 	built    struct {
 		first, upgrade, rpm string
 		err                 error
 	}
 )
 
+// releasePackage is the .deb of releaseCommit, built once (and kept in
+// the user's cache by commit, by scripts/release-package.sh).
+func releasePackage(t *testing.T) string {
+	t.Helper()
+	releaseOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tunnelsvc-release-")
+		if err != nil {
+			release.err = err
+			return
+		}
+		release.dir = dir
+		deb := filepath.Join(dir, "release.deb")
+		cmd := exec.Command("bash", "scripts/release-package.sh", releaseCommit, deb)
+		cmd.Dir = testbed.Root(t)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			release.err = fmt.Errorf("the release's package: %v\n%s", err, out)
+			return
+		}
+		release.deb = deb
+	})
+	if release.err != nil {
+		t.Fatal(release.err)
+	}
+	return release.deb
+}
+
+var (
+	releaseOnce sync.Once
+	release     struct {
+		dir, deb string
+		err      error
+	}
+)
+
 func cleanupBuilt() {
+	if release.dir != "" {
+		os.RemoveAll(release.dir)
+	}
 	if builtDir != "" {
 		os.RemoveAll(builtDir)
 	}
@@ -78,8 +122,11 @@ func installDeb(t *testing.T, h *testbed.Host, deb string) string {
 }
 
 // buildPackages builds two .debs (and the first one's .rpm) from this
-// tree with the Makefile's rules and nfpm.yaml: the install, and an
-// upgrade whose frps is a different build. They are built once.
+// tree with the Makefile's rules and nfpm.yaml, once: the first carries the
+// previous frp (an edge not upgraded yet, for the tests that install this
+// tree's daemon), and the upgrade, at this tree's version, a frps that
+// says it is the upgrade's. TestPackage upgrades to it from a real earlier
+// release (releasePackage).
 func buildPackages(t *testing.T) (first, upgrade, rpm string) {
 	t.Helper()
 	nfpm := nfpmBin(t)
@@ -165,7 +212,16 @@ func makePackages(root, nfpm string) (first, upgrade, rpm string, err error) {
 	if err := stage("first", "0.1.0+git9.aaaaaaaaaaaa", previousFRPS, previousFRPC, "deb", "rpm"); err != nil {
 		return "", "", "", err
 	}
-	if err := stage("upgrade", "0.1.0+git10.bbbbbbbbbbbb", newFRPS, "", "deb"); err != nil {
+	// The upgrade is this tree's package at its own version, which must
+	// order after the release's (dpkg compares them).
+	pv := exec.Command(filepath.Join(root, "scripts", "pkg-version.sh"))
+	pv.Dir = root
+	version, err := pv.Output()
+	if err != nil {
+		return "", "", "", fmt.Errorf("scripts/pkg-version.sh: %v", err)
+	}
+	upgradeVersion = strings.TrimSpace(string(version))
+	if err := stage("upgrade", upgradeVersion, newFRPS, "", "deb"); err != nil {
 		return "", "", "", err
 	}
 	return filepath.Join(dist, "first.deb"), filepath.Join(dist, "upgrade.deb"), filepath.Join(dist, "first.rpm"), nil
@@ -182,13 +238,15 @@ func previousFRP(root string) (frps, frpc string, err error) {
 	return filepath.Join(root, "bin", "frps-previous"), filepath.Join(root, "bin", "frpc-previous"), nil
 }
 
-// TestPackage installs the built .deb on a testbed VPS beside a running
-// caddy that serves the operator's own site, joins a machine, reboots the
-// VPS without a request to the dashboard, upgrades, removes and purges.
+// TestPackage installs an earlier release's .deb (releaseCommit, built by
+// its own Makefile) on a testbed VPS beside a running caddy that serves the
+// operator's own site, joins a machine, reboots the VPS without a request
+// to the dashboard, upgrades to this tree's package, removes and purges.
 func TestPackage(t *testing.T) {
 	parallel(t)
 	start := time.Now()
-	debA, debB, rpmA := buildPackages(t)
+	_, debB, rpmA := buildPackages(t)
+	debA := releasePackage(t)
 	t.Logf("packages built in %s", time.Since(start).Round(time.Millisecond))
 
 	t.Run("rpm metadata", func(t *testing.T) { checkRPM(t, rpmA) })
@@ -297,10 +355,10 @@ func TestPackage(t *testing.T) {
 			}
 			return nil
 		})
-		// The first package's frps is the previous release's.
-		testutil.Eventually(t, 10*time.Second, "the previous frps runs", func() error {
+		// The release's own frps.
+		testutil.Eventually(t, 10*time.Second, "the release's frps runs", func() error {
 			pid := v.show("revtunnel-server.service", "MainPID")["MainPID"]
-			if ver, _ := h.Exec("/proc/"+pid+"/exe", "--version"); strings.TrimSpace(ver) != strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") {
+			if ver, _ := h.Exec("/proc/"+pid+"/exe", "--version"); strings.TrimSpace(ver) != strings.TrimPrefix(testutil.FRPVersion(t), "v") {
 				return fmt.Errorf("the running frps (pid %s) is version %q", pid, ver)
 			}
 			return nil
@@ -345,8 +403,9 @@ func TestPackage(t *testing.T) {
 		m.Must("mkdir", "-p", "/etc/dropbear-test")
 		m.Must("dropbearkey", "-t", "ed25519", "-f", "/etc/dropbear-test/host_ed25519")
 		m.Must("systemd-run", "--unit=sshd-test", "/usr/sbin/dropbear", "-F", "-E", "-s", "-p", "127.0.0.1:22", "-r", "/etc/dropbear-test/host_ed25519")
-		// The frpc of the first package's bundle: the previous release's,
-		// which must keep working against the upgrade's frps.
+		// A machine not updated since the frp before the release's: the
+		// previous frpc must keep working against the release's frps and
+		// the upgrade's.
 		m.CopyIn(testutil.PreviousFRPC(t), "/usr/local/bin/revtunnel-client", 0o755)
 		if got := m.Must("/usr/local/bin/revtunnel-client", "--version"); strings.TrimSpace(got) != strings.TrimPrefix(testutil.PreviousFRPVersion(t), "v") {
 			t.Fatalf("the machine's frpc is %s", got)
@@ -441,7 +500,7 @@ func TestPackage(t *testing.T) {
 			journal, _ := h.Exec("journalctl", "--no-pager", "-n", "40", "-u", "tunnelsvc", "-u", "tunnelsvc.socket")
 			t.Fatalf("%d requests failed during the upgrade (last: %v)\nthe daemon's journal:\n%s", failed.Load(), lastErr.Load(), journal)
 		}
-		if got := strings.TrimSpace(h.Must("dpkg-query", "-W", "-f", "${Version}", "tunnelsvc")); got != "0.1.0+git10.bbbbbbbbbbbb" {
+		if got := strings.TrimSpace(h.Must("dpkg-query", "-W", "-f", "${Version}", "tunnelsvc")); got != upgradeVersion {
 			t.Fatalf("installed version %s", got)
 		}
 		after := v.show("tunnelsvc.service", "InvocationID", "ActiveState")
