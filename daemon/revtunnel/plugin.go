@@ -66,9 +66,36 @@ type Plugin struct {
 	targets store.Memo[int64, store.Target]
 
 	// seenMu guards seenAt: when each machine's last_seen was last
-	// written (see touch).
-	seenMu sync.Mutex
-	seenAt map[int64]time.Time
+	// written (see touch), and sessions: the run id of each machine's
+	// latest login to this edge's frps (see staleSession).
+	seenMu   sync.Mutex
+	seenAt   map[int64]time.Time
+	sessions map[int64]string
+}
+
+// session records run as machine id's current session on this edge.
+func (p *Plugin) session(id int64, run string) {
+	if run == "" {
+		return
+	}
+	p.seenMu.Lock()
+	defer p.seenMu.Unlock()
+	if p.sessions == nil {
+		p.sessions = map[int64]string{}
+	}
+	p.sessions[id] = run
+}
+
+// staleSession says whether run is a session of machine id that a later
+// login replaced. frps tells of a session's end (its proxies closing)
+// when it notices, which may be after the machine's restarted client
+// logged in again: that news is about a session already gone, and must
+// not mark the machine or its tunnels down.
+func (p *Plugin) staleSession(id int64, run string) bool {
+	p.seenMu.Lock()
+	defer p.seenMu.Unlock()
+	cur, ok := p.sessions[id]
+	return ok && run != "" && run != cur
 }
 
 // SeenEvery is how often a connected machine's Pings write its last_seen.
@@ -340,6 +367,7 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 	if err != nil {
 		return err
 	}
+	p.session(m.ID, c.RunID)
 	if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil {
 		if !store.Unavailable(err) {
 			return err
@@ -477,6 +505,17 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 		}
 		p.event(ctx, store.Event{Source: "tunnel", Kind: EventTunnelUp, MachineID: m.ID, TunnelID: tunnelID,
 			Message: fmt.Sprintf("tunnel %d of machine %q is up on port %d", tunnelID, m.Name, c.RemotePort)})
+		return nil
+	}
+	if c.ProxyName == frpconf.User(m.ID)+"."+frpconf.ProxySSH {
+		// The ssh proxy, which every session has, is up: the machine is
+		// connected, also when its session's login came before the end of
+		// the session it replaced (frps closes that one's proxies, which
+		// marked the machine down, before it opens the new ones).
+		p.session(m.ID, c.User.RunID)
+		if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
+			return err
+		}
 	}
 	return nil
 }
@@ -511,6 +550,10 @@ func (p *Plugin) targetStatus(ctx context.Context, m store.Machine, targetID int
 func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	m, err := p.machine(ctx, c.User.User, c.User.Metas)
 	if err != nil {
+		return nil
+	}
+	if p.staleSession(m.ID, c.User.RunID) {
+		p.log().Debug("a replaced session's proxy closed; the machine's current session stands", "machine", m.ID, "proxy", c.ProxyName)
 		return nil
 	}
 	o, err := p.ownedAs(ctx, m, c.ProxyName, 0, false, closing)

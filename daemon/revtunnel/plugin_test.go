@@ -432,3 +432,65 @@ func TestTargetProxies(t *testing.T) {
 		t.Fatalf("the paused site's part: %+v", got.Targets[1])
 	}
 }
+
+// TestARestartedClientStaysOnline: frps tells of a session's end when it
+// notices, which may be after the machine's restarted client logged in
+// again (a new run id), or, with the same run id, between the new login
+// and its proxies. Either way the machine and its tunnel end online; the
+// current session's end still marks it offline.
+func TestARestartedClientStaysOnline(t *testing.T) {
+	ctx := context.Background()
+	r := newPluginRig(t, store.PortRange{Lo: 20000, Hi: 20099})
+	m := r.register(t, "alpha", 1)
+	metas, _ := json.Marshal(map[string]string{"token": m.secret})
+	ok := `{"reject":false,"unchange":true}`
+	login := func(run string) string {
+		return fmt.Sprintf(`{"version":"0.1.0","op":"Login","content":{"user":%q,"metas":%s,"run_id":%q,"client_address":"127.0.0.1:4000"}}`, m.user, metas, run)
+	}
+	mach, err := r.svc.Store.GetMachine(ctx, m.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun, _ := r.svc.Tunnel(ctx, m.tunnels[0])
+	ports := map[string]int{m.user + "." + frpconf.ProxySSH: mach.TunnelPort, m.proxy(0): tun.RemotePort}
+	proxy := func(op, run, name string) string {
+		return fmt.Sprintf(`{"version":"0.1.0","op":%q,"content":{"user":{"user":%q,"metas":%s,"run_id":%q},"proxy_name":%q,"proxy_type":"tcp","remote_port":%d}}`,
+			op, m.user, metas, run, name, ports[name])
+	}
+	ssh := m.user + "." + frpconf.ProxySSH
+	status := func() (machine, tunnel string) {
+		mach, err := r.svc.Store.GetMachine(ctx, m.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn, _ := r.svc.Tunnel(ctx, m.tunnels[0])
+		return mach.Status, tn.Status
+	}
+	for _, call := range []string{login("run-a"), proxy("NewProxy", "run-a", ssh), proxy("NewProxy", "run-a", m.proxy(0))} {
+		if got := r.answer(t, call); got != ok {
+			t.Fatalf("%s: %s", call, got)
+		}
+	}
+	// A new client (run-b) logs in and opens its proxies; then frps tells
+	// that run-a's proxies closed.
+	for _, call := range []string{login("run-b"), proxy("NewProxy", "run-b", ssh), proxy("NewProxy", "run-b", m.proxy(0)),
+		proxy("CloseProxy", "run-a", ssh), proxy("CloseProxy", "run-a", m.proxy(0))} {
+		r.answer(t, call)
+	}
+	if mach, tn := status(); mach != "online" || tn != "active" {
+		t.Fatalf("after a replaced session's end: machine %s, tunnel %s", mach, tn)
+	}
+	// The same run id reconnecting: its login, the old control's close,
+	// then its proxies.
+	for _, call := range []string{login("run-b"), proxy("CloseProxy", "run-b", ssh), proxy("NewProxy", "run-b", ssh)} {
+		r.answer(t, call)
+	}
+	if mach, _ := status(); mach != "online" {
+		t.Fatalf("after a reconnect with the same run id: machine %s", mach)
+	}
+	// The current session ending is news.
+	r.answer(t, proxy("CloseProxy", "run-b", ssh))
+	if mach, _ := status(); mach != "offline" {
+		t.Fatalf("after the current session's end: machine %s", mach)
+	}
+}
