@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,15 +28,25 @@ func main() {
 		tunnels  = flag.Int("tunnels", 10000, "tunnels in the memory figure")
 		regs     = flag.Int("registrations", 500, "registrations in the registration figure")
 		root     = flag.String("root", ".", "the repository (bin/ holds the built binaries)")
+		fleet    = flag.String("fleet", "", "comma-separated fleet sizes of the fleet figure (default 1000,3000,10000)")
 	)
 	flag.Parse()
-	if err := run(*out, *runs, *duration, *only, *machines, *tunnels, *regs, *root); err != nil {
+	var sizes []int
+	for _, f := range strings.FieldsFunc(*fleet, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "tunnelsvc-bench: -fleet: %q is not a number of machines\n", f)
+			os.Exit(2)
+		}
+		sizes = append(sizes, n)
+	}
+	if err := run(*out, *runs, *duration, *only, *machines, *tunnels, *regs, *root, sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "tunnelsvc-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, runs int, duration time.Duration, only string, machines, tunnels, regs int, root string) error {
+func run(out string, runs int, duration time.Duration, only string, machines, tunnels, regs int, root string, fleet []int) error {
 	bins, err := bench.FindBins(root)
 	if err != nil {
 		return err
@@ -55,7 +66,7 @@ func run(out string, runs int, duration time.Duration, only string, machines, tu
 	defer os.RemoveAll(dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := bench.Options{Bins: bins, Dir: dir, Duration: duration, Machines: machines, Tunnels: tunnels, Registrations: regs,
+	o := bench.Options{Bins: bins, Dir: dir, Duration: duration, Machines: machines, Tunnels: tunnels, Registrations: regs, FleetSizes: fleet,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
 	rows, err := bench.Run(ctx, o, figs, runs)
 	if err != nil {

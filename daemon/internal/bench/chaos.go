@@ -283,12 +283,9 @@ func (o Options) chaosEdges(dir, url string) ([]*chaosEdge, error) {
 	}
 	// The edges are the daemon as Serve builds it, with a stand-in for
 	// systemd (internal/chaosedge).
-	bins := o.Bins
-	bins.Tunnelsvc = filepath.Join(fake, "chaosedge")
-	build := exec.Command("go", "build", "-o", bins.Tunnelsvc, "./daemon/internal/chaosedge")
-	build.Dir = o.Bins.Root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("building the chaos edge: %v: %s", err, out)
+	bins, err := o.standInEdge(fake)
+	if err != nil {
+		return nil, err
 	}
 	// A machine bundle to update to (its programs stand-ins: no machine
 	// runs an agent here, so every fleet update fails at its canary, as
@@ -568,6 +565,21 @@ func propagation(rng *rand.Rand, edges []*chaosEdge, machines []int64, rounds in
 		out = append(out, time.Since(t0))
 	}
 	return out, nil
+}
+
+// standInEdge builds internal/chaosedge (the daemon as `tunnelsvc serve`
+// runs it, its systemd a stand-in whose every job succeeds) into dir, and
+// gives o's binaries with it as the daemon: an edge whose set-up (POST
+// /api/local/install) runs where systemd is not the init system.
+func (o Options) standInEdge(dir string) (Bins, error) {
+	bins := o.Bins
+	bins.Tunnelsvc = filepath.Join(dir, "chaosedge")
+	build := exec.Command("go", "build", "-o", bins.Tunnelsvc, "./daemon/internal/chaosedge")
+	build.Dir = o.Bins.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		return bins, fmt.Errorf("building the stand-in edge: %v: %s", err, out)
+	}
+	return bins, nil
 }
 
 // tail is the last n lines of a process's output.

@@ -328,8 +328,10 @@ func StartDaemonEnv(bins Bins, dir string, n int, url string, env []string, extr
 	d.PortLo = 21000 + int(time.Now().UnixNano()%80)*100
 	d.PortHi = d.PortLo + 99
 	if n > 100 {
-		// Nothing binds these: the figures that ask for them run no frps.
-		d.PortLo, d.PortHi = 20000, 20000+n-1
+		// Below the ephemeral range (32768 on), where a port frps binds
+		// is never one a connection of this host holds.
+		d.PortLo = max(min(20000, 32767-n+1), 1024)
+		d.PortHi = d.PortLo + n - 1
 	}
 	d.Base = "http://" + d.Listen
 	args := []string{"serve",

@@ -65,6 +65,10 @@ type Options struct {
 	// is its business, not how high.
 	OpenLoopRates []int
 
+	// FleetSizes are the fleets the fleet figure measures (FleetSizes
+	// when nil; the smoke test runs one of 200).
+	FleetSizes []int
+
 	// pg is the PostgreSQL of the PostgreSQL figures; Run sets it.
 	pg *pgServer
 }

@@ -47,6 +47,7 @@ var Figures = []Figure{
 	{"edgechange", false, func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
 	{"edgedeath", false, func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
 	{"chaos", false, func(_ context.Context, o Options, _ *World) Row { return Chaos(o) }},
+	{"fleet", false, func(_ context.Context, o Options, _ *World) Row { return Fleet(o) }},
 }
 
 // means says, for the figures whose value speaks for itself, what it
