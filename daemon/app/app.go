@@ -400,6 +400,13 @@ func (a *App) loops() {
 // settings change. Every reaction is a notice to a loop that reconciles
 // anyway: nothing here blocks or starts work of its own.
 func (a *App) changed(topic string) {
+	if topic == store.TopicTunnelStatus {
+		// Shown, not rendered: the dashboard fetches the tunnels again,
+		// and the prober looks at the tunnel that came up or went down.
+		a.Hub.Notify(store.TopicTunnels)
+		a.Prober.Kick()
+		return
+	}
 	if topic == store.TopicEdges {
 		a.edgeList.forget()
 	}

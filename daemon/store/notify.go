@@ -11,6 +11,12 @@ import (
 const (
 	TopicMachines = "machines"
 	TopicTunnels  = "tunnels"
+	// TopicTunnelStatus: a tunnel's (or a target's) proxy opened or
+	// closed on an edge. The dashboard hears it as TopicTunnels; nothing
+	// the daemon renders depends on it, so no renderer looks again (a
+	// fleet whose clients all restart would otherwise re-render every
+	// machine's config, the Caddyfile and the gate once per tunnel).
+	TopicTunnelStatus = "tunnel_status"
 	// TopicProbes: a tunnel's reachability was probed anew. Apart from
 	// TopicTunnels, which makes the prober look again: a probe's own
 	// result must not start another probe.
@@ -51,7 +57,7 @@ func (s *Store) heard(payload string) {
 }
 
 // Topics lists every topic announced.
-var Topics = []string{TopicMachines, TopicTunnels, TopicProbes, TopicActivity, TopicTokens, TopicAudit, TopicSettings, TopicEdges, TopicRollouts}
+var Topics = []string{TopicMachines, TopicTunnels, TopicTunnelStatus, TopicProbes, TopicActivity, TopicTokens, TopicAudit, TopicSettings, TopicEdges, TopicRollouts}
 
 // missed follows a LISTEN connection that was lost and is back: the
 // announcements made meanwhile are gone, so OnRemoteChange hears every

@@ -171,7 +171,7 @@ func (s *Store) GetTarget(ctx context.Context, id int64) (Target, error) {
 // SetTargetStatus records a target's proxy status (pending, online,
 // offline).
 func (s *Store) SetTargetStatus(ctx context.Context, id int64, status string) error {
-	return s.announce(affectOne(s.exec(ctx, "UPDATE tunnel_targets SET status = ? WHERE id = ?", status, id)), TopicTunnels)
+	return s.announce(affectOne(s.exec(ctx, "UPDATE tunnel_targets SET status = ? WHERE id = ?", status, id)), TopicTunnelStatus)
 }
 
 // querier is what the store and a transaction both read with.

@@ -155,7 +155,7 @@ func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
 
 // SetTunnelStatus records a tunnel's live status.
 func (s *Store) SetTunnelStatus(ctx context.Context, id int64, status string) error {
-	return s.announce(affectOne(s.exec(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id)), TopicTunnels)
+	return s.announce(affectOne(s.exec(ctx, "UPDATE tunnels SET status = ? WHERE id = ?", status, id)), TopicTunnelStatus)
 }
 
 // GetTunnel returns one tunnel or ErrNotFound.
