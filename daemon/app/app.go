@@ -385,6 +385,7 @@ func (a *App) loops() {
 	// Versions of machines not heard from in 10 minutes, one at a time.
 	a.Loops.Loop("machine versions", func(ctx context.Context) error { a.Fleet.Refresh(ctx, 10*time.Minute); return nil })
 	a.Loops.Loop("client config delivery", a.Delivery.Run)
+	a.Loops.Loop("machines' last seen", a.Plugin.RunSeen)
 	a.Loops.Loop("fleet updates", func(ctx context.Context) error { a.Rollouts.Run(ctx); return nil })
 	a.Loops.Loop("this edge's host (tunnel server, web proxy, publish table, firewall)", a.follow.Run)
 	a.Loops.Loop("tunnel prober", func(ctx context.Context) error { a.Prober.Run(ctx); return nil })

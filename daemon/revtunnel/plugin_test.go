@@ -309,18 +309,18 @@ func ping(user string, metas map[string]string) string {
 	return fmt.Sprintf(`{"version":"0.1.0","op":"Ping","content":{"user":{"user":%q,"metas":%s}}}`, user, m)
 }
 
-// TestPingWritesLastSeenAtMostEvery30s: Pings of a connected machine write
-// its last_seen at most every SeenEvery, so they no longer empty every
-// cache at the ping rate; a Ping whose write fails is still accepted.
-func TestPingWritesLastSeenAtMostEvery30s(t *testing.T) {
+// TestPingsAreWrittenTogether: Pings write nothing themselves; FlushSeen
+// (every SeenEvery) writes every machine's latest one in one commit, so a
+// fleet's Pings no longer empty every cache at the ping rate. A Ping
+// whose write fails is still accepted, and written at the next flush.
+func TestPingsAreWrittenTogether(t *testing.T) {
 	r := newPluginRig(t, store.PortRange{Lo: 31000, Hi: 31100})
-	m := r.register(t, "pinger", 0)
+	ms := []pluginMachine{r.register(t, "pinger", 0), r.register(t, "other", 0), r.register(t, "third", 0)}
 	clock := time.Unix(1_800_000_000, 0)
 	r.plugin.Now = func() time.Time { return clock }
 	ctx := context.Background()
 	st := r.plugin.Store
-	metas := map[string]string{frpconf.MetaToken: m.secret}
-	seen := func() time.Time {
+	seen := func(m pluginMachine) time.Time {
 		t.Helper()
 		got, err := st.GetMachine(ctx, m.id)
 		if err != nil {
@@ -328,45 +328,49 @@ func TestPingWritesLastSeenAtMostEvery30s(t *testing.T) {
 		}
 		return got.LastSeen
 	}
-	accepted := func() {
+	pingAll := func() {
 		t.Helper()
-		w := r.call(ping(m.user, metas))
-		if w.Code != 200 || !strings.Contains(w.Body.String(), `"reject":false`) {
-			t.Fatalf("Ping: %d %s", w.Code, w.Body)
+		for _, m := range ms {
+			w := r.call(ping(m.user, map[string]string{frpconf.MetaToken: m.secret}))
+			if w.Code != 200 || !strings.Contains(w.Body.String(), `"reject":false`) {
+				t.Fatalf("Ping: %d %s", w.Code, w.Body)
+			}
 		}
 	}
-	accepted()
-	first := clock
-	if !seen().Equal(first) {
-		t.Fatalf("last_seen after the first Ping = %v, want %v", seen(), first)
-	}
 	before := st.Changes()
-	for range 10 {
+	for range 5 {
 		clock = clock.Add(2 * time.Second)
-		accepted()
+		pingAll()
 	}
-	if !seen().Equal(first) || st.Changes() != before {
-		t.Fatalf("Pings within %s wrote: last_seen %v (want %v), changes %d → %d", revtunnel.SeenEvery, seen(), first, before, st.Changes())
+	if st.Changes() != before || !seen(ms[0]).IsZero() {
+		t.Fatalf("Pings wrote by themselves: changes %d → %d, last_seen %v", before, st.Changes(), seen(ms[0]))
 	}
-	clock = first.Add(revtunnel.SeenEvery)
-	accepted()
-	if !seen().Equal(clock) {
-		t.Fatalf("last_seen after %s = %v, want %v", revtunnel.SeenEvery, seen(), clock)
+	if err := r.plugin.FlushSeen(ctx); err != nil {
+		t.Fatal(err)
 	}
-	// The database gone: the Ping still passes (from the cache of known
-	// machines), and its write is tried again at the next Ping.
+	for _, m := range ms {
+		if !seen(m).Equal(clock) {
+			t.Fatalf("%d's last_seen after the flush = %v, want the last Ping's %v", m.id, seen(m), clock)
+		}
+	}
+	if n := st.Changes() - before; n != 1 {
+		t.Fatalf("the flush of three machines made %d commits, want 1", n)
+	}
+	// The database refusing the write: the Ping still passes, and the
+	// flush fails and is tried again.
 	clock = clock.Add(revtunnel.SeenEvery)
 	if _, err := st.DB().Exec("CREATE TRIGGER no_touch BEFORE UPDATE OF last_seen ON machines BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"); err != nil {
 		t.Fatal(err)
 	}
-	accepted()
+	pingAll()
+	if err := r.plugin.FlushSeen(ctx); err == nil {
+		t.Fatal("a refused write flushed")
+	}
 	if _, err := st.DB().Exec("DROP TRIGGER no_touch"); err != nil {
 		t.Fatal(err)
 	}
-	clock = clock.Add(time.Second)
-	accepted()
-	if !seen().Equal(clock) {
-		t.Fatalf("last_seen after a failed write = %v, want the next Ping's %v", seen(), clock)
+	if err := r.plugin.FlushSeen(ctx); err != nil || !seen(ms[2]).Equal(clock) {
+		t.Fatalf("the next flush: %v, last_seen %v, want %v", err, seen(ms[2]), clock)
 	}
 }
 

@@ -157,7 +157,7 @@ func testMachineListAfterEveryWrite(t *testing.T, db testDB) {
 		t.Fatal(err)
 	}
 	want("online", func(ms []Machine) bool { return ms[1].Status == "online" && ms[1].LastSeen.Equal(seen) })
-	if err := other.TouchMachine(ctx, b.ID, seen.Add(time.Second)); err != nil {
+	if err := other.TouchMachines(ctx, map[int64]time.Time{b.ID: seen.Add(time.Second)}, 0); err != nil {
 		t.Fatal(err)
 	}
 	want("seen", func(ms []Machine) bool { return ms[1].LastSeen.Equal(seen.Add(time.Second)) })

@@ -365,14 +365,6 @@ func (s *Store) machineEdgeList(ctx context.Context) (map[int64][]MachineEdge, e
 	return out, rows.Err()
 }
 
-// TouchMachineEdge moves a connection's last_seen (a Ping), without an
-// announcement: nobody shows it to the second.
-func (s *Store) TouchMachineEdge(ctx context.Context, machineID, edgeID int64, seen time.Time) error {
-	_, err := s.exec(ctx, "UPDATE machine_edges SET last_seen = ? WHERE machine_id = ? AND edge_id = ?",
-		seen.UnixMilli(), machineID, edgeID)
-	return err
-}
-
 // LeaseFence takes or renews the lease called name for holder until
 // now+ttl, and returns its fence while holder has it, 0 when it does not:
 // a lease another holder has is taken only once it has expired. Jobs that

@@ -328,7 +328,7 @@ func TestEdgeListsFollowWrites(t *testing.T) {
 		if _, err := a.EdgeHeartbeat(ctx, "edge-a", "203.0.113.1", "1.0", 7000, later); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.TouchMachineEdge(ctx, m.ID, e.ID, later); err != nil {
+		if err := a.TouchMachines(ctx, map[int64]time.Time{m.ID: later}, e.ID); err != nil {
 			t.Fatal(err)
 		}
 		testutil.Eventually(t, 5*time.Second, "b reads the heartbeat and the ping", seenBy(later))

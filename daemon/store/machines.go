@@ -494,9 +494,25 @@ func (s *Store) SetMachineTransportSeen(ctx context.Context, id int64, transport
 	return s.announce(nil, TopicMachines)
 }
 
-// TouchMachine updates last_seen only.
-func (s *Store) TouchMachine(ctx context.Context, id int64, seen time.Time) error {
-	return s.announce(affectOne(s.exec(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", seen.UnixMilli(), id)), TopicMachines)
+// TouchMachines records when each machine of seen was last seen, and on
+// edge (0: none) too, in one transaction: one commit for a whole fleet's
+// Pings. A machine deleted meanwhile is passed over.
+func (s *Store) TouchMachines(ctx context.Context, seen map[int64]time.Time, edge int64) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
+		for id, at := range seen {
+			if _, err := tx.exec(ctx, "UPDATE machines SET last_seen = ? WHERE id = ?", at.UnixMilli(), id); err != nil {
+				return err
+			}
+			if edge == 0 {
+				continue
+			}
+			if _, err := tx.exec(ctx, "UPDATE machine_edges SET last_seen = ? WHERE machine_id = ? AND edge_id = ?", at.UnixMilli(), id, edge); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return s.announce(err, TopicMachines)
 }
 
 // SetConfigPush records the outcome of delivering the client config to the

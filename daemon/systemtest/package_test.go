@@ -58,7 +58,7 @@ var (
 	builtDir string
 	// upgradeVersion is the upgrade package's: this tree's (pkg-version.sh).
 	upgradeVersion string
-	built    struct {
+	built          struct {
 		first, upgrade, rpm string
 		err                 error
 	}
