@@ -596,6 +596,48 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 	return c, err
 }
 
+// tunnelContextOf is the context of tunnel t alone: its machines, targets,
+// domains and probe, without reading every machine and tunnel (what
+// creating, changing or showing one tunnel needs, in a fleet of any size).
+func (s *Service) tunnelContextOf(ctx context.Context, t store.Tunnel) (tunnelContext, error) {
+	c := tunnelContext{machines: map[int64]store.Machine{}, targets: map[int64][]store.Target{},
+		domains: map[int64][]string{}, probes: map[int64]store.TunnelProbe{}, health: s.Health, now: s.now()}
+	if c.health == nil {
+		c.health = noHealth{}
+	}
+	var err error
+	if c.x, err = s.exposure(ctx, ""); err != nil {
+		return c, err
+	}
+	ids := []int64{t.MachineID}
+	if c.targets[t.ID], err = s.Store.TargetsOf(ctx, t.ID); err != nil {
+		return c, err
+	}
+	for _, tg := range c.targets[t.ID] {
+		ids = append(ids, tg.MachineID)
+	}
+	for _, id := range ids {
+		if _, ok := c.machines[id]; ok {
+			continue
+		}
+		m, err := s.Store.GetMachine(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return c, err
+		}
+		c.machines[id] = m
+	}
+	if c.domains[t.ID], err = s.Store.TunnelDomainsOf(ctx, t.ID); err != nil {
+		return c, err
+	}
+	switch p, err := s.Store.TunnelProbe(ctx, t.ID); {
+	case err == nil:
+		c.probes[t.ID] = p
+	case !errors.Is(err, store.ErrNotFound):
+		return c, err
+	}
+	return c, nil
+}
+
 func (c tunnelContext) view(t store.Tunnel) Tunnel {
 	m := c.machines[t.MachineID]
 	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: m.Name, Name: t.Name, Kind: t.Kind,
@@ -736,7 +778,7 @@ func (s *Service) Tunnel(ctx context.Context, id int64) (Tunnel, error) {
 	if err != nil {
 		return Tunnel{}, err
 	}
-	c, err := s.tunnelContext(ctx, "")
+	c, err := s.tunnelContextOf(ctx, t)
 	if err != nil {
 		return Tunnel{}, err
 	}

@@ -50,7 +50,18 @@ func (s *Store) SetTunnelDomains(ctx context.Context, tunnelID int64, ds []strin
 
 // TunnelDomains returns every tunnel's own domains, by tunnel, sorted.
 func (s *Store) TunnelDomains(ctx context.Context) (map[int64][]string, error) {
-	rows, err := s.query(ctx, "SELECT tunnel_id, domain FROM tunnel_domains ORDER BY tunnel_id, domain")
+	return s.tunnelDomains(ctx, "")
+}
+
+// TunnelDomainsOf returns tunnel id's own domains, sorted.
+func (s *Store) TunnelDomainsOf(ctx context.Context, id int64) ([]string, error) {
+	ds, err := s.tunnelDomains(ctx, " WHERE tunnel_id = ?", id)
+	return ds[id], err
+}
+
+// tunnelDomains reads the domains where says (a WHERE clause or "").
+func (s *Store) tunnelDomains(ctx context.Context, where string, args ...any) (map[int64][]string, error) {
+	rows, err := s.query(ctx, "SELECT tunnel_id, domain FROM tunnel_domains"+where+" ORDER BY tunnel_id, domain", args...)
 	if err != nil {
 		return nil, err
 	}
