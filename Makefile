@@ -170,7 +170,7 @@ GO_TEST_EXCLUDE ?= ^$$
 test-go:
 	$(GO) vet -trimpath ./...
 	cd third_party/yamux && $(GO) vet -trimpath . && $(GO) test -count=1 -timeout 2m $(TEST_BUILD) -run 'TestSendLoop|TestSendData_Small|TestGoAway|TestCorker|TestLargeFramesAreCorked' .
-	cd tools/fleetsim && $(GO) vet -trimpath .
+	cd tools/fleetsim && CGO_ENABLED=0 $(GO) vet -tags $(FRP_TAGS) -trimpath .
 	pkgs=$$($(GO) list $(GO_TEST_FIRST) ./... | awk '!seen[$$0]++' | grep -vE '$(GO_TEST_EXCLUDE)'); \
 	$(GOBIN)/gotestsum --format testname -- -count=1 -timeout 20m -p $(GO_TEST_P) $(TEST_BUILD) $$pkgs
 
