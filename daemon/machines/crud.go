@@ -562,35 +562,41 @@ type tunnelContext struct {
 	now      time.Time
 }
 
-func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunnelContext, error) {
-	var c tunnelContext
+// newTunnelContext is what every tunnel's view needs besides the rows:
+// how tunnels are reached, the health results and the time.
+func (s *Service) newTunnelContext(ctx context.Context, fallbackHost string) (tunnelContext, error) {
+	c := tunnelContext{machines: map[int64]store.Machine{}, targets: map[int64][]store.Target{},
+		domains: map[int64][]string{}, probes: map[int64]store.TunnelProbe{}, health: s.Health, now: s.now()}
+	if c.health == nil {
+		c.health = noHealth{}
+	}
 	var err error
-	if c.x, err = s.exposure(ctx, fallbackHost); err != nil {
+	c.x, err = s.exposure(ctx, fallbackHost)
+	return c, err
+}
+
+// tunnelContext is the context of every tunnel (a list).
+func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunnelContext, error) {
+	c, err := s.newTunnelContext(ctx, fallbackHost)
+	if err != nil {
 		return c, err
 	}
 	ms, err := s.Store.ListMachines(ctx)
 	if err != nil {
 		return c, err
 	}
-	c.machines = make(map[int64]store.Machine, len(ms))
 	for _, m := range ms {
 		c.machines[m.ID] = m
 	}
-	c.now = s.now()
 	ts, err := s.Store.ListTargets(ctx, 0)
 	if err != nil {
 		return c, err
 	}
-	c.targets = map[int64][]store.Target{}
 	for _, t := range ts {
 		c.targets[t.TunnelID] = append(c.targets[t.TunnelID], t)
 	}
 	if c.domains, err = s.Store.TunnelDomains(ctx); err != nil {
 		return c, err
-	}
-	c.health = s.Health
-	if c.health == nil {
-		c.health = noHealth{}
 	}
 	c.probes, err = s.Store.TunnelProbes(ctx)
 	return c, err
@@ -600,19 +606,14 @@ func (s *Service) tunnelContext(ctx context.Context, fallbackHost string) (tunne
 // domains and probe, without reading every machine and tunnel (what
 // creating, changing or showing one tunnel needs, in a fleet of any size).
 func (s *Service) tunnelContextOf(ctx context.Context, t store.Tunnel) (tunnelContext, error) {
-	c := tunnelContext{machines: map[int64]store.Machine{}, targets: map[int64][]store.Target{},
-		domains: map[int64][]string{}, probes: map[int64]store.TunnelProbe{}, health: s.Health, now: s.now()}
-	if c.health == nil {
-		c.health = noHealth{}
-	}
-	var err error
-	if c.x, err = s.exposure(ctx, ""); err != nil {
+	c, err := s.newTunnelContext(ctx, "")
+	if err != nil {
 		return c, err
 	}
-	ids := []int64{t.MachineID}
 	if c.targets[t.ID], err = s.Store.TargetsOf(ctx, t.ID); err != nil {
 		return c, err
 	}
+	ids := []int64{t.MachineID}
 	for _, tg := range c.targets[t.ID] {
 		ids = append(ids, tg.MachineID)
 	}
