@@ -105,7 +105,7 @@ func (p *Plugin) staleSession(id int64, run string) bool {
 const SeenEvery = 30 * time.Second
 
 // touch notes that machine id was seen at now; FlushSeen writes it.
-func (p *Plugin) touch(_ context.Context, id int64, now time.Time) {
+func (p *Plugin) touch(id int64, now time.Time) {
 	p.seenMu.Lock()
 	defer p.seenMu.Unlock()
 	p.touchLocked(id, now)
@@ -315,7 +315,7 @@ func (p *Plugin) handle(ctx context.Context, req pluginRequest) error {
 			if p.OnPing != nil {
 				p.OnPing(m.ID)
 			}
-			p.touch(ctx, m.ID, p.now())
+			p.touch(m.ID, p.now())
 		}
 		return nil
 	}
