@@ -185,7 +185,7 @@ type ctxKey struct{}
 
 // serveWork serves every machine's agent and web app: one HTTP server for
 // each, fed the work connections (each knows its machine).
-func (f *fleet) serveWork() error {
+func (f *fleet) serveWork() {
 	f.agentConns, f.webConns = make(chan net.Conn, 256), make(chan net.Conn, 256)
 	ctx := func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, ctxKey{}, c.(*machineConn).m)
@@ -200,7 +200,6 @@ func (f *fleet) serveWork() error {
 		})}
 	go agents.Serve(chanListener(f.agentConns))
 	go web.Serve(chanListener(f.webConns))
-	return nil
 }
 
 // chanListener is a net.Listener whose connections come from a channel.

@@ -61,9 +61,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	f := &fleet{dir: *dir, log: log, start: time.Now()}
-	if err := f.serveWork(); err != nil {
-		fatal(err)
-	}
+	f.serveWork()
 	l, err := net.Listen("tcp", *control)
 	if err != nil {
 		fatal(err)
@@ -104,8 +102,8 @@ type fleet struct {
 	machines []*machine
 	caFiles  map[string]string // the tunnel CA's PEM → the file holding it
 
-	// work is the one listener every machine's agent and web app
-	// connections are served from (see serveWork).
+	// agentConns and webConns feed the one HTTP server each that serves
+	// every machine's agent and web app (see serveWork).
 	agentConns, webConns chan net.Conn
 }
 
