@@ -474,7 +474,10 @@ func (r *Reconciler) deliver(ctx context.Context, id int64, forced bool, rs rest
 	again := st.again
 	st.again = false
 	switch {
-	case err == nil && again:
+	case err == nil && (again || st.forced):
+		// Asked for again while this delivery ran (a pass found the
+		// machine behind, or Desire raised its generation when its agent
+		// reported a new tunnel client): at once, not at the next full pass.
 		st.failures, st.next = 0, time.Time{}
 	case err == nil, errors.Is(err, store.ErrNotFound), ctx.Err() != nil:
 		delete(r.ms, id)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,18 +36,19 @@ type configs struct {
 	st     *store.Store
 	mu     sync.Mutex
 	server string
+	extra  string // a line rendered after the server's
 }
 
 func (c *configs) DesiredConfig(ctx context.Context, m store.Machine) (string, string, error) {
 	c.mu.Lock()
-	server := c.server
+	server, extra := c.server, c.extra
 	c.mu.Unlock()
 	ts, err := c.st.ListTunnels(ctx, m.ID)
 	if err != nil {
 		return "", "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "serverAddr = '%s'\n", server)
+	fmt.Fprintf(&b, "serverAddr = '%s'\n%s", server, extra)
 	for _, t := range ts {
 		fmt.Fprintf(&b, "[[proxies]] # %s %d\n", t.Name, t.LocalPort)
 	}
@@ -361,6 +363,57 @@ func TestServerAddressChangeRestartsClients(t *testing.T) {
 		if s := r.config(m.ID).AppliedServer; s != "router.new.example" {
 			t.Fatalf("%s: applied server %q", m.Name, s)
 		}
+	}
+}
+
+// duringAgents runs during (once) while the first delivery is in flight.
+type duringAgents struct {
+	*agents
+	once   sync.Once
+	during atomic.Pointer[func(id int64)]
+}
+
+func (d *duringAgents) PutConfig(ctx context.Context, id int64, cfg string, gen int64) (int64, error) {
+	if f := d.during.Load(); f != nil {
+		d.once.Do(func() { (*f)(id) })
+	}
+	return d.agents.PutConfig(ctx, id, cfg, gen)
+}
+
+// A machine whose desired config rises while a delivery to it runs (its
+// agent's status, answered during the delivery, names a new tunnel client,
+// which changes the config it should run) gets the new generation as soon
+// as that delivery ends, not at the next full pass. The clock stands
+// still here, so a full pass never comes.
+func TestDesiredDuringADeliveryIsDeliveredNext(t *testing.T) {
+	var ag duringAgents
+	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
+		ag.agents = a
+		return c, &ag
+	})
+	m := r.machine("nas")
+	render := func(line string) {
+		r.cfg.mu.Lock()
+		r.cfg.extra = line
+		r.cfg.mu.Unlock()
+	}
+	f := func(id int64) {
+		render("# wire protocol v2\n")
+		if err := r.rec.Desire(context.Background(), id); err != nil {
+			t.Error(err)
+		}
+	}
+	ag.during.Store(&f)
+	// What the rejoin of a machine asks for: its config rendered and
+	// delivered now (no change is announced, so no pass reads it again).
+	render("# rejoined\n")
+	if err := r.rec.Desire(context.Background(), m.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.wait("generation 3 applied", r.applied(m.ID, 3))
+	got, _, _ := r.ag.state(m.ID)
+	if len(got) != 2 || !strings.Contains(got[0], "# rejoined") || !strings.Contains(got[1], "# wire protocol v2") {
+		t.Fatalf("the agent got %q", got)
 	}
 }
 
