@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,9 +227,16 @@ func (s *Server) staleTokens(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
+	q, paged, err := listQuery(r)
+	if err != nil {
+		return err
+	}
 	ms, gen, err := s.machines.List(r.Context(), s.fallbackHost(r))
 	if err != nil {
 		return Internal("could not list the machines", err)
+	}
+	if paged {
+		return s.machinePage(w, r, ms, q)
 	}
 	// The rejoin line, which depends on how this request reached the
 	// dashboard, only when a machine needs it.
@@ -254,6 +262,77 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+	return nil
+}
+
+// listQuery reads GET /api/machines's query: limit, cursor, q and state.
+// paged is false when none is given (every machine, as before paging).
+// Anything else is refused in words.
+func listQuery(r *http.Request) (q machines.ListQuery, paged bool, err error) {
+	v := r.URL.Query()
+	for k := range v {
+		switch k {
+		case "limit", "cursor", "q", "state":
+		default:
+			return q, false, Errorf(http.StatusBadRequest, "unknown query parameter %q: the machine list takes limit, cursor, q and state", k)
+		}
+	}
+	if len(v) == 0 {
+		return q, false, nil
+	}
+	q.Limit = machines.DefaultPageSize
+	if l := v.Get("limit"); v.Has("limit") {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > machines.MaxPageSize {
+			return q, false, Errorf(http.StatusBadRequest, "limit must be a whole number from 1 to %d", machines.MaxPageSize)
+		}
+		q.Limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		after, ok := machines.ParseCursor(c)
+		if !ok {
+			return q, false, Errorf(http.StatusBadRequest, "cursor %q is not one this list gave: start again without it", c)
+		}
+		q.After = after
+	}
+	q.Search = strings.TrimSpace(v.Get("q"))
+	if len(q.Search) > 200 {
+		return q, false, Errorf(http.StatusBadRequest, "q is longer than 200 characters")
+	}
+	if q.State = v.Get("state"); q.State != "" && !slices.Contains(machines.ListStates, q.State) {
+		return q, false, Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.ListStates, ", "))
+	}
+	return q, true, nil
+}
+
+// pageInfo is a paged list's "page": the counts beside "data".
+type pageInfo struct {
+	// Matched: the machines that match q and state, on every page.
+	Matched int `json:"matched"`
+	// NextCursor fetches the next page ("" on the last).
+	NextCursor string          `json:"next_cursor"`
+	Counts     machines.Counts `json:"counts"`
+}
+
+// machinePage answers one page of ms, with the fleet's counts.
+func (s *Server) machinePage(w http.ResponseWriter, r *http.Request, ms []machines.Machine, q machines.ListQuery) error {
+	// No bundle to update to: no machine for Update all.
+	server := ""
+	if s.fleet != nil {
+		server, _ = s.serverBundle()
+	}
+	p := machines.Select(ms, q, server)
+	// Copies: the list is shared, and the rejoin line is this request's.
+	items := slices.Clone(p.Items)
+	for i := range items {
+		s.withRejoin(r, &items[i])
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	json.NewEncoder(w).Encode(struct {
+		Data []machines.Machine `json:"data"`
+		Page pageInfo           `json:"page"`
+	}{items, pageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts}})
 	return nil
 }
 

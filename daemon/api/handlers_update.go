@@ -152,8 +152,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 		// machines that run a newer one are left alone (no downgrade by
 		// "all").
 		for _, m := range all {
-			if m.Update.State == fleet.StateUnsupported || m.Update.State == fleet.StateCurrent || m.Update.State == fleet.StateUpdating ||
-				version.Newer(m.BundleVersion, server) {
+			if !machines.ForUpdateAll(m, server) {
 				continue
 			}
 			chosen = append(chosen, m)

@@ -740,3 +740,98 @@ func TestTunnelDomains(t *testing.T) {
 	// Now free, the name can go to another tunnel.
 	e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + fmt.Sprint(wiki["id"]), body: `{"domains":["wiki.example.net","app.example.org"]}`, cookie: e.cookie}), 200)
 }
+
+// TestMachineListPages: GET /api/machines with limit and a cursor gives
+// every machine once, in id order; q and state are applied on the server,
+// and page.counts are the whole fleet's. A query it does not understand is
+// refused in words.
+func TestMachineListPages(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	names := []string{"nas-office", "nas-home", "pi-garage", "pi-attic", "web-1", "web-2", "db-main"}
+	ids := map[string]int64{}
+	for _, n := range names {
+		if r := e.bootstrap(t, e.token(t), n); r.Code != 200 {
+			t.Fatalf("bootstrap %s: %d %s", n, r.Code, r.Body)
+		}
+	}
+	for _, m := range e.list(t, "/api/machines") {
+		m := m.(map[string]any)
+		ids[m["name"].(string)] = int64(m["id"].(float64))
+	}
+	for _, n := range []string{"nas-home", "web-2"} {
+		if err := e.app.Store.SetMachineStatus(context.Background(), ids[n], "online", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type page struct {
+		Data []struct {
+			ID   int64  `json:"id"`
+			Name string `json:"name"`
+		} `json:"data"`
+		Page struct {
+			Matched    int             `json:"matched"`
+			NextCursor string          `json:"next_cursor"`
+			Counts     machines.Counts `json:"counts"`
+		} `json:"page"`
+	}
+	get := func(query string) page {
+		t.Helper()
+		r := e.do(req{method: "GET", path: "/api/machines?" + query, cookie: e.cookie})
+		var p page
+		if r.Code != 200 || json.Unmarshal(r.Body.Bytes(), &p) != nil {
+			t.Fatalf("GET /api/machines?%s: %d %s", query, r.Code, r.Body)
+		}
+		return p
+	}
+	// Pages of 3: every machine once, oldest first.
+	var seen []string
+	cursor := ""
+	for i := 0; ; i++ {
+		p := get("limit=3&cursor=" + cursor)
+		if len(p.Data) > 3 || p.Page.Matched != len(names) || p.Page.Counts.All != len(names) || p.Page.Counts.Online != 2 {
+			t.Fatalf("page %d: %+v", i, p)
+		}
+		for _, m := range p.Data {
+			seen = append(seen, m.Name)
+		}
+		if cursor = p.Page.NextCursor; cursor == "" {
+			break
+		}
+		if i > 5 {
+			t.Fatalf("more pages than machines: %v", seen)
+		}
+	}
+	if strings.Join(seen, " ") != strings.Join(names, " ") {
+		t.Fatalf("pages gave %v, want %v", seen, names)
+	}
+	// The search and the state, on the server.
+	p := get("q=NAS")
+	if len(p.Data) != 2 || p.Data[0].Name != "nas-office" || p.Data[1].Name != "nas-home" || p.Page.Matched != 2 || p.Page.NextCursor != "" {
+		t.Fatalf("q=NAS: %+v", p)
+	}
+	if p = get("q=web&state=online"); len(p.Data) != 1 || p.Data[0].Name != "web-2" || p.Page.Counts.All != len(names) {
+		t.Fatalf("q=web&state=online: %+v", p)
+	}
+	if p = get("q=nothing-like-this"); len(p.Data) != 0 || p.Page.Matched != 0 {
+		t.Fatalf("a search that matches nothing: %+v", p)
+	}
+	// Without a query: every machine, as before pages.
+	if l := e.list(t, "/api/machines"); len(l) != len(names) {
+		t.Fatalf("the whole list: %d machines", len(l))
+	}
+	for query, want := range map[string]string{
+		"limit=0":           "limit must be a whole number from 1 to 500",
+		"limit=501":         "limit must be a whole number from 1 to 500",
+		"limit=ten":         "limit must be a whole number from 1 to 500",
+		"cursor=abc":        `cursor "abc" is not one this list gave: start again without it`,
+		"state=sleeping":    "state must be one of: online, offline, pending, outdated",
+		"limit=5&sort=name": `unknown query parameter "sort": the machine list takes limit, cursor, q and state`,
+	} {
+		r := e.do(req{method: "GET", path: "/api/machines?" + query, cookie: e.cookie})
+		var body struct{ Error string }
+		json.Unmarshal(r.Body.Bytes(), &body)
+		if r.Code != 400 || body.Error != want {
+			t.Errorf("GET /api/machines?%s: %d %s; want 400 %q", query, r.Code, r.Body, want)
+		}
+	}
+}
