@@ -30,6 +30,15 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 /** Unwraps the envelope of a response or throws ApiError. */
 export async function unwrap<T>(res: Response): Promise<T> {
+  return (await envelope<T, unknown>(res)).data;
+}
+
+/** A paged list's answer: its rows (data) and what the server says of
+ * them beside (page). */
+export interface Paged<T, P> { data: T; page: P }
+
+/** The whole success envelope: data, and page when the list is paged. */
+export async function envelope<T, P>(res: Response): Promise<Paged<T, P>> {
   const text = await res.text();
   let body: unknown;
   try {
@@ -46,7 +55,7 @@ export async function unwrap<T>(res: Response): Promise<T> {
     else msg = `request failed: HTTP ${res.status}${res.statusText ? ' ' + res.statusText : ''}`;
     throw new ApiError(res.status, msg, retry);
   }
-  if (isRecord(body) && 'data' in body) return body.data as T;
+  if (isRecord(body) && 'data' in body) return { data: body.data as T, page: body.page as P };
   throw new ApiError(res.status, 'unexpected response from the server');
 }
 
@@ -227,6 +236,11 @@ export class Api {
     return unwrap<T>(await this.send(method, path, body, opts));
   }
 
+  /** GET of a paged list: the rows and the page beside them. */
+  async page<T, P>(path: string, opts?: RequestOptions): Promise<Paged<T, P>> {
+    return envelope<T, P>(await this.send('GET', path, undefined, opts));
+  }
+
   get<T>(path: string, opts?: RequestOptions): Promise<T> {
     return this.call<T>('GET', path, undefined, opts);
   }
@@ -248,6 +262,10 @@ export class Api {
 // for issue 14 are optional: an older daemon leaves them out and the page
 // says less rather than breaking.
 export interface Message { message: string }
+/** The whole fleet's counts, beside every page of GET /api/machines. */
+export interface MachineCounts { all: number; online: number; offline: number; pending: number; outdated: number; updating: number; for_update_all: number }
+/** What a page of GET /api/machines says beside its rows. */
+export interface MachinePage { matched: number; next_cursor: string; counts: MachineCounts }
 export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean; passkey_login?: boolean; sso?: string; password_login?: boolean; sso_error?: string }
 export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
 export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }

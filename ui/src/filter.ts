@@ -19,6 +19,10 @@ export interface FilterBar<T> {
   setOptions: (name: string, options: [string, string][]) => void;
   /** The table for the items that pass, with the count line above it. */
   apply: (items: T[], render: (shown: T[]) => Child, what: [string, string]) => Child[];
+  /** The search and each select's value, for a list the server filters. */
+  query: () => URLSearchParams;
+  /** As apply, for rows the server filtered: matched of total match. */
+  framed: (shown: Child, matched: number, total: number, what: [string, string]) => Child[];
 }
 
 export function filterBar<T>(text: (item: T) => string, defs: FilterDef<T>[], onChange: () => void): FilterBar<T> {
@@ -49,20 +53,33 @@ export function filterBar<T>(text: (item: T) => string, defs: FilterDef<T>[], on
       x.s.input.replaceChildren(...options.map(([v, t]) => h('option', { value: v }, t)));
       x.s.input.value = options.some(([v]) => v === cur) ? cur : '';
     },
-    apply: (items, render, [one, many]) => {
+    apply: (items, render, what) => {
       const words = search.input.value.toLowerCase().split(/\s+/).filter(Boolean);
       const shown = items.filter((it) => {
         const t = text(it).toLowerCase();
         return words.every((w) => t.includes(w)) && selects.every(({ d, s }) => !s.input.value || d.match(it, s.input.value));
       });
-      const filtered = words.length > 0 || selects.some(({ s }) => s.input.value);
-      if (!filtered || items.length === 0) return [render(items)];
-      const count = h('p', { class: 'muted small count' }, `Showing ${shown.length} of ${items.length} ${items.length === 1 ? one : many}.`);
-      if (shown.length === 0) {
-        return [h('p', { class: 'muted' }, `No ${one} matches the search and filters. `,
-          h('button', { type: 'button', class: 'link', onclick: clearAll }, 'Clear the filters'))];
-      }
-      return [count, render(shown)];
+      return frame(() => render(filtered() ? shown : items), shown.length, items.length, what);
     },
+    query: () => {
+      const q = new URLSearchParams();
+      if (search.input.value.trim()) q.set('q', search.input.value.trim());
+      for (const { d, s } of selects) if (s.input.value) q.set(d.name, s.input.value);
+      return q;
+    },
+    framed: (shown, matched, total, what) => frame(() => shown, matched, total, what),
   };
+  function filtered(): boolean {
+    return search.input.value.trim() !== '' || selects.some(({ s }) => s.input.value);
+  }
+  // The rows, with "Showing n of m" above them while a filter is on, or
+  // the line that says none matches.
+  function frame(rows: () => Child, matched: number, total: number, [one, many]: [string, string]): Child[] {
+    if (!filtered() || total === 0) return [rows()];
+    if (matched === 0) {
+      return [h('p', { class: 'muted' }, `No ${one} matches the search and filters. `,
+        h('button', { type: 'button', class: 'link', onclick: clearAll }, 'Clear the filters'))];
+    }
+    return [h('p', { class: 'muted small count' }, `Showing ${matched} of ${total} ${total === 1 ? one : many}.`), rows()];
+  }
 }

@@ -37,26 +37,10 @@ export function canUpdate(m: Machine): boolean {
   return known(m) && (s === 'outdated' || s === 'failed' || s === 'rolled_back');
 }
 
-/** Whether the filter's "Outdated" shows the machine: it does not run the
- * server's bundle (an update under way is not counted). */
-export function isOutdated(m: Machine): boolean {
-  const s = m.update?.state;
-  return known(m) && s !== 'current' && s !== 'updating';
-}
-
 /** "agent A · tunnel client 0.61.1 · bundle A", or '' when none is known. */
 export function versionsLine(m: Machine): string {
   const parts: [string, string | undefined][] = [['bundle', m.bundle_version], ['agent', m.agent_version], ['tunnel client', m.client_version]];
   return parts.filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(' · ');
-}
-
-/** What {"all": true} updates (as the daemon picks): machines that can
- * take the server's bundle and lack it, never a downgrade; and the version
- * they go to. */
-export function updateAllPick(ms: Machine[]): { ids: number[]; target: string } {
-  const target = ms.find((m) => m.update?.state === 'outdated' && m.update.target_version)?.update?.target_version ?? '';
-  const ids = ms.filter((m) => canUpdate(m) && !(target && m.bundle_version && compareVersions(m.bundle_version, target) > 0)).map((m) => m.id);
-  return { ids, target };
 }
 
 /** The version a 409 downgrade answer says to send ({"version": "W"}), or
@@ -82,46 +66,3 @@ export function fleetSummary(f: FleetUpdate | null | undefined, names: Map<numbe
   return { running: f.running, lines, failed };
 }
 
-// Versions ordered as the daemon orders them (daemon/fleet/version.go,
-// dpkg simplified): runs of digits compare as numbers, other runs by
-// character, '~' before everything, even the end.
-export function compareVersions(a: string, b: string): number {
-  const cut = (s: string, digits: boolean): [string, string] => {
-    let i = 0;
-    while (i < s.length && (s[i] >= '0' && s[i] <= '9') === digits) i++;
-    return [s.slice(0, i), s.slice(i)];
-  };
-  const order = (s: string, i: number) => {
-    if (i >= s.length) return 0;
-    const c = s[i];
-    if (c === '~') return -1;
-    if (/[A-Za-z]/.test(c)) return c.charCodeAt(0);
-    return c.charCodeAt(0) + 256;
-  };
-  const text = (x: string, y: string) => {
-    for (let i = 0; i < x.length || i < y.length; i++) {
-      const p = order(x, i);
-      const q = order(y, i);
-      if (p !== q) return p < q ? -1 : 1;
-    }
-    return 0;
-  };
-  const num = (x: string, y: string) => {
-    x = x.replace(/^0+/, '');
-    y = y.replace(/^0+/, '');
-    if (x.length !== y.length) return x.length < y.length ? -1 : 1;
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
-  while (a || b) {
-    let x: string, y: string;
-    [x, a] = cut(a, false);
-    [y, b] = cut(b, false);
-    let c = text(x, y);
-    if (c) return c;
-    [x, a] = cut(a, true);
-    [y, b] = cut(b, true);
-    c = num(x, y);
-    if (c) return c;
-  }
-  return 0;
-}

@@ -57,7 +57,8 @@ export async function daemonBinary() {
  * extra: more `serve` flags (e.g. --static-dir). opts.joinOf: another
  * daemon of the same cluster (same --database) whose sealing key this one
  * gets, as `tunnelsvc edge join` hands it; the password is then already
- * set, and this one only logs in. */
+ * set, and this one only logs in. opts.ports: how many tunnel ports
+ * (100 unless given; a machine takes two). */
 export async function startDaemon(name, password, extra = [], opts = {}) {
   const tmp = mkdtempSync(join(tmpdir(), `tunnelsvc-${name}-`));
   const bin = await daemonBinary();
@@ -72,7 +73,8 @@ export async function startDaemon(name, password, extra = [], opts = {}) {
     '--system-root', join(tmp, 'root'), '--bin-dir', join(repo, 'bin'), '--server-host', '127.0.0.1',
     '--frps-plugin-listen', `127.0.0.1:${plugin}`, '--frps-port', String(frps),
     '--frps-dashboard-listen', `127.0.0.1:${dash}`, '--gate-listen', `127.0.0.1:${gate}`,
-    '--tunnel-ports', `${lo}-${lo + 99}`,
+    // Two ports a machine (its SSH and its agent); opts.ports for a fleet.
+    '--tunnel-ports', `${lo}-${lo + (opts.ports ?? 100) - 1}`,
     // Nothing answers there: no public address, no DNS answer, quickly.
     '--ip-echo-urls', `${base}/nothing`, '--dns-server', `127.0.0.1:${dnsPort}`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';

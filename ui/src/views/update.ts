@@ -7,7 +7,7 @@ import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
 import { badge, clear, h, type Child, type Notice } from '../dom';
 import { emit, logBuffer, onLog, type LogLine } from '../live';
-import { downgradeTo, fleetSummary, updateAllPick, updateBadge } from '../fleet';
+import { downgradeTo, fleetSummary, updateBadge } from '../fleet';
 import { briefUpdate, reason } from '../words';
 
 /** The update state's badge and, when it failed, why (short, whole on demand). */
@@ -62,14 +62,13 @@ function offerDowngrade(m: Machine, w: string, said: string, n: Notice, post: (b
 
 /** The "Update all" button: shown when a machine is outdated, naming how
  * many and to which version; it asks first. */
-export function updateAllButton(ctx: Ctx, ms: Machine[], n: Notice): HTMLButtonElement | null {
-  const { ids, target } = updateAllPick(ms);
-  if (!ids.length || !ms.some((m) => m.update?.state === 'outdated')) return null;
-  const many = ids.length === 1 ? '1 machine' : `${ids.length} machines`;
+export function updateAllButton(ctx: Ctx, count: number, target: string, n: Notice): HTMLButtonElement | null {
+  if (!count) return null;
+  const many = count === 1 ? '1 machine' : `${count} machines`;
   const b = h('button', { type: 'button' }, `Update all (${many} to ${target || "the server's bundle"})`);
   b.addEventListener('click', () => void ask({
     title: `Update ${many} to ${target || "the server's bundle"}?`,
-    body: h('p', null, ids.length === 1 ? 'It updates, and goes back to its previous bundle by itself if it does not come back.'
+    body: h('p', null, count === 1 ? 'It updates, and goes back to its previous bundle by itself if it does not come back.'
       : 'One goes first; the rest follow in groups of 5; it stops at the first failure.'),
     confirm: `Update ${many}`,
     action: async () => {
