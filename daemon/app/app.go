@@ -405,7 +405,7 @@ func (a *App) changed(topic string) {
 		// Shown, not rendered: the dashboard fetches the tunnels again,
 		// and the prober looks at the tunnel that came up or went down.
 		a.Hub.Notify(store.TopicTunnels)
-		a.Prober.Kick()
+		a.Prober.KickStatus()
 		return
 	}
 	if topic == store.TopicEdges {

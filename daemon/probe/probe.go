@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
@@ -67,7 +68,13 @@ type Options struct {
 type Prober struct {
 	o    Options
 	wake wakeup.Signal
+	// full: the next round probes every http tunnel (Kick), not only
+	// those whose proxies came up or went down (KickStatus).
+	full atomic.Bool
 	mu   sync.Mutex // one probe round at a time
+	// seen is each tunnel's proxy status (its own and its targets') at its
+	// last probe in a round.
+	seen map[int64]string
 }
 
 // New returns a Prober.
@@ -87,7 +94,7 @@ func New(o Options) *Prober {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Prober{o: o}
+	return &Prober{o: o, seen: map[int64]string{}}
 }
 
 // Probe checks one tunnel now and stores the result.
@@ -118,26 +125,43 @@ func (p *Prober) Probe(ctx context.Context, tunnelID int64) (store.TunnelProbe, 
 	return res, p.o.Store.SetTunnelProbe(ctx, res)
 }
 
-// Kick asks the background loop for a round now (after a tunnel change).
-func (p *Prober) Kick() { p.wake.Notify() }
+// Kick asks the background loop for a round of every http tunnel now
+// (after a tunnel or a settings change).
+func (p *Prober) Kick() {
+	p.full.Store(true)
+	p.wake.Notify()
+}
+
+// KickStatus asks the background loop to probe, now, the tunnels whose
+// proxies (or whose targets' proxies) came up or went down since their
+// last probe. A fleet coming online makes one such notice per machine: a
+// round of every tunnel for each would probe the whole fleet again and
+// again.
+func (p *Prober) KickStatus() { p.wake.Notify() }
 
 // Run probes every http tunnel at start, every Every and after each Kick,
-// until ctx ends.
+// and the tunnels whose status changed after each KickStatus, until ctx
+// ends.
 func (p *Prober) Run(ctx context.Context) {
 	t := time.NewTicker(p.o.Every)
 	defer t.Stop()
+	full := true
 	for {
-		p.round(ctx)
+		p.round(ctx, full)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			full = true
 		case <-p.wake.C():
+			full = p.full.Swap(false)
 		}
 	}
 }
 
-func (p *Prober) round(ctx context.Context) {
+// round probes the http tunnels that are not paused: all of them when
+// full, else those whose status differs from that at their last probe.
+func (p *Prober) round(ctx context.Context, full bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ts, err := p.o.Store.ListTunnels(ctx, 0)
@@ -145,14 +169,35 @@ func (p *Prober) round(ctx context.Context) {
 		p.o.Log.Warn("probe: listing tunnels failed", "err", err)
 		return
 	}
+	targets, err := p.o.Store.ListTargets(ctx, 0)
+	if err != nil {
+		p.o.Log.Warn("probe: listing tunnel targets failed", "err", err)
+		return
+	}
+	status := map[int64]string{}
+	for _, t := range ts {
+		status[t.ID] = t.Status
+	}
+	for _, tg := range targets {
+		status[tg.TunnelID] += " " + tg.Status
+	}
+	for id := range p.seen {
+		if _, ok := status[id]; !ok {
+			delete(p.seen, id) // deleted
+		}
+	}
 	for _, t := range ts {
 		if t.Kind != "http" || t.Paused || ctx.Err() != nil {
+			continue
+		}
+		if seen, ok := p.seen[t.ID]; !full && ok && seen == status[t.ID] {
 			continue
 		}
 		_, err := p.Probe(ctx, t.ID)
 		if err != nil && !errors.Is(err, ErrNoDomain) && !errors.Is(err, store.ErrNotFound) {
 			p.o.Log.Warn("probe failed", "tunnel_id", t.ID, "err", err)
 		}
+		p.seen[t.ID] = status[t.ID]
 	}
 }
 

@@ -3,10 +3,12 @@ package probe
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +146,51 @@ func TestProbeProxyNotListening(t *testing.T) {
 
 func at(addr string) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) { return addr, nil }
+}
+
+// TestStatusKickProbesWhatChanged: after a tunnel's proxy comes up, the
+// background loop probes that tunnel, not every tunnel (a fleet coming
+// online announces one change per machine); a Kick (a tunnel or settings
+// change) probes them all.
+func TestStatusKickProbesWhatChanged(t *testing.T) {
+	st := newStore(t)
+	ids := addTunnels(t, st, "wiki", "grafana", "photos")
+	var mu sync.Mutex
+	probed := map[string]int{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		probed[strings.Split(r.Host, ".")[0]]++
+		mu.Unlock()
+	}))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	p := New(Options{Store: st, ProxyAddr: at(srv.Listener.Addr().String()), Every: time.Hour,
+		Domain: func(context.Context) (string, error) { return "example.com", nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	counts := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("wiki %d, grafana %d, photos %d", probed["wiki"], probed["grafana"], probed["photos"])
+	}
+	wait := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); counts() != want; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("probes: %s, want %s", counts(), want)
+			}
+		}
+	}
+	wait("wiki 1, grafana 1, photos 1") // the round at start
+	if err := st.SetTunnelStatus(context.Background(), ids[1], "online"); err != nil {
+		t.Fatal(err)
+	}
+	p.KickStatus()
+	wait("wiki 1, grafana 2, photos 1")
+	// A status notice with nothing changed probes nothing.
+	p.KickStatus()
+	p.Kick()
+	wait("wiki 2, grafana 3, photos 2")
 }
