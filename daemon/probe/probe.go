@@ -28,6 +28,9 @@ const (
 	DefaultProxyAddr = "127.0.0.1:443"
 	DefaultTimeout   = 10 * time.Second
 	DefaultEvery     = 5 * time.Minute
+	// StatusEvery is the least time between two rounds for status
+	// notices (KickStatus).
+	StatusEvery = time.Second
 )
 
 // InputError is a probe that cannot be made as asked; its text is for the
@@ -148,6 +151,16 @@ func (p *Prober) Run(ctx context.Context) {
 	full := true
 	for {
 		p.round(ctx, full)
+		if !full {
+			// Status notices come one per machine while a fleet
+			// reconnects, and each round lists every tunnel: the
+			// notices of the next StatusEvery make one round.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(StatusEvery):
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
