@@ -190,7 +190,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err := s.startRollout(r, fleet.Plan{IDs: ids, Batch: batch, Target: server, Base: base}); err != nil {
 		return err
 	}
-	s.record(r, fleet.AuditStarted, fmt.Sprintf("fleet update of %d machine(s), batches of %d: %s", len(ids), batch, strings.Join(what, ", ")))
+	s.record(r, fleet.AuditStarted, fmt.Sprintf("fleet update of %d machine(s), batches of %d: %s", len(ids), batch, firstOf(what, auditNames)))
 	writeData(w, http.StatusAccepted, map[string]any{
 		"message":     fmt.Sprintf("updating %d machine(s) to bundle %s: one first, then %d at a time; follow it on the log WebSocket", len(ids), server, batch),
 		"machine_ids": ids,
@@ -206,4 +206,16 @@ func (s *Server) fleetUpdateStatus(w http.ResponseWriter, r *http.Request) error
 	}
 	writeData(w, http.StatusOK, sum)
 	return nil
+}
+
+// auditNames is how many machines an audit line names; a fleet update of
+// thousands names these and counts the rest.
+const auditNames = 20
+
+// firstOf joins the first n of what, and says how many more there are.
+func firstOf(what []string, n int) string {
+	if len(what) <= n {
+		return strings.Join(what, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(what[:n], ", "), len(what)-n)
 }

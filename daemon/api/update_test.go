@@ -239,3 +239,19 @@ func TestFleetUpdateRoutes(t *testing.T) {
 		}
 	})
 }
+
+// A fleet update of thousands names the first machines in its audit line
+// and counts the rest, so the line stays readable.
+func TestAuditNamesTheFirstMachines(t *testing.T) {
+	var what []string
+	for i := 1; i <= 25; i++ {
+		what = append(what, fmt.Sprintf("%q", fmt.Sprintf("m%d", i)))
+	}
+	got := firstOf(what, auditNames)
+	if !strings.HasPrefix(got, `"m1", "m2", `) || !strings.HasSuffix(got, `"m20" and 5 more`) || strings.Contains(got, `"m21"`) {
+		t.Errorf("25 machines: %s", got)
+	}
+	if got := firstOf(what[:3], auditNames); got != `"m1", "m2", "m3"` {
+		t.Errorf("3 machines: %s", got)
+	}
+}
