@@ -13,13 +13,8 @@ import (
 // stored record changes (another edge, or a restore, replaced it).
 func TestLoadParsesOnceUntilTheRecordChanges(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sealer, err := seal.LoadOrCreate(dir)
+	st := openStore(t)
+	sealer, err := seal.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +27,7 @@ func TestLoadParsesOnceUntilTheRecordChanges(t *testing.T) {
 		t.Fatalf("a second Load parsed again (%p, %p) or failed: %v", again, first, err)
 	}
 	// Another CA's record in its place: the next Load gives that one.
-	other := &tunnelca.Authority{Store: openOther(t), Sealer: sealer}
+	other := &tunnelca.Authority{Store: openStore(t), Sealer: sealer}
 	ca2, err := other.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +45,7 @@ func TestLoadParsesOnceUntilTheRecordChanges(t *testing.T) {
 	}
 }
 
-func openOther(t *testing.T) *store.Store {
+func openStore(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
