@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,7 +146,7 @@ func (f *fleet) install(domain, host string) error {
 func (f *fleet) join() ([]map[string]string, error) {
 	regs := make([]map[string]string, f.n)
 	err := f.each(func(i int) error {
-		name := fmt.Sprintf("m%05d", i+1)
+		name := fleetName(i)
 		tok, err := f.d.NewToken()
 		if err != nil {
 			return fmt.Errorf("joining %s: %w", name, err)
@@ -212,9 +213,14 @@ func (f *fleet) state() ([]FleetState, error) {
 
 // machines is GET /api/machines, and how long it took.
 func (f *fleet) machines() ([]fleetMachine, time.Duration, error) {
+	return f.machinesAt("/api/machines")
+}
+
+// machinesAt is GET path (/api/machines with a query), and how long it took.
+func (f *fleet) machinesAt(path string) ([]fleetMachine, time.Duration, error) {
 	var ms []fleetMachine
 	t0 := time.Now()
-	err := f.d.Call(f.d.Client, "GET", "/api/machines", nil, &ms)
+	err := f.d.Call(f.d.Client, "GET", path, nil, &ms)
 	return ms, time.Since(t0), err
 }
 
@@ -313,6 +319,7 @@ type fleetFigures struct {
 	RestartPeakDaemonRSS int64
 	RateRefused          int
 	List                 time.Duration // GET /api/machines, median
+	Page, Search         time.Duration // a page of 100, a search: median
 }
 
 // measureFleet runs one fleet of n and measures it.
@@ -344,7 +351,21 @@ func (o Options) measureFleet(n int) (r fleetFigures, err error) {
 	r.SimRSS, _ = f.sim.RSS()
 	o.logf("fleet %d: steady: daemon %.1f MB and %.1f %% of a CPU, frps %.1f MB and %.1f %% (fleetsim %.0f MB)",
 		n, mb(r.DaemonRSS), 100*r.DaemonCPU, mb(r.FRPSRSS), 100*r.FRPSCPU, mb(r.SimRSS))
-	if r.List, err = f.listTime(); err != nil {
+	// A page of 100 from the middle of the fleet, and a search the
+	// daemon answers over every machine.
+	cursor, after := f.ids[len(f.ids)/2], 0
+	for _, id := range f.ids {
+		if id > cursor {
+			after++
+		}
+	}
+	if r.Page, err = f.listTime(fmt.Sprintf("/api/machines?limit=100&cursor=%d", cursor), min(100, after)); err != nil {
+		return r, err
+	}
+	if r.Search, err = f.listTime("/api/machines?limit=100&q="+url.QueryEscape(fleetName(f.n-1)), 1); err != nil {
+		return r, err
+	}
+	if r.List, err = f.listTime("/api/machines", f.n); err != nil {
 		return r, err
 	}
 	if r.Change, err = f.tunnelChanges(o.fleetSamples()); err != nil {
@@ -368,13 +389,17 @@ func (o Options) fleetSamples() int {
 	return 30
 }
 
-// listTime is the median time of GET /api/machines over 5 calls.
-func (f *fleet) listTime() (time.Duration, error) {
+// listTime is the median time of GET path over 5 calls; want is how many
+// rows it must give.
+func (f *fleet) listTime(path string, want int) (time.Duration, error) {
 	var ts []time.Duration
 	for range 5 {
-		_, took, err := f.machines()
+		ms, took, err := f.machinesAt(path)
 		if err != nil {
 			return 0, err
+		}
+		if len(ms) != want {
+			return 0, fmt.Errorf("GET %s gave %d machines, want %d", path, len(ms), want)
 		}
 		ts = append(ts, took)
 	}
@@ -403,7 +428,7 @@ func (f *fleet) tunnelChanges(k int) ([]time.Duration, error) {
 	var out []time.Duration
 	for j := range k {
 		i := (j*7919 + 13) % f.n
-		name := fmt.Sprintf("m%05d", i+1)
+		name := fleetName(i)
 		before, err := f.machineState(name)
 		if err != nil {
 			return nil, err
@@ -601,11 +626,11 @@ func (r fleetFigures) String() string {
 	return fmt.Sprintf("**%d machines**: joined in %s, all online and applied %s later; edge %.0f MB (daemon %.0f + frps %.0f; %.1f KB a machine), "+
 		"%.1f %% of a CPU at steady state (daemon %.1f + frps %.1f); one tunnel change applied: median %s, p99 %s (%d changes); "+
 		"a new domain and server host applied by all in %s (%s); frps restarted: all online again in %s, %d logins refused, the daemon's RSS at most %.0f MB; "+
-		"GET /api/machines (%d rows) %s",
+		"GET /api/machines: a page of 100 %s, a search for one machine %s, every row (%d) %s",
 		r.N, r.Join.Round(100*time.Millisecond), r.Settle.Round(100*time.Millisecond), mb(edge), mb(r.DaemonRSS), mb(r.FRPSRSS), float64(edge)/1024/float64(r.N),
 		100*(r.DaemonCPU+r.FRPSCPU), 100*r.DaemonCPU, 100*r.FRPSCPU, median(r.Change).Round(time.Millisecond), r.changeP99().Round(time.Millisecond), len(r.Change),
 		r.DomainAll.Round(100*time.Millisecond), strings.Join(r.DomainCurve, ", "), r.Restart.Round(100*time.Millisecond), r.RateRefused, mb(r.RestartPeakDaemonRSS),
-		r.N, r.List.Round(100*time.Microsecond))
+		r.Page.Round(100*time.Microsecond), r.Search.Round(100*time.Microsecond), r.N, r.List.Round(100*time.Microsecond))
 }
 
 // raiseFileLimit lets this process and the edge it starts hold a large
@@ -625,3 +650,6 @@ func raiseFileLimit() {
 		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &cur)
 	}
 }
+
+// fleetName is the name of the fleet's i-th machine (from 0), in id order.
+func fleetName(i int) string { return fmt.Sprintf("m%05d", i+1) }
