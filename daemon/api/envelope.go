@@ -53,15 +53,26 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // writeData writes the success envelope {"data": v}.
 func writeData(w http.ResponseWriter, status int, v any) {
+	writeEnvelope(w, status, dataEnvelope{Data: v})
+}
+
+// writePage writes one page of a list: {"data": rows, "page": page}.
+func writePage(w http.ResponseWriter, rows, page any) {
+	writeEnvelope(w, http.StatusOK, dataEnvelope{Data: rows, Page: page})
+}
+
+func writeEnvelope(w http.ResponseWriter, status int, e dataEnvelope) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(dataEnvelope{v})
+	json.NewEncoder(w).Encode(e)
 }
 
 // dataEnvelope is {"data": v}: a struct, which encoding/json writes
 // without the map and the key sort of map[string]any.
 type dataEnvelope struct {
 	Data any `json:"data"`
+	// Page is what a paged list says beside its rows (absent elsewhere).
+	Page any `json:"page,omitempty"`
 }
 
 // writeError writes {"error": msg}.

@@ -256,7 +256,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		var b bytes.Buffer
-		json.NewEncoder(&b).Encode(dataEnvelope{cp})
+		json.NewEncoder(&b).Encode(dataEnvelope{Data: cp})
 		return b.Bytes()
 	})
 	w.Header().Set("Content-Type", "application/json")
@@ -327,12 +327,7 @@ func (s *Server) machinePage(w http.ResponseWriter, r *http.Request, ms []machin
 	for i := range items {
 		s.withRejoin(r, &items[i])
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	json.NewEncoder(w).Encode(struct {
-		Data []machines.Machine `json:"data"`
-		Page pageInfo           `json:"page"`
-	}{items, pageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts}})
+	writePage(w, items, pageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
 	return nil
 }
 
