@@ -301,10 +301,8 @@ func TestFleetUpdate(t *testing.T) {
 		if after := ms[2].sums(t); after != untouched || all["m3"]["agent_version"] != versionA {
 			t.Fatalf("m3 was touched: %v\n%s", all["m3"], after)
 		}
-		// SSH through m1: at most one reconnect of at most 5 s.
-		if len(gaps) > 1 || (len(gaps) == 1 && gaps[0] > 5*time.Second) {
-			t.Fatalf("ssh through m1 was cut during its update: %v", gaps)
-		}
+		// SSH through m1: at most one cut, frpc's restart.
+		oneRestart(t, "ssh through m1", gaps)
 		// m3, not updated, still runs the previous frpc, and its tunnel
 		// works against the new frps.
 		if x := all["m3"]; x["client_version"] != previousFRPC(t) || x["client_version"] == all["m1"]["client_version"] {
@@ -328,12 +326,8 @@ func TestFleetUpdate(t *testing.T) {
 		if out, err := h.Exec("curl", "-fsS", "--max-time", "3", webURL); err != nil || strings.TrimSpace(out) != "m1's web server" {
 			t.Fatalf("HTTP through m1 on wire protocol v2: %v %s", err, out)
 		}
-		t.Logf("ssh through m1 during its update: %d gap(s) %v; failed: %v", len(gaps), gaps, failed)
 		// The same for HTTP through m1's tunnel.
-		if len(webGaps) > 1 || (len(webGaps) == 1 && webGaps[0] > 5*time.Second) {
-			t.Fatalf("HTTP through m1 was cut during its update: %v", webGaps)
-		}
-		t.Logf("HTTP through m1 during its update: %d gap(s) %v", len(webGaps), webGaps)
+		oneRestart(t, "HTTP through m1", webGaps)
 		if after := v.do("GET", "/api/tunnels", "").raw; after != tunnels {
 			t.Fatalf("tunnels changed:\n%s\n%s", tunnels, after)
 		}
@@ -366,9 +360,7 @@ func TestFleetUpdate(t *testing.T) {
 		})
 		gaps := watch()
 		t.Logf("m2 reported %s %s after the update started; ssh gaps %v", versionB, d.Round(time.Millisecond), gaps)
-		if len(gaps) > 1 || (len(gaps) == 1 && gaps[0] > 5*time.Second) {
-			t.Fatalf("ssh through m2 was cut during its update: %v", gaps)
-		}
+		oneRestart(t, "ssh through m2", gaps)
 		sshThroughNamed(t, h, ms[1].port, ms[1].name, 10*time.Second, journal)
 	})
 
@@ -539,6 +531,20 @@ func watchHTTP(h *testbed.Host, url, body string) (stop func() []time.Duration) 
 		out, err := h.Exec("curl", "-fsS", "--max-time", "3", url)
 		return err == nil && strings.TrimSpace(out) == body
 	})
+}
+
+// oneRestart fails unless what was cut at most once, for a restart of
+// frpc rather than a wait on a timeout. The bound is not a stopwatch: a
+// restart logs in again at once and takes a few seconds (more on a busy
+// machine, and a gap is measured only to the nearest probe), while
+// anything that waits instead (frps's heartbeat timeout of 90 s, frpc's
+// login backoff, the agent's rollback timer) takes far longer than 20 s.
+func oneRestart(t *testing.T, what string, gaps []time.Duration) {
+	t.Helper()
+	t.Logf("%s during the update: %d cut(s) %v", what, len(gaps), gaps)
+	if len(gaps) > 1 || (len(gaps) == 1 && gaps[0] > 20*time.Second) {
+		t.Fatalf("%s was cut during the update: %v", what, gaps)
+	}
 }
 
 // watch runs probe twice a second until the returned stop is called, and
