@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -270,39 +271,71 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 // Anything else is refused in words.
 func listQuery(r *http.Request) (q machines.ListQuery, paged bool, err error) {
 	v := r.URL.Query()
-	for k := range v {
-		switch k {
-		case "limit", "cursor", "q", "state":
-		default:
-			return q, false, Errorf(http.StatusBadRequest, "unknown query parameter %q: the machine list takes limit, cursor, q and state", k)
-		}
+	lp, paged, err := readListParams(v, "machine list", []string{"state"}, nil)
+	if err != nil || !paged {
+		return q, false, err
 	}
-	if len(v) == 0 {
-		return q, false, nil
-	}
-	q.Limit = machines.DefaultPageSize
-	if l := v.Get("limit"); v.Has("limit") {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > machines.MaxPageSize {
-			return q, false, Errorf(http.StatusBadRequest, "limit must be a whole number from 1 to %d", machines.MaxPageSize)
-		}
-		q.Limit = n
-	}
-	if c := v.Get("cursor"); c != "" {
-		after, ok := machines.ParseCursor(c)
-		if !ok {
-			return q, false, Errorf(http.StatusBadRequest, "cursor %q is not one this list gave: start again without it", c)
-		}
-		q.After = after
-	}
-	q.Search = strings.TrimSpace(v.Get("q"))
-	if len(q.Search) > 200 {
-		return q, false, Errorf(http.StatusBadRequest, "q is longer than 200 characters")
-	}
+	q.Limit, q.After, q.Search = lp.limit, lp.after, lp.search
 	if q.State = v.Get("state"); q.State != "" && !slices.Contains(machines.ListStates, q.State) {
 		return q, false, Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.ListStates, ", "))
 	}
 	return q, true, nil
+}
+
+// inWords is "a, b and c".
+func inWords(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// listParams are what every paged list takes: limit, cursor and q.
+type listParams struct {
+	limit  int
+	after  int64
+	search string
+}
+
+// readListParams reads limit, cursor and q from a list's query, which may
+// also hold filters (the list's own, read by its caller) and plain
+// parameters (which do not ask for a page). Any other name is refused, in
+// words that name the list. paged is true when limit, cursor, q or a
+// filter is given.
+func readListParams(v url.Values, list string, filters, plain []string) (p listParams, paged bool, err error) {
+	known := append([]string{"limit", "cursor", "q"}, filters...)
+	for k := range v {
+		switch {
+		case slices.Contains(known, k):
+			paged = true
+		case slices.Contains(plain, k):
+		default:
+			return p, false, Errorf(http.StatusBadRequest, "unknown query parameter %q: the %s takes %s", k, list, inWords(append(known, plain...)))
+		}
+	}
+	if !paged {
+		return p, false, nil
+	}
+	p.limit = machines.DefaultPageSize
+	if l := v.Get("limit"); v.Has("limit") {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > machines.MaxPageSize {
+			return p, false, Errorf(http.StatusBadRequest, "limit must be a whole number from 1 to %d", machines.MaxPageSize)
+		}
+		p.limit = n
+	}
+	if c := v.Get("cursor"); c != "" {
+		after, ok := machines.ParseCursor(c)
+		if !ok {
+			return p, false, Errorf(http.StatusBadRequest, "cursor %q is not one this list gave: start again without it", c)
+		}
+		p.after = after
+	}
+	p.search = strings.TrimSpace(v.Get("q"))
+	if len(p.search) > 200 {
+		return p, false, Errorf(http.StatusBadRequest, "q is longer than 200 characters")
+	}
+	return p, true, nil
 }
 
 // pageInfo is a paged list's "page": the counts beside "data".
@@ -475,20 +508,45 @@ func (s *Server) selfDelete(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
-	var machineID int64
-	if v := r.URL.Query().Get("machine_id"); v != "" {
-		id, err := strconv.ParseInt(v, 10, 64)
+	v := r.URL.Query()
+	lp, paged, err := readListParams(v, "tunnel list", []string{"kind", "state"}, []string{"machine_id"})
+	if err != nil {
+		return err
+	}
+	q := machines.TunnelQuery{Limit: lp.limit, After: lp.after, Search: lp.search, Kind: v.Get("kind"), State: v.Get("state")}
+	if x := v.Get("machine_id"); x != "" {
+		id, err := strconv.ParseInt(x, 10, 64)
 		if err != nil || id <= 0 {
 			return Errorf(http.StatusBadRequest, "machine_id must be a positive integer")
 		}
-		machineID = id
+		q.MachineID = id
 	}
-	ts, err := s.machines.Tunnels(r.Context(), machineID)
+	if q.Kind != "" && !slices.Contains(machines.TunnelKinds, q.Kind) {
+		return Errorf(http.StatusBadRequest, "kind must be one of: %s", strings.Join(machines.TunnelKinds, ", "))
+	}
+	if q.State != "" && !slices.Contains(machines.TunnelStates, q.State) {
+		return Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.TunnelStates, ", "))
+	}
+	ts, err := s.machines.Tunnels(r.Context(), q.MachineID)
 	if err != nil {
 		return Internal("could not list the tunnels", err)
 	}
-	writeData(w, http.StatusOK, ts)
+	if !paged {
+		writeData(w, http.StatusOK, ts)
+		return nil
+	}
+	p := machines.SelectTunnels(ts, q)
+	writePage(w, p.Items, tunnelPageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
 	return nil
+}
+
+// tunnelPageInfo is a page of tunnels' "page": the counts beside "data".
+type tunnelPageInfo struct {
+	// Matched: the tunnels that match the query, on every page.
+	Matched int `json:"matched"`
+	// NextCursor fetches the next page ("" on the last).
+	NextCursor string                `json:"next_cursor"`
+	Counts     machines.TunnelCounts `json:"counts"`
 }
 
 func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {

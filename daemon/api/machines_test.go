@@ -835,3 +835,110 @@ func TestMachineListPages(t *testing.T) {
 		}
 	}
 }
+
+// GET /api/tunnels takes the machine list's pages, with the kind and the
+// state as filters, and machine_id as before.
+func TestTunnelListPages(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	mids := map[string]string{}
+	for _, n := range []string{"nas", "pi"} {
+		if r := e.bootstrap(t, e.token(t), n); r.Code != 200 {
+			t.Fatalf("bootstrap %s: %d %s", n, r.Code, r.Body)
+		}
+	}
+	for _, m := range e.list(t, "/api/machines") {
+		m := m.(map[string]any)
+		mids[m["name"].(string)] = fmt.Sprint(m["id"])
+	}
+	tunnels := []struct{ machine, body string }{
+		{"nas", `"name":"photos","kind":"http","subdomain":"photos","local_port":2342`},
+		{"nas", `"name":"files","kind":"tcp","local_port":445`},
+		{"nas", `"name":"grafana","kind":"http","subdomain":"grafana","local_port":3000`},
+		{"pi", `"name":"dns","kind":"udp","local_port":53`},
+		{"pi", `"name":"home","kind":"http","subdomain":"home","local_port":8123`},
+	}
+	ids := map[string]string{}
+	for _, x := range tunnels {
+		tn := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", body: `{"machine_id":` + mids[x.machine] + `,` + x.body + `}`, cookie: e.cookie}), 201)
+		ids[tn["name"].(string)] = fmt.Sprint(tn["id"])
+	}
+	e.data(t, e.do(req{method: "PATCH", path: "/api/tunnels/" + ids["grafana"], body: `{"paused":true}`, cookie: e.cookie}), 200)
+	type page struct {
+		Data []struct {
+			Name string `json:"name"`
+		} `json:"data"`
+		Page struct {
+			Matched    int                   `json:"matched"`
+			NextCursor string                `json:"next_cursor"`
+			Counts     machines.TunnelCounts `json:"counts"`
+		} `json:"page"`
+	}
+	get := func(query string) (names string, p page) {
+		t.Helper()
+		r := e.do(req{method: "GET", path: "/api/tunnels?" + query, cookie: e.cookie})
+		if r.Code != 200 || json.Unmarshal(r.Body.Bytes(), &p) != nil {
+			t.Fatalf("GET /api/tunnels?%s: %d %s", query, r.Code, r.Body)
+		}
+		var ns []string
+		for _, d := range p.Data {
+			ns = append(ns, d.Name)
+		}
+		return strings.Join(ns, " "), p
+	}
+	// Pages of 2: every tunnel once, oldest first; the counts of all.
+	var seen []string
+	cursor := ""
+	for i := 0; ; i++ {
+		names, p := get("limit=2&cursor=" + cursor)
+		if len(p.Data) > 2 || p.Page.Matched != 5 || p.Page.Counts.All != 5 || p.Page.Counts.Paused != 1 {
+			t.Fatalf("page %d: %+v", i, p)
+		}
+		seen = append(seen, names)
+		if cursor = p.Page.NextCursor; cursor == "" {
+			break
+		}
+		if i > 3 {
+			t.Fatalf("more pages than tunnels: %v", seen)
+		}
+	}
+	if got := strings.Join(seen, " "); got != "photos files grafana dns home" {
+		t.Fatalf("pages gave %q", got)
+	}
+	for query, want := range map[string]string{
+		"q=NAS":                              "photos files grafana", // the machine's name
+		"kind=http":                          "photos grafana home",
+		"kind=http&machine_id=" + mids["pi"]: "home",
+		"state=paused":                       "grafana",
+		"q=8123":                             "home",
+		"q=grafana&state=paused":             "grafana",
+		"q=nothing-like-this":                "",
+	} {
+		if names, p := get(query); names != want || p.Page.Matched != len(strings.Fields(want)) {
+			t.Errorf("GET /api/tunnels?%s: %q (%+v), want %q", query, names, p.Page, want)
+		}
+	}
+	if _, p := get("machine_id=" + mids["pi"] + "&limit=10"); p.Page.Counts.All != 2 {
+		t.Errorf("counts of one machine's tunnels: %+v", p.Page.Counts)
+	}
+	// machine_id alone, or nothing: the whole list, as before pages.
+	if l := e.list(t, "/api/tunnels?machine_id="+mids["nas"]); len(l) != 3 {
+		t.Fatalf("nas's tunnels: %d", len(l))
+	}
+	if l := e.list(t, "/api/tunnels"); len(l) != 5 {
+		t.Fatalf("the whole list: %d tunnels", len(l))
+	}
+	for query, want := range map[string]string{
+		"limit=501":  "limit must be a whole number from 1 to 500",
+		"cursor=x":   `cursor "x" is not one this list gave: start again without it`,
+		"kind=ftp":   "kind must be one of: http, tcp, udp",
+		"state=gone": "state must be one of: active, pending, error, offline, paused, up, down, unknown",
+		"sort=name":  `unknown query parameter "sort": the tunnel list takes limit, cursor, q, kind, state and machine_id`,
+	} {
+		r := e.do(req{method: "GET", path: "/api/tunnels?" + query, cookie: e.cookie})
+		var body struct{ Error string }
+		json.Unmarshal(r.Body.Bytes(), &body)
+		if r.Code != 400 || body.Error != want {
+			t.Errorf("GET /api/tunnels?%s: %d %s; want 400 %q", query, r.Code, r.Body, want)
+		}
+	}
+}

@@ -87,24 +87,10 @@ func Select(ms []Machine, q ListQuery, server string) Page {
 	words := strings.Fields(strings.ToLower(q.Search))
 	var p Page
 	for i := range ms {
-		m := &ms[i]
-		p.Counts.add(m, server)
-		if !matches(m, q.State, words) {
-			continue
-		}
-		p.Matched++
-		if m.ID <= q.After {
-			continue
-		}
-		if q.Limit > 0 && len(p.Items) == q.Limit {
-			p.Next = Cursor(p.Items[len(p.Items)-1].ID)
-			continue
-		}
-		p.Items = append(p.Items, *m)
+		p.Counts.add(&ms[i], server)
 	}
-	if p.Items == nil {
-		p.Items = []Machine{}
-	}
+	p.Items, p.Matched, p.Next = paginate(ms, func(m *Machine) int64 { return m.ID },
+		func(m *Machine) bool { return matches(m, q.State, words) }, q.After, q.Limit)
 	return p
 }
 
@@ -141,16 +127,7 @@ func matches(m *Machine, state string, words []string) bool {
 			return false
 		}
 	}
-	if len(words) == 0 {
-		return true
-	}
-	t := strings.ToLower(searchText(m))
-	for _, w := range words {
-		if !strings.Contains(t, w) {
-			return false
-		}
-	}
-	return true
+	return hasWords(searchText(m), words)
 }
 
 // searchText is what the list's search looks in: what the Machines page
