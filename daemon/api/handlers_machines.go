@@ -527,7 +527,12 @@ func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
 	if q.State != "" && !slices.Contains(machines.TunnelStates, q.State) {
 		return Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.TunnelStates, ", "))
 	}
-	ts, err := s.machines.Tunnels(r.Context(), q.MachineID)
+	// A page is of every tunnel (its counts are), filtered by machine there.
+	of := q.MachineID
+	if paged {
+		of = 0
+	}
+	ts, err := s.machines.Tunnels(r.Context(), of)
 	if err != nil {
 		return Internal("could not list the tunnels", err)
 	}

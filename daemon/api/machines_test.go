@@ -917,8 +917,8 @@ func TestTunnelListPages(t *testing.T) {
 			t.Errorf("GET /api/tunnels?%s: %q (%+v), want %q", query, names, p.Page, want)
 		}
 	}
-	if _, p := get("machine_id=" + mids["pi"] + "&limit=10"); p.Page.Counts.All != 2 {
-		t.Errorf("counts of one machine's tunnels: %+v", p.Page.Counts)
+	if names, p := get("machine_id=" + mids["pi"] + "&limit=10"); names != "dns home" || p.Page.Matched != 2 || p.Page.Counts.All != 5 {
+		t.Errorf("one machine's tunnels: %q %+v; want its two, and the counts of all", names, p.Page)
 	}
 	// machine_id alone, or nothing: the whole list, as before pages.
 	if l := e.list(t, "/api/tunnels?machine_id="+mids["nas"]); len(l) != 3 {

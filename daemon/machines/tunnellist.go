@@ -36,8 +36,7 @@ type TunnelPage struct {
 	Counts  TunnelCounts
 }
 
-// TunnelCounts are the whole list's (of the machine asked for, or of all),
-// whatever the search and filters.
+// TunnelCounts are every tunnel's, whatever the query.
 type TunnelCounts struct {
 	All     int `json:"all"`
 	Active  int `json:"active"`
@@ -47,19 +46,16 @@ type TunnelCounts struct {
 	Paused  int `json:"paused"`
 }
 
-// SelectTunnels gives the page q asks for of ts (in id order), and the
-// counts of all of ts that belong to q's machine.
+// SelectTunnels gives the page q asks for of ts (every tunnel, in id
+// order), and the counts of all of ts.
 func SelectTunnels(ts []Tunnel, q TunnelQuery) TunnelPage {
 	words := strings.Fields(strings.ToLower(q.Search))
 	var p TunnelPage
-	of := func(t *Tunnel) bool { return q.MachineID == 0 || t.MachineID == q.MachineID }
 	for i := range ts {
-		if of(&ts[i]) {
-			p.Counts.add(&ts[i])
-		}
+		p.Counts.add(&ts[i])
 	}
 	p.Items, p.Matched, p.Next = paginate(ts, func(t *Tunnel) int64 { return t.ID }, func(t *Tunnel) bool {
-		return of(t) && (q.Kind == "" || t.Kind == q.Kind) && tunnelInState(t, q.State) && hasWords(tunnelText(t), words)
+		return (q.MachineID == 0 || t.MachineID == q.MachineID) && (q.Kind == "" || t.Kind == q.Kind) && tunnelInState(t, q.State) && hasWords(tunnelText(t), words)
 	}, q.After, q.Limit)
 	return p
 }

@@ -266,6 +266,11 @@ export interface Message { message: string }
 export interface MachineCounts { all: number; online: number; offline: number; pending: number; outdated: number; updating: number; for_update_all: number }
 /** What a page of GET /api/machines says beside its rows. */
 export interface MachinePage { matched: number; next_cursor: string; counts: MachineCounts }
+/** Every tunnel's counts (of one machine, with machine_id), beside every
+ * page of GET /api/tunnels. */
+export interface TunnelCounts { all: number; active: number; pending: number; error: number; offline: number; paused: number }
+/** What a page of GET /api/tunnels says beside its rows. */
+export interface TunnelPage { matched: number; next_cursor: string; counts: TunnelCounts }
 export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean; passkey_login?: boolean; sso?: string; password_login?: boolean; sso_error?: string }
 export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
 export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }

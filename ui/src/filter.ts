@@ -1,31 +1,31 @@
-// Search and filters above a table, applied in the page: a search box
-// (every word must appear in the row's text) and selects (e.g. machine,
-// kind, state). The choice survives live refreshes of the table; a line
-// says how many rows show, and a filter that hides every row says so and
-// offers to clear it.
+// Search and filters above a table that the server searches and filters
+// (pages.ts): a search box (every word must appear in the row's text) and
+// selects (e.g. machine, kind, state), each a query parameter of the list.
+// The choice survives live refreshes of the table; a line says how many
+// rows match, and a filter that hides every row says so and offers to
+// clear it.
 import { field, h, select, type Child } from './dom';
 
-export interface FilterDef<T> {
-  /** The select's label and options; the first option ("" = all) is the default. */
+export interface FilterDef {
+  /** The select's label and options; the first option ("" = all) is the
+   * default. name is the list's query parameter. */
   label: string;
   name: string;
   options: [string, string][];
-  match: (item: T, value: string) => boolean;
 }
 
-export interface FilterBar<T> {
+export interface FilterBar {
   el: HTMLElement;
   /** Replaces a select's options (e.g. the machines), keeping the choice. */
   setOptions: (name: string, options: [string, string][]) => void;
-  /** The table for the items that pass, with the count line above it. */
-  apply: (items: T[], render: (shown: T[]) => Child, what: [string, string]) => Child[];
   /** The search and each select's value, for a list the server filters. */
   query: () => URLSearchParams;
-  /** As apply, for rows the server filtered: matched of total match. */
+  /** The rows the server filtered, with the count line above them:
+   * matched of total match. */
   framed: (shown: Child, matched: number, total: number, what: [string, string]) => Child[];
 }
 
-export function filterBar<T>(text: (item: T) => string, defs: FilterDef<T>[], onChange: () => void): FilterBar<T> {
+export function filterBar(defs: FilterDef[], onChange: () => void): FilterBar {
   const search = field('Search', { type: 'search', name: 'search', autocomplete: 'off', spellcheck: 'false' });
   let timer: number | undefined;
   search.input.addEventListener('input', () => {
@@ -52,14 +52,6 @@ export function filterBar<T>(text: (item: T) => string, defs: FilterDef<T>[], on
       const cur = x.s.input.value;
       x.s.input.replaceChildren(...options.map(([v, t]) => h('option', { value: v }, t)));
       x.s.input.value = options.some(([v]) => v === cur) ? cur : '';
-    },
-    apply: (items, render, what) => {
-      const words = search.input.value.toLowerCase().split(/\s+/).filter(Boolean);
-      const shown = items.filter((it) => {
-        const t = text(it).toLowerCase();
-        return words.every((w) => t.includes(w)) && selects.every(({ d, s }) => !s.input.value || d.match(it, s.input.value));
-      });
-      return frame(() => render(filtered() ? shown : items), shown.length, items.length, what);
     },
     query: () => {
       const q = new URLSearchParams();

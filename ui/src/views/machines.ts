@@ -3,6 +3,7 @@
 // machines with why they are not online.
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { filterBar } from '../filter';
+import { pages } from '../pages';
 import { ApiError, type BootstrapToken, type Machine, type MachinePage, type Message, type StaleTokenAttempt } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask } from '../dialog';
@@ -129,12 +130,8 @@ function tokensCard(ctx: Ctx): HTMLElement {
   return card('Pending tokens', n.el, body);
 }
 
-// Pages of the machine list: the server searches and filters, and a fleet
-// of thousands is read a page at a time, the next one as the last row
-// comes into view.
-const PAGE = 100;
-const MAX_PAGE = 500;
-
+// The machine list, a page at a time (pages.ts): the server searches and
+// filters, and a fleet of thousands is read as it scrolls.
 function machinesCard(ctx: Ctx, stops: (() => void)[]): HTMLElement {
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
@@ -145,59 +142,30 @@ function machinesCard(ctx: Ctx, stops: (() => void)[]): HTMLElement {
   const un = notice();
   const running = progress();
   stops.push(running.stop);
-  let data: { ms: Machine[]; page: MachinePage; traffic: TrafficHistory | null } | null = null;
-  // Only the search's words and the state go to the server; the rows'
-  // own match is never used here.
-  const filters = filterBar<Machine>(() => '',
+  let traffic: TrafficHistory | null = null;
+  const filters = filterBar(
     [{ label: 'State', name: 'state', options: [['', 'All states'], ['online', 'Online'], ['offline', 'Offline'], ['pending', 'Pending'],
-      ['outdated', 'Outdated (not on the server\'s bundle)']], match: () => true }],
+      ['outdated', 'Outdated (not on the server\'s bundle)']] }],
     () => void load(true));
   filters.el.hidden = true;
-  const more = h('button', { type: 'button', class: 'secondary' }, 'Show more machines');
-  const moreRow = h('div', { class: 'actions more' }, more);
-  let seq = 0;
-  const fetchPage = (limit: number, cursor = '') => {
-    const q = filters.query();
-    q.set('limit', String(limit));
-    if (cursor) q.set('cursor', cursor);
-    return ctx.api.page<Machine[], MachinePage>(`/api/machines?${q}`);
-  };
+  const list = pages<Machine, MachinePage>(ctx.api, '/api/machines', filters.query, n, stops, () => show());
   const show = () => {
-    if (!data) return;
-    const d = data;
-    const left = d.page.matched - d.ms.length;
-    more.textContent = `Show ${Math.min(left, PAGE)} more of ${left}`;
-    moreRow.hidden = !d.page.next_cursor;
-    refill(body, filters.framed(machinesTable(ctx, d.ms, d.traffic, un), d.page.matched, d.page.counts.all, ['machine', 'machines']), moreRow);
+    const page = list.page();
+    if (!page) return;
+    list.label('machines');
+    refill(body, filters.framed(machinesTable(ctx, list.rows(), traffic, un), page.matched, page.counts.all, ['machine', 'machines']), list.moreRow);
   };
-  more.addEventListener('click', () => void busy([more], n, async () => {
-    if (!data?.page.next_cursor) return;
-    const mine = seq;
-    const r = await fetchPage(PAGE, data.page.next_cursor);
-    if (mine !== seq || !data) return; // the list was read again meanwhile
-    data = { ...data, ms: [...data.ms, ...(r.data ?? [])], page: r.page };
-    show();
-  }));
-  // The next page comes by itself as its button scrolls into view.
-  const seen = new IntersectionObserver((es) => {
-    if (es.some((e) => e.isIntersecting) && !moreRow.hidden && !more.disabled) more.click();
-  });
-  seen.observe(more);
-  stops.push(() => seen.disconnect());
   let poll: number | undefined;
-  // Read again: the rows shown so far (at least a page), so a live
-  // refresh keeps the place; from the first page when the filters changed.
   const load = (reset = false) => busy([], n, async () => {
-    const mine = ++seq;
-    const limit = reset || !data ? PAGE : Math.min(MAX_PAGE, Math.max(PAGE, data.ms.length));
-    const [r, traffic, last] = await Promise.all([fetchPage(limit), loadTraffic(ctx), loadFleet(ctx)]);
-    if (mine !== seq) return;
-    data = { ms: r.data ?? [], page: r.page, traffic };
-    const counts = r.page.counts;
+    const [apply, tr, last] = await Promise.all([list.read(reset), loadTraffic(ctx), loadFleet(ctx)]);
+    if (!apply()) return;
+    traffic = tr;
+    const ms = list.rows();
+    const counts = list.page()!.counts;
     filters.el.hidden = counts.all === 0;
-    const target = data.ms.find((m) => m.update?.state === 'outdated' && m.update.target_version)?.update?.target_version ?? '';
+    const target = ms.find((m) => m.update?.state === 'outdated' && m.update.target_version)?.update?.target_version ?? '';
     const all = updateAllButton(ctx, counts.for_update_all, target, un);
-    refill(fleet, all ? h('div', { class: 'actions' }, all) : null, fleetBox(last, data.ms));
+    refill(fleet, all ? h('div', { class: 'actions' }, all) : null, fleetBox(last, ms));
     const updating = !!last?.running || counts.updating > 0;
     running.show(updating);
     // The fleet's summary is not pushed: asked again while it runs.

@@ -4,12 +4,13 @@
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { accessControl, accessLabel } from './tunnelAccess';
 import { targetsControl, targetsList } from './tunnelTargets';
-import type { AuthStatus, Machine, Message, Tunnel } from '../api';
+import type { AuthStatus, Machine, MachinePage, Message, Tunnel, TunnelPage } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
 import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head, type Notice } from '../dom';
 import { emit } from '../live';
 import { filterBar } from '../filter';
+import { MAX_PAGE, pages } from '../pages';
 import { reason } from '../words';
 
 // The server's rule for names and subdomains (TunnelInput in
@@ -227,50 +228,56 @@ export function newTunnelForm(ctx: Ctx, machineId?: number): { el: HTMLElement; 
   return { el: h('div', null, waiting, required, none, fm.form), setMachines };
 }
 
-/** Whether a tunnel is in a state: its status (active, pending, error,
- * offline) or, for HTTP, its last probe (up, down, unknown). */
-export function inState(t: Tunnel, v: string): boolean {
-  return (t.status ?? 'active') === v || (t.kind === 'http' && (t.reachability?.state ?? 'unknown') === v);
-}
-
+// The states the list filters by, on the server: a tunnel's status or,
+// for HTTP, its last check (GET /api/tunnels?state=…).
 export const TUNNEL_STATES: [string, string][] = [['', 'All states'], ['active', 'Active'], ['pending', 'Pending'], ['error', 'Error'],
-  ['offline', 'Offline'], ['up', 'Check: up'], ['down', 'Check: down'], ['unknown', 'Not checked yet']];
+  ['offline', 'Offline'], ['paused', 'Paused'], ['up', 'Check: up'], ['down', 'Check: down'], ['unknown', 'Not checked yet']];
 
 export const tunnelsView: View = (root, ctx) => {
+  const stops: (() => void)[] = [];
   const n = notice();
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const create = newTunnelForm(ctx);
   let machines: Machine[] = [];
-  let data: { ts: Tunnel[]; traffic: TrafficHistory | null } | null = null;
-  const machineName = (t: Tunnel) => t.machine_name ?? machines.find((m) => m.id === t.machine_id)?.name ?? '';
-  const filters = filterBar<Tunnel>(
-    (t) => [t.name, t.subdomain, t.url, t.address, machineName(t), t.local_port, t.kind, t.access, ...(t.allow_ips ?? []), t.status, t.status_reason,
-      t.reachability?.error].join(' '),
+  let traffic: TrafficHistory | null = null;
+  // The search and the filters go to the server. The machine filter lists at most a page of 500
+  // machines; past that the search finds a machine's tunnels by its name.
+  const filters = filterBar(
     [
-      { label: 'Machine', name: 'machine', options: [['', 'All machines']], match: (t, v) => String(t.machine_id) === v },
-      { label: 'Kind', name: 'kind', options: [['', 'Every kind'], ['http', 'HTTP'], ['tcp', 'TCP'], ['udp', 'UDP']], match: (t, v) => t.kind === v },
-      { label: 'State', name: 'state', options: TUNNEL_STATES, match: inState },
+      { label: 'Machine', name: 'machine_id', options: [['', 'All machines']] },
+      { label: 'Kind', name: 'kind', options: [['', 'Every kind'], ['http', 'HTTP'], ['tcp', 'TCP'], ['udp', 'UDP']] },
+      { label: 'State', name: 'state', options: TUNNEL_STATES },
     ],
-    () => show());
+    () => void load(true));
   filters.el.hidden = true;
+  const list = pages<Tunnel, TunnelPage>(ctx.api, '/api/tunnels', filters.query, n, stops, () => show());
   const show = () => {
-    if (!data) return;
-    const { ts, traffic } = data;
-    refill(body, filters.apply(ts, (shown) => tunnelsTable(ctx, shown, n, true, machines, traffic), ['tunnel', 'tunnels']));
+    const page = list.page();
+    if (!page) return;
+    list.label('tunnels');
+    refill(body, filters.framed(tunnelsTable(ctx, list.rows(), n, true, machines, traffic), page.matched, page.counts.all, ['tunnel', 'tunnels']),
+      list.moreRow);
   };
-  const load = () => busy([], n, async () => {
-    const [ms, ts, traffic] = await Promise.all([ctx.api.get<Machine[]>('/api/machines'), ctx.api.get<Tunnel[]>('/api/tunnels'), loadTraffic(ctx)]);
-    machines = ms ?? [];
-    filters.setOptions('machine', [['', 'All machines'], ...machines.map((m): [string, string] => [String(m.id), m.name])]);
-    data = { ts: ts ?? [], traffic };
-    filters.el.hidden = data.ts.length === 0;
-    show();
+  const loadMachines = async () => {
+    const r = await ctx.api.page<Machine[], MachinePage>(`/api/machines?limit=${MAX_PAGE}`);
+    machines = r.data ?? [];
+    filters.setOptions('machine_id', r.page.next_cursor ? [['', 'All machines']]
+      : [['', 'All machines'], ...machines.map((m): [string, string] => [String(m.id), m.name])]);
     create.setMachines(machines);
+  };
+  const load = (reset = false, withMachines = false) => busy([], n, async () => {
+    const [apply, tr] = await Promise.all([list.read(reset), loadTraffic(ctx), withMachines ? loadMachines() : undefined]);
+    if (!apply()) return;
+    traffic = tr;
+    filters.el.hidden = list.page()!.counts.all === 0;
+    show();
   });
-  ctx.sub(['tunnels', 'probes', 'machines'], () => void load());
+  ctx.sub(['tunnels', 'probes'], () => void load());
+  ctx.sub(['machines'], () => void load(false, true));
   clear(root, h('h1', null, 'Tunnels'),
     card('All tunnels', h('p', { class: 'muted' }, 'HTTP tunnels are checked through the web proxy every few minutes and after each change.'),
       filters.el, n.el, body),
     card('New tunnel', create.el));
-  void load();
+  void load(false, true);
+  return () => stops.forEach((f) => f());
 };
