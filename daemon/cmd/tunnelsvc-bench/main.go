@@ -66,7 +66,7 @@ func run(out string, runs int, duration time.Duration, only string, machines, tu
 	defer os.RemoveAll(dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := bench.Options{Bins: bins, Dir: dir, Duration: duration, Machines: machines, Tunnels: tunnels, Registrations: regs, FleetSizes: fleet,
+	o := bench.Options{Bins: bins, Dir: dir, Duration: duration, Machines: machines, Tunnels: tunnels, Registrations: regs, FleetSizes: fleet, FleetRuns: runs,
 		Log: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
 	rows, err := bench.Run(ctx, o, figs, runs)
 	if err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ type Row struct {
 	// Means is one sentence on what the figure means for an operator's
 	// VPS, or empty.
 	Means string
+	// Detail is a section of its own after the table (markdown), or empty.
+	Detail string
 }
 
 // Options size a run.
@@ -69,6 +72,9 @@ type Options struct {
 	// FleetSizes are the fleets the fleet figure measures (FleetSizes
 	// when nil; the smoke test runs one of 200).
 	FleetSizes []int
+	// FleetRuns is how many fleets of each size are measured, each figure
+	// the median of them (1 when 0).
+	FleetRuns int
 
 	// pg is the PostgreSQL of the PostgreSQL figures; Run sets it.
 	pg *pgServer
@@ -1184,11 +1190,13 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
+// median is the middle of xs (the upper one of an even count), 0 for none.
+func median[T cmp.Ordered](xs []T) T {
+	var zero T
+	if len(xs) == 0 {
+		return zero
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return s[len(s)/2]
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -308,6 +309,7 @@ func (f *fleet) stop() {
 // fleetFigures is what one fleet of n machines measured.
 type fleetFigures struct {
 	N                    int
+	Runs                 int           // fleets taken together (medianFleet); 0 for one
 	Join, Settle         time.Duration // all joined; all online with their config applied
 	DaemonRSS, FRPSRSS   int64         // at steady state, bytes
 	SimRSS               int64
@@ -595,32 +597,143 @@ func Fleet(o Options) Row {
 	files, most := fleetLimit()
 	var each []string
 	var last fleetFigures
+	var grown []fleetFigures
 	for _, n := range sizes {
 		if n > most {
 			each = append(each, fmt.Sprintf("**%d machines**: not measured here: frps holds about 4 open files a machine, and this machine "+
 				"lets a process open %d (%d machines at most)", n, files, most))
 			continue
 		}
-		r, err := o.measureFleet(n)
-		if err != nil {
-			row.Measured = fmt.Sprintf("error at %d machines: %v", n, err)
-			if len(each) > 0 {
-				row.Measured += "; before it: " + strings.Join(each, "; ")
+		var rs []fleetFigures
+		for k := range max(o.FleetRuns, 1) {
+			o.logf("fleet %d: fleet %d of %d", n, k+1, max(o.FleetRuns, 1))
+			r, err := o.measureFleet(n)
+			if err != nil {
+				row.Measured = fmt.Sprintf("error at %d machines: %v", n, err)
+				if len(each) > 0 {
+					row.Measured += "; before it: " + strings.Join(each, "; ")
+				}
+				return row
 			}
-			return row
+			rs = append(rs, r)
 		}
-		each = append(each, r.String())
-		last = r
+		last = medianFleet(rs)
+		each = append(each, last.String())
+		grown = append(grown, last)
 	}
 	row.Measured = strings.Join(each, "; ")
 	if last.N == 0 {
 		return row
 	}
+	row.Detail = growthTable(grown)
 	p99 := last.changeP99()
 	row.Value = float64(p99) / float64(time.Millisecond)
 	row.Met = last.N >= 10000 && last.edgeRSS() <= 2<<30 && last.DaemonCPU+last.FRPSCPU <= 0.10 && p99 < time.Second &&
 		last.DomainAll < 5*time.Minute && last.Restart < time.Minute && last.RateRefused == 0 && last.Page < 50*time.Millisecond
 	return row
+}
+
+// medianFleet is fleets of one size taken together: each figure the
+// median of theirs; the single changes of all of them; the curve of the
+// fleet whose domain change is the median; the most logins refused.
+func medianFleet(rs []fleetFigures) fleetFigures {
+	pick := func(f func(r fleetFigures) time.Duration) time.Duration {
+		var xs []time.Duration
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	size := func(f func(r fleetFigures) int64) int64 {
+		var xs []int64
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	share := func(f func(r fleetFigures) float64) float64 {
+		var xs []float64
+		for _, r := range rs {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	m := fleetFigures{N: rs[0].N, Runs: len(rs),
+		Join:                 pick(func(r fleetFigures) time.Duration { return r.Join }),
+		Settle:               pick(func(r fleetFigures) time.Duration { return r.Settle }),
+		DaemonRSS:            size(func(r fleetFigures) int64 { return r.DaemonRSS }),
+		FRPSRSS:              size(func(r fleetFigures) int64 { return r.FRPSRSS }),
+		SimRSS:               size(func(r fleetFigures) int64 { return r.SimRSS }),
+		DaemonCPU:            share(func(r fleetFigures) float64 { return r.DaemonCPU }),
+		FRPSCPU:              share(func(r fleetFigures) float64 { return r.FRPSCPU }),
+		DomainAll:            pick(func(r fleetFigures) time.Duration { return r.DomainAll }),
+		Restart:              pick(func(r fleetFigures) time.Duration { return r.Restart }),
+		RestartPeakDaemonRSS: size(func(r fleetFigures) int64 { return r.RestartPeakDaemonRSS }),
+		List:                 pick(func(r fleetFigures) time.Duration { return r.List }),
+		Page:                 pick(func(r fleetFigures) time.Duration { return r.Page }),
+		Search:               pick(func(r fleetFigures) time.Duration { return r.Search }),
+	}
+	for _, r := range rs {
+		m.Change = append(m.Change, r.Change...)
+		m.RateRefused = max(m.RateRefused, r.RateRefused)
+		if r.DomainAll == m.DomainAll && m.DomainCurve == nil {
+			m.DomainCurve = r.DomainCurve
+		}
+	}
+	slices.Sort(m.Change)
+	return m
+}
+
+// growthTable is BENCH.md's section on the fleet as it grows: a row a
+// figure, a column a size, and how much the figure grew from the smallest
+// fleet to the largest against how much the fleet did.
+func growthTable(fs []fleetFigures) string {
+	var b strings.Builder
+	runs := fs[0].Runs
+	fmt.Fprintf(&b, "## A fleet as it grows\n\nThe fleet figure at each size, each number the median of %d fleets (`go run ./daemon/cmd/tunnelsvc-bench -only fleet -runs %d -fleet ", runs, runs)
+	var sizes []string
+	for _, f := range fs {
+		sizes = append(sizes, strconv.Itoa(f.N))
+	}
+	fmt.Fprintf(&b, "%s`). The last column is how much the figure grew from %d machines to %d (×%.1f as many machines): about as much is linear growth, more is faster than linear.\n\n",
+		strings.Join(sizes, ","), fs[0].N, fs[len(fs)-1].N, float64(fs[len(fs)-1].N)/float64(fs[0].N))
+	fmt.Fprintf(&b, "| figure | %s machines | grew |\n|---|%s---|\n", strings.Join(sizes, " machines | "), strings.Repeat("---|", len(fs)))
+	type line struct {
+		name string
+		val  func(f fleetFigures) float64
+		unit func(v float64) string
+	}
+	secs := func(v float64) string {
+		return (time.Duration(v * float64(time.Second))).Round(100 * time.Millisecond).String()
+	}
+	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v*1000) }
+	mbs := func(v float64) string { return fmt.Sprintf("%.0f MB", v) }
+	for _, l := range []line{
+		{"all joined (POST /api/bootstrap)", func(f fleetFigures) float64 { return f.Join.Seconds() }, secs},
+		{"then all online with their config applied", func(f fleetFigures) float64 { return f.Settle.Seconds() }, secs},
+		{"edge memory: daemon + frps", func(f fleetFigures) float64 { return mb(f.edgeRSS()) }, mbs},
+		{"of which the daemon", func(f fleetFigures) float64 { return mb(f.DaemonRSS) }, mbs},
+		{"edge CPU at steady state (% of one)", func(f fleetFigures) float64 { return 100 * (f.DaemonCPU + f.FRPSCPU) }, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }},
+		{"one tunnel change → applied, median", func(f fleetFigures) float64 { return median(f.Change).Seconds() }, ms},
+		{"one tunnel change → applied, p99", func(f fleetFigures) float64 { return f.changeP99().Seconds() }, ms},
+		{"a new domain → applied by all", func(f fleetFigures) float64 { return f.DomainAll.Seconds() }, secs},
+		{"frps restarted → all online", func(f fleetFigures) float64 { return f.Restart.Seconds() }, secs},
+		{"GET /api/machines: a page of 100", func(f fleetFigures) float64 { return f.Page.Seconds() }, ms},
+		{"GET /api/machines: a search", func(f fleetFigures) float64 { return f.Search.Seconds() }, ms},
+		{"GET /api/machines: every row", func(f fleetFigures) float64 { return f.List.Seconds() }, ms},
+	} {
+		fmt.Fprintf(&b, "| %s |", l.name)
+		for _, f := range fs {
+			fmt.Fprintf(&b, " %s |", l.unit(l.val(f)))
+		}
+		first, lastv := l.val(fs[0]), l.val(fs[len(fs)-1])
+		if first > 0 {
+			fmt.Fprintf(&b, " ×%.1f |\n", lastv/first)
+		} else {
+			b.WriteString(" — |\n")
+		}
+	}
+	return b.String()
 }
 
 // edgeRSS is the edge's memory: the daemon's and frps's.
@@ -632,11 +745,15 @@ func (r fleetFigures) changeP99() time.Duration { return r.Change[len(r.Change)*
 // String is one fleet's figures, as BENCH.md gives them.
 func (r fleetFigures) String() string {
 	edge := r.edgeRSS()
-	return fmt.Sprintf("**%d machines**: joined in %s, all online and applied %s later; edge %.0f MB (daemon %.0f + frps %.0f; %.1f KB a machine), "+
+	of := ""
+	if r.Runs > 1 {
+		of = fmt.Sprintf(" (median of %d fleets)", r.Runs)
+	}
+	return fmt.Sprintf("**%d machines**%s: joined in %s, all online and applied %s later; edge %.0f MB (daemon %.0f + frps %.0f; %.1f KB a machine), "+
 		"%.1f %% of a CPU at steady state (daemon %.1f + frps %.1f); one tunnel change applied: median %s, p99 %s (%d changes); "+
 		"a new domain and server host applied by all in %s (%s); frps restarted: all online again in %s, %d logins refused, the daemon's RSS at most %.0f MB; "+
 		"GET /api/machines: a page of 100 %s, a search for one machine %s, every row (%d) %s",
-		r.N, r.Join.Round(100*time.Millisecond), r.Settle.Round(100*time.Millisecond), mb(edge), mb(r.DaemonRSS), mb(r.FRPSRSS), float64(edge)/1024/float64(r.N),
+		r.N, of, r.Join.Round(100*time.Millisecond), r.Settle.Round(100*time.Millisecond), mb(edge), mb(r.DaemonRSS), mb(r.FRPSRSS), float64(edge)/1024/float64(r.N),
 		100*(r.DaemonCPU+r.FRPSCPU), 100*r.DaemonCPU, 100*r.FRPSCPU, median(r.Change).Round(time.Millisecond), r.changeP99().Round(time.Millisecond), len(r.Change),
 		r.DomainAll.Round(100*time.Millisecond), strings.Join(r.DomainCurve, ", "), r.Restart.Round(100*time.Millisecond), r.RateRefused, mb(r.RestartPeakDaemonRSS),
 		r.Page.Round(100*time.Microsecond), r.Search.Round(100*time.Microsecond), r.N, r.List.Round(100*time.Microsecond))

@@ -17,37 +17,40 @@ type Figure struct {
 	Key string
 	// World figures share one World; the others start what they need.
 	World bool
-	Run   func(ctx context.Context, o Options, w *World) Row
+	// Once figures take their own medians (the fleet: Options.FleetRuns
+	// fleets of each size): measured in the first round only.
+	Once bool
+	Run  func(ctx context.Context, o Options, w *World) Row
 }
 
 // Figures lists every figure of `make bench`, in BENCH.md's order.
 var Figures = []Figure{
-	{"api", true, func(_ context.Context, _ Options, w *World) Row { return w.APIThroughput() }},
+	{Key: "api", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.APIThroughput() }},
 	// The VPS as deployed: its processes on a CPU of their own (pin.go).
-	{"http-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPPinned() }},
-	{"openloop-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.HTTPOpenLoop) }},
-	{"tcp-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.TCPPinned() }},
-	{"gate-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.GateCheck) }},
-	{"udp-pinned", true, func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.UDPThroughput) }},
+	{Key: "http-pinned", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.HTTPPinned() }},
+	{Key: "openloop-pinned", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.HTTPOpenLoop) }},
+	{Key: "tcp-pinned", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.TCPPinned() }},
+	{Key: "gate-pinned", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.GateCheck) }},
+	{Key: "udp-pinned", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.pinnedRow(w.UDPThroughput) }},
 	// The same, every process free to run on every CPU.
-	{"http", true, func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
-	{"openloop", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.HTTPOpenLoop()) }},
-	{"tcp", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.TCPThroughput()) }},
-	{"gate", true, func(_ context.Context, _ Options, w *World) Row { return unpinned(w.GateCheck()) }},
-	{"disconnect", true, func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
-	{"silentcut", true, func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
-	{"wss", false, func(_ context.Context, o Options, _ *World) Row { return WSSTransport(o) }},
-	{"coldstart", false, func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
-	{"idlerss", false, func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
-	{"registrations", false, func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
-	{"render", false, func(_ context.Context, _ Options, _ *World) Row { return Render(10000) }},
-	{"loadedrss", false, func(_ context.Context, o Options, _ *World) Row { return LoadedRSS(o) }},
-	{"pgapi", false, func(_ context.Context, o Options, _ *World) Row { return PostgresAPI(o) }},
-	{"pgregistrations", false, func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
-	{"edgechange", false, func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
-	{"edgedeath", false, func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
-	{"chaos", false, func(_ context.Context, o Options, _ *World) Row { return Chaos(o) }},
-	{"fleet", false, func(_ context.Context, o Options, _ *World) Row { return Fleet(o) }},
+	{Key: "http", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return w.HTTPClosedLoop() }},
+	{Key: "openloop", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return unpinned(w.HTTPOpenLoop()) }},
+	{Key: "tcp", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return unpinned(w.TCPThroughput()) }},
+	{Key: "gate", World: true, Run: func(_ context.Context, _ Options, w *World) Row { return unpinned(w.GateCheck()) }},
+	{Key: "disconnect", World: true, Run: func(ctx context.Context, _ Options, w *World) Row { return w.Disconnect(ctx) }},
+	{Key: "silentcut", World: true, Run: func(ctx context.Context, _ Options, w *World) Row { return w.SilentCut(ctx) }},
+	{Key: "wss", Run: func(_ context.Context, o Options, _ *World) Row { return WSSTransport(o) }},
+	{Key: "coldstart", Run: func(_ context.Context, o Options, _ *World) Row { return ColdStart(o, 5) }},
+	{Key: "idlerss", Run: func(_ context.Context, o Options, _ *World) Row { return IdleRSS(o) }},
+	{Key: "registrations", Run: func(_ context.Context, o Options, _ *World) Row { return Registrations(o) }},
+	{Key: "render", Run: func(_ context.Context, _ Options, _ *World) Row { return Render(10000) }},
+	{Key: "loadedrss", Run: func(_ context.Context, o Options, _ *World) Row { return LoadedRSS(o) }},
+	{Key: "pgapi", Run: func(_ context.Context, o Options, _ *World) Row { return PostgresAPI(o) }},
+	{Key: "pgregistrations", Run: func(_ context.Context, o Options, _ *World) Row { return PostgresRegistrations(o) }},
+	{Key: "edgechange", Run: func(_ context.Context, o Options, _ *World) Row { return EdgeChange(o) }},
+	{Key: "edgedeath", Run: func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
+	{Key: "chaos", Run: func(_ context.Context, o Options, _ *World) Row { return Chaos(o) }},
+	{Key: "fleet", Once: true, Run: func(_ context.Context, o Options, _ *World) Row { return Fleet(o) }},
 }
 
 // means says, for the figures whose value speaks for itself, what it
@@ -110,6 +113,9 @@ func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error)
 		}
 		var w *World
 		for i, f := range figs {
+			if f.Once && r > 0 {
+				continue
+			}
 			if f.World && w == nil {
 				var err error
 				o.logf("run %d: starting daemon, frps, frpc and caddy", r+1)
@@ -135,12 +141,12 @@ func Run(ctx context.Context, o Options, figs []Figure, runs int) ([]Row, error)
 		if m := means[figs[i].Key]; m != "" && rows[i].Means == "" && rows[i].Value > 0 && !strings.Contains(rows[i].Measured, "error:") {
 			rows[i].Means = fmt.Sprintf(m, rows[i].Value)
 		}
-		if runs > 1 {
+		if len(rs) > 1 {
 			var vals []string
 			for _, x := range rs {
 				vals = append(vals, fmt.Sprintf("%.3g", x.Value))
 			}
-			rows[i].Measured += fmt.Sprintf(" (median of %d runs; values %s)", runs, strings.Join(vals, ", "))
+			rows[i].Measured += fmt.Sprintf(" (median of %d runs; values %s)", len(rs), strings.Join(vals, ", "))
 		}
 	}
 	return rows, nil
@@ -168,5 +174,10 @@ func WriteMarkdown(w io.Writer, rows []Row, o Options, runs int) {
 	}
 	if len(means) > 0 {
 		fmt.Fprintf(w, "\n## What it means for a VPS\n\n%s\n", strings.Join(means, "\n"))
+	}
+	for _, r := range rows {
+		if r.Detail != "" {
+			fmt.Fprintf(w, "\n%s", r.Detail)
+		}
 	}
 }
