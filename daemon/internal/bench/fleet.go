@@ -52,15 +52,16 @@ type FleetState struct {
 }
 
 // startFleet starts an edge, joins n machines through POST /api/bootstrap,
-// gives each an HTTP tunnel, and starts the simulator with them.
-func (o Options) startFleet(n int) (f *fleet, err error) {
+// gives each an HTTP tunnel, and starts the simulator with them: the
+// round-th fleet of n (each in a directory of its own).
+func (o Options) startFleet(n, round int) (f *fleet, err error) {
 	f = &fleet{o: o, n: n}
 	defer func() {
 		if err != nil {
 			f.stop()
 		}
 	}()
-	dir := filepath.Join(o.Dir, fmt.Sprintf("fleet-%d", n))
+	dir := filepath.Join(o.Dir, fmt.Sprintf("fleet-%d-%d", n, round))
 	// The edge is set up as an operator does (POST /api/local/install),
 	// which needs systemd: its stand-in's.
 	os.MkdirAll(dir, 0o755)
@@ -324,11 +325,11 @@ type fleetFigures struct {
 	Page, Search         time.Duration // a page of 100, a search: median
 }
 
-// measureFleet runs one fleet of n and measures it.
-func (o Options) measureFleet(n int) (r fleetFigures, err error) {
+// measureFleet runs the round-th fleet of n and measures it.
+func (o Options) measureFleet(n, round int) (r fleetFigures, err error) {
 	r.N = n
 	t0 := time.Now()
-	f, err := o.startFleet(n)
+	f, err := o.startFleet(n, round)
 	if err != nil {
 		return r, err
 	}
@@ -607,7 +608,7 @@ func Fleet(o Options) Row {
 		var rs []fleetFigures
 		for k := range max(o.FleetRuns, 1) {
 			o.logf("fleet %d: fleet %d of %d", n, k+1, max(o.FleetRuns, 1))
-			r, err := o.measureFleet(n)
+			r, err := o.measureFleet(n, k+1)
 			if err != nil {
 				row.Measured = fmt.Sprintf("error at %d machines: %v", n, err)
 				if len(each) > 0 {
