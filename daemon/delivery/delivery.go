@@ -40,6 +40,13 @@ type Configs interface {
 	DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error)
 }
 
+// PassConfigs is what Configs also is when a pass over every machine can
+// read what their configs are rendered from once, instead of several
+// queries a machine.
+type PassConfigs interface {
+	Renderer(ctx context.Context) (*machines.Renderer, error)
+}
+
 // EdgeConfigs is what Configs also is on a cluster of several edges: the
 // machine's clients for the edges besides its home edge (none with one
 // edge). They are part of the desired generation.
@@ -364,12 +371,18 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 			return err
 		}
 	}
+	var rd *machines.Renderer
+	if pc, ok := r.configs.(PassConfigs); ok {
+		if rd, err = pc.Renderer(ctx); err != nil {
+			return err
+		}
+	}
 	behind := map[int64]bool{}
 	for _, m := range ms {
 		if serves != nil && !serves(m.ID) {
 			continue // another edge's to deliver
 		}
-		cs, err := r.desire(ctx, m)
+		cs, err := r.desireWith(ctx, rd, m)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -422,7 +435,22 @@ func (r *Reconciler) Desire(ctx context.Context, id int64) error {
 // desire renders machine m's config and records its digest; the desired
 // generation rises when it changed.
 func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigState, error) {
-	cfg, server, edges, err := r.render(ctx, m)
+	return r.desireWith(ctx, nil, m)
+}
+
+// desireWith is desire with what a pass read for every machine (nil: read
+// for m alone).
+func (r *Reconciler) desireWith(ctx context.Context, rd *machines.Renderer, m store.Machine) (store.ConfigState, error) {
+	var cfg, server string
+	var edges []agent.EdgeClient
+	var err error
+	if rd != nil {
+		if cfg, server, err = rd.DesiredConfig(m); err == nil {
+			edges, err = rd.DesiredEdges(m)
+		}
+	} else {
+		cfg, server, edges, err = r.render(ctx, m)
+	}
 	if err != nil {
 		return m.Config, err
 	}

@@ -1139,7 +1139,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	if err != nil {
 		return Rejoined{}, fmt.Errorf("read the VPS SSH public key: %w", err)
 	}
-	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
+	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
 	if err != nil {
 		return Rejoined{}, err
 	}
@@ -1148,7 +1148,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	agentToken := deriveAgentToken(secret)
-	cfg, err := s.clientConfigFor(ctx, m, secret, target, "", tunnels)
+	cfg, _, err := r.config(m, secret)
 	if err != nil {
 		return Rejoined{}, err
 	}
@@ -1168,7 +1168,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	s.event(ctx, store.Event{Source: "machine", Kind: "rejoined", MachineID: m.ID,
-		Message: fmt.Sprintf("machine %q rejoined from %s with a fresh credential; it keeps tunnel port %d and %d tunnel(s)", m.Name, addrString(req.Client), m.TunnelPort, len(tunnels))})
+		Message: fmt.Sprintf("machine %q rejoined from %s with a fresh credential; it keeps tunnel port %d and %d tunnel(s)", m.Name, addrString(req.Client), m.TunnelPort, len(r.tunnels[m.ID]))})
 	return Rejoined{
 		Registration: Registration{MachineID: m.ID, TunnelPort: m.TunnelPort, VPSKey: vpsKey, ClientConfig: cfg,
 			AgentToken: agentToken, AgentLocalPort: m.AgentLocalPort,

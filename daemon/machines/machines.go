@@ -455,23 +455,10 @@ func (s *Service) StaleTokenAttempts(ctx context.Context) ([]store.StaleTokenAtt
 	return s.Store.ListStaleTokenAttempts(ctx, staleTokenLimit)
 }
 
-// clientConfigFor renders machine m's config for edge e: the home edge's
+// renderClient renders machine m's config for edge e: the home edge's
 // ("" for edge) is client.toml with the admin port configured; another
 // edge's is client-<edge>.toml, whose frpc takes an admin port of its own.
-func (s *Service) clientConfigFor(ctx context.Context, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel) (string, error) {
-	ca, err := s.TunnelCA(ctx)
-	if err != nil {
-		return "", err
-	}
-	// Its parts in tunnels served by several machines.
-	targets, err := s.Store.ListTargets(ctx, m.ID)
-	if err != nil {
-		return "", err
-	}
-	return s.renderClient(ca, m, secret, e, edge, tunnels, targets)
-}
-
-// renderClient is clientConfigFor with the tunnel CA at hand.
+// targets are its parts in tunnels served by several machines.
 func (s *Service) renderClient(ca *tunnelca.CA, m store.Machine, secret string, e EdgeTarget, edge string, tunnels []store.Tunnel, targets []store.Target) (string, error) {
 	admin, path := s.ClientAdminPort, s.ClientConfigPath
 	if admin == 0 {
@@ -557,27 +544,11 @@ func HomeOf(m store.Machine, es []EdgeTarget) EdgeTarget {
 // edge: none when the cluster has one edge. An edge with no address yet
 // (it never said where machines reach it) is left out until it has one.
 func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.EdgeClient, error) {
-	es, err := s.edgeTargets(ctx)
-	if err != nil || es == nil {
-		return nil, err
-	}
-	home := HomeOf(m, es)
-	secret, tunnels, err := s.renderInputs(ctx, m)
+	r, err := s.renderer(ctx, m.ID, "")
 	if err != nil {
 		return nil, err
 	}
-	var out []agent.EdgeClient
-	for _, e := range es {
-		if e.ID == home.ID || e.Host == "" || e.Port == 0 {
-			continue
-		}
-		cfg, err := s.clientConfigFor(ctx, m, secret, e, e.Name, tunnels)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, agent.EdgeClient{Edge: e.Name, Config: cfg})
-	}
-	return out, nil
+	return r.DesiredEdges(m)
 }
 
 // TunnelCA is the CA machines pin.
@@ -620,16 +591,11 @@ func DesiredDigest(cfg string, edges []agent.EdgeClient) string {
 // address the machine already uses (when nothing configured names one, a
 // machine that joined through the request's own address keeps it).
 func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
-	target, err := s.Dial(ctx, m, "")
+	r, err := s.renderer(ctx, m.ID, "")
 	if err != nil {
 		return "", "", err
 	}
-	secret, tunnels, err := s.renderInputs(ctx, m)
-	if err != nil {
-		return "", "", err
-	}
-	cfg, err = s.clientConfigFor(ctx, m, secret, target, "", tunnels)
-	return cfg, serverKey(target.Host, transportOf(m)), err
+	return r.DesiredConfig(m)
 }
 
 // Dial is the one answer to "what does machine m's main client dial":
@@ -645,6 +611,18 @@ func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string
 	if err != nil {
 		return EdgeTarget{}, err
 	}
+	host := ""
+	if es == nil {
+		if host, err = s.tunnelHost(ctx, fallbackHost); err != nil {
+			return EdgeTarget{}, err
+		}
+	}
+	return s.dial(m, es, host)
+}
+
+// dial is Dial's answer from what it read: the cluster's edges (nil for
+// one edge) and, for one edge, the resolver's host.
+func (s *Service) dial(m store.Machine, es []EdgeTarget, host string) (EdgeTarget, error) {
 	var t EdgeTarget
 	if es != nil {
 		home := HomeOf(m, es)
@@ -653,10 +631,6 @@ func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string
 		}
 		t = EdgeTarget{Host: home.Host, Port: home.Port, TunnelVersion: home.TunnelVersion}
 	} else {
-		host, err := s.tunnelHost(ctx, fallbackHost)
-		if err != nil {
-			return EdgeTarget{}, err
-		}
 		if host == "" {
 			host = hostOfServer(m.Config.AppliedServer)
 		}
@@ -670,20 +644,6 @@ func (s *Service) Dial(ctx context.Context, m store.Machine, fallbackHost string
 			"the operator must set --server-host", t.Host, err))
 	}
 	return t, nil
-}
-
-// renderInputs is what every client config of machine m is rendered
-// from besides its server: its opened secret and its tunnels.
-func (s *Service) renderInputs(ctx context.Context, m store.Machine) (string, []store.Tunnel, error) {
-	secret, err := s.Sealer.Open(m.SecretSealed, secretAAD(m.ID))
-	if err != nil {
-		return "", nil, fmt.Errorf("machine %d credential: %w", m.ID, err)
-	}
-	tunnels, err := s.Store.ListTunnels(ctx, m.ID)
-	if err != nil {
-		return "", nil, err
-	}
-	return string(secret), tunnels, nil
 }
 
 // tunnelHost is where machines dial the tunnel server: the resolver's
@@ -706,15 +666,12 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if err != nil {
 		return "", err
 	}
-	secret, tunnels, err := s.renderInputs(ctx, m)
+	r, err := s.renderer(ctx, m.ID, fallbackHost)
 	if err != nil {
 		return "", err
 	}
-	target, err := s.Dial(ctx, m, fallbackHost)
-	if err != nil {
-		return "", err
-	}
-	return s.clientConfigFor(ctx, m, secret, target, "", tunnels)
+	cfg, _, err := r.DesiredConfig(m)
+	return cfg, err
 }
 
 // checkName accepts 1–64 printable characters.

@@ -128,8 +128,8 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	target, err := s.Dial(ctx, m, req.FallbackHost)
-	if err != nil {
+	// Where it dials, checked before anything changes.
+	if _, err := s.Dial(ctx, m, req.FallbackHost); err != nil {
 		return TransportChosen{}, err
 	}
 	was := transportOf(m)
@@ -137,11 +137,11 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 		return TransportChosen{}, err
 	}
 	m.Transport = req.Transport
-	secret, tunnels, err := s.renderInputs(ctx, m)
+	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	cfg, err := s.clientConfigFor(ctx, m, secret, target, "", tunnels)
+	cfg, _, err := r.DesiredConfig(m)
 	if err != nil {
 		return TransportChosen{}, err
 	}
