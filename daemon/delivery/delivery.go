@@ -445,8 +445,8 @@ func (r *Reconciler) desireWith(ctx context.Context, rd *machines.Renderer, m st
 	var edges []agent.EdgeClient
 	var err error
 	if rd != nil {
-		if cfg, server, err = rd.DesiredConfig(m); err == nil {
-			edges, err = rd.DesiredEdges(m)
+		if cfg, server, err = rd.DesiredConfig(ctx, m); err == nil {
+			edges, err = rd.DesiredEdges(ctx, m)
 		}
 	} else {
 		cfg, server, edges, err = r.render(ctx, m)

@@ -1148,7 +1148,7 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 		return Rejoined{}, err
 	}
 	agentToken := deriveAgentToken(secret)
-	cfg, _, err := r.config(m, secret)
+	cfg, _, err := r.config(ctx, m, secret)
 	if err != nil {
 		return Rejoined{}, err
 	}

@@ -548,7 +548,7 @@ func (s *Service) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.Ed
 	if err != nil {
 		return nil, err
 	}
-	return r.DesiredEdges(m)
+	return r.DesiredEdges(ctx, m)
 }
 
 // TunnelCA is the CA machines pin.
@@ -595,7 +595,7 @@ func (s *Service) DesiredConfig(ctx context.Context, m store.Machine) (cfg, serv
 	if err != nil {
 		return "", "", err
 	}
-	return r.DesiredConfig(m)
+	return r.DesiredConfig(ctx, m)
 }
 
 // Dial is the one answer to "what does machine m's main client dial":
@@ -670,7 +670,7 @@ func (s *Service) ClientConfig(ctx context.Context, id int64, fallbackHost strin
 	if err != nil {
 		return "", err
 	}
-	cfg, _, err := r.DesiredConfig(m)
+	cfg, _, err := r.DesiredConfig(ctx, m)
 	return cfg, err
 }
 

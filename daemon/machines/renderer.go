@@ -14,10 +14,10 @@ import (
 // and the tunnels and targets. One machine's config (DesiredConfig) reads
 // that machine's tunnels and targets; a pass over every machine (the
 // delivery reconciler's) reads everything once for all of them, instead
-// of several queries a machine.
+// of several queries a machine. One goroutine uses it.
 type Renderer struct {
 	s       *Service
-	ca      *tunnelca.CA
+	ca      *tunnelca.CA // read at the first render
 	edges   []EdgeTarget // nil: this daemon is its cluster's only edge
 	host    string       // the resolver's tunnel host (one edge only)
 	tunnels map[int64][]store.Tunnel
@@ -42,9 +42,6 @@ func (s *Service) renderer(ctx context.Context, id int64, fallbackHost string) (
 			return nil, err
 		}
 	}
-	if r.ca, err = s.TunnelCA(ctx); err != nil {
-		return nil, err
-	}
 	ts, err := s.Store.ListTunnels(ctx, id)
 	if err != nil {
 		return nil, err
@@ -64,27 +61,27 @@ func (s *Service) renderer(ctx context.Context, id int64, fallbackHost string) (
 }
 
 // DesiredConfig is Service.DesiredConfig from what r read.
-func (r *Renderer) DesiredConfig(m store.Machine) (cfg, server string, err error) {
+func (r *Renderer) DesiredConfig(ctx context.Context, m store.Machine) (cfg, server string, err error) {
 	secret, err := r.secret(m)
 	if err != nil {
 		return "", "", err
 	}
-	return r.config(m, secret)
+	return r.config(ctx, m, secret)
 }
 
 // config is machine m's main config with secret (a new one, at a rejoin),
 // dialling where Dial says, and the server it names.
-func (r *Renderer) config(m store.Machine, secret string) (cfg, server string, err error) {
+func (r *Renderer) config(ctx context.Context, m store.Machine, secret string) (cfg, server string, err error) {
 	target, err := r.s.dial(m, r.edges, r.host)
 	if err != nil {
 		return "", "", err
 	}
-	cfg, err = r.s.renderClient(r.ca, m, secret, target, "", r.tunnels[m.ID], r.targets[m.ID])
+	cfg, err = r.render(ctx, m, secret, target, "")
 	return cfg, serverKey(target.Host, transportOf(m)), err
 }
 
 // DesiredEdges is Service.DesiredEdges from what r read.
-func (r *Renderer) DesiredEdges(m store.Machine) ([]agent.EdgeClient, error) {
+func (r *Renderer) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.EdgeClient, error) {
 	if r.edges == nil {
 		return nil, nil
 	}
@@ -98,13 +95,26 @@ func (r *Renderer) DesiredEdges(m store.Machine) ([]agent.EdgeClient, error) {
 		if e.ID == home.ID || e.Host == "" || e.Port == 0 {
 			continue
 		}
-		cfg, err := r.s.renderClient(r.ca, m, secret, e, e.Name, r.tunnels[m.ID], r.targets[m.ID])
+		cfg, err := r.render(ctx, m, secret, e, e.Name)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, agent.EdgeClient{Edge: e.Name, Config: cfg})
 	}
 	return out, nil
+}
+
+// render is machine m's config for edge e (see renderClient), with the
+// tunnel CA read at the first.
+func (r *Renderer) render(ctx context.Context, m store.Machine, secret string, e EdgeTarget, edge string) (string, error) {
+	if r.ca == nil {
+		ca, err := r.s.TunnelCA(ctx)
+		if err != nil {
+			return "", err
+		}
+		r.ca = ca
+	}
+	return r.s.renderClient(r.ca, m, secret, e, edge, r.tunnels[m.ID], r.targets[m.ID])
 }
 
 // secret is machine m's opened frp secret.

@@ -141,7 +141,7 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
-	cfg, _, err := r.DesiredConfig(m)
+	cfg, _, err := r.DesiredConfig(ctx, m)
 	if err != nil {
 		return TransportChosen{}, err
 	}
