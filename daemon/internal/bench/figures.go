@@ -75,6 +75,8 @@ type Options struct {
 	// FleetRuns is how many fleets of each size are measured, each figure
 	// the median of them (1 when 0).
 	FleetRuns int
+	// fleetOnPostgres: the fleet's daemon runs on PostgreSQL (PostgresFleet).
+	fleetOnPostgres bool
 
 	// pg is the PostgreSQL of the PostgreSQL figures; Run sets it.
 	pg *pgServer

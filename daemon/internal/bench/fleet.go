@@ -71,7 +71,13 @@ func (o Options) startFleet(n, round int) (f *fleet, err error) {
 	}
 	// Three ports a machine: its ssh, its agent and its web app. No
 	// --server-host: the address machines dial is the installation's.
-	if f.d, err = StartDaemonArgs(bins, dir, 3*n+10, "", "--server-host", ""); err != nil {
+	url := ""
+	if o.fleetOnPostgres {
+		if url, err = o.postgresURL(); err != nil {
+			return f, err
+		}
+	}
+	if f.d, err = StartDaemonArgs(bins, dir, 3*n+10, url, "--server-host", ""); err != nil {
 		return f, err
 	}
 	if err := f.d.Setup(); err != nil {
@@ -315,6 +321,7 @@ type fleetFigures struct {
 	DaemonRSS, FRPSRSS   int64         // at steady state, bytes
 	SimRSS               int64
 	DaemonCPU, FRPSCPU   float64         // share of one CPU at steady state
+	PostgresCPU          float64         // the PostgreSQL server's, when the daemon is on it
 	Change               []time.Duration // one tunnel changed → applied, sorted
 	DomainAll            time.Duration
 	DomainCurve          []string // "50 % at 1.2 s" …
@@ -345,10 +352,11 @@ func (o Options) measureFleet(n, round int) (r fleetFigures, err error) {
 	if o.Settle == 0 {
 		window = 30 * time.Second
 	}
-	dc, fc := f.d.CPU(), f.frps.CPU()
+	dc, fc, pc := f.d.CPU(), f.frps.CPU(), o.pgCPU()
 	time.Sleep(window)
 	r.DaemonCPU = float64(f.d.CPU()-dc) / float64(window)
 	r.FRPSCPU = float64(f.frps.CPU()-fc) / float64(window)
+	r.PostgresCPU = float64(o.pgCPU()-pc) / float64(window)
 	r.DaemonRSS, _ = f.d.RSS()
 	r.FRPSRSS, _ = f.frps.RSS()
 	r.SimRSS, _ = f.sim.RSS()
@@ -582,9 +590,23 @@ var FleetSizes = []int{1000, 3000, 10000}
 
 // Fleet measures a fleet of each of o's sizes (FleetSizes when none) and
 // reports them side by side; the goals are judged at the largest.
-func Fleet(o Options) Row {
+func Fleet(o Options) Row { return fleetRow(o) }
+
+// PostgresFleet is Fleet with the daemon on PostgreSQL (a database of its
+// own on the bench's throwaway server) instead of SQLite. The
+// PostgreSQL server's CPU is given apart from the edge's.
+func PostgresFleet(o Options) Row {
+	o.fleetOnPostgres = true
+	return fleetRow(o)
+}
+
+func fleetRow(o Options) Row {
+	engine := ""
+	if o.fleetOnPostgres {
+		engine = ", the daemon on PostgreSQL"
+	}
 	row := Row{
-		Figure: "a fleet on one edge (tools/fleetsim: each machine frp's own client package and the real agent, joined through POST /api/bootstrap, " +
+		Figure: "a fleet on one edge" + engine + " (tools/fleetsim: each machine frp's own client package and the real agent, joined through POST /api/bootstrap, " +
 			"with ssh, agent and one HTTP tunnel): edge memory (daemon + frps), edge CPU at steady state, one tunnel change → applied, " +
 			"a new domain and server host → applied by all, frps restarted → all online again, GET /api/machines (a page of 100, a search, every row)",
 		Goal:     "at 10,000: ≤ 2 GB; ≤ 10 % of a CPU; p99 < 1 s; < 5 min; < 60 s with no login refused; (a page of 100) < 50 ms",
@@ -626,7 +648,7 @@ func Fleet(o Options) Row {
 	if last.N == 0 {
 		return row
 	}
-	row.Detail = growthTable(grown)
+	row.Detail = growthTable(grown, o.fleetOnPostgres)
 	p99 := last.changeP99()
 	row.Value = float64(p99) / float64(time.Millisecond)
 	row.Met = last.N >= 10000 && last.edgeRSS() <= 2<<30 && last.DaemonCPU+last.FRPSCPU <= 0.10 && p99 < time.Second &&
@@ -667,6 +689,7 @@ func medianFleet(rs []fleetFigures) fleetFigures {
 		SimRSS:               size(func(r fleetFigures) int64 { return r.SimRSS }),
 		DaemonCPU:            share(func(r fleetFigures) float64 { return r.DaemonCPU }),
 		FRPSCPU:              share(func(r fleetFigures) float64 { return r.FRPSCPU }),
+		PostgresCPU:          share(func(r fleetFigures) float64 { return r.PostgresCPU }),
 		DomainAll:            pick(func(r fleetFigures) time.Duration { return r.DomainAll }),
 		Restart:              pick(func(r fleetFigures) time.Duration { return r.Restart }),
 		RestartPeakDaemonRSS: size(func(r fleetFigures) int64 { return r.RestartPeakDaemonRSS }),
@@ -688,10 +711,14 @@ func medianFleet(rs []fleetFigures) fleetFigures {
 // growthTable is BENCH.md's section on the fleet as it grows: a row a
 // figure, a column a size, and how much the figure grew from the smallest
 // fleet to the largest against how much the fleet did.
-func growthTable(fs []fleetFigures) string {
+func growthTable(fs []fleetFigures, onPostgres bool) string {
 	var b strings.Builder
-	runs := fs[0].Runs
-	fmt.Fprintf(&b, "## A fleet as it grows\n\nThe fleet figure at each size, each number the median of %d fleets (`go run ./daemon/cmd/tunnelsvc-bench -only fleet -runs %d -fleet ", runs, runs)
+	runs := max(fs[0].Runs, 1)
+	title, key := "A fleet as it grows", "fleet"
+	if onPostgres {
+		title, key = "A fleet as it grows, the daemon on PostgreSQL", "pgfleet"
+	}
+	fmt.Fprintf(&b, "## %s\n\nThe %s figure at each size, each number the median of %s (`go run ./daemon/cmd/tunnelsvc-bench -only %s -runs %d -fleet ", title, key, fleets(runs), key, runs)
 	var sizes []string
 	for _, f := range fs {
 		sizes = append(sizes, strconv.Itoa(f.N))
@@ -709,12 +736,14 @@ func growthTable(fs []fleetFigures) string {
 	}
 	ms := func(v float64) string { return fmt.Sprintf("%.1f ms", v*1000) }
 	mbs := func(v float64) string { return fmt.Sprintf("%.0f MB", v) }
-	for _, l := range []line{
+	pct := func(v float64) string { return fmt.Sprintf("%.1f %%", v) }
+	lines := []line{
 		{"all joined (POST /api/bootstrap)", func(f fleetFigures) float64 { return f.Join.Seconds() }, secs},
 		{"then all online with their config applied", func(f fleetFigures) float64 { return f.Settle.Seconds() }, secs},
 		{"edge memory: daemon + frps", func(f fleetFigures) float64 { return mb(f.edgeRSS()) }, mbs},
 		{"of which the daemon", func(f fleetFigures) float64 { return mb(f.DaemonRSS) }, mbs},
-		{"edge CPU at steady state (% of one)", func(f fleetFigures) float64 { return 100 * (f.DaemonCPU + f.FRPSCPU) }, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }},
+		{"edge CPU at steady state (% of one)", func(f fleetFigures) float64 { return 100 * (f.DaemonCPU + f.FRPSCPU) }, pct},
+		{"PostgreSQL server's CPU at steady state (% of one)", func(f fleetFigures) float64 { return 100 * f.PostgresCPU }, pct},
 		{"one tunnel change → applied, median", func(f fleetFigures) float64 { return median(f.Change).Seconds() }, ms},
 		{"one tunnel change → applied, p99", func(f fleetFigures) float64 { return f.changeP99().Seconds() }, ms},
 		{"a new domain → applied by all", func(f fleetFigures) float64 { return f.DomainAll.Seconds() }, secs},
@@ -722,7 +751,11 @@ func growthTable(fs []fleetFigures) string {
 		{"GET /api/machines: a page of 100", func(f fleetFigures) float64 { return f.Page.Seconds() }, ms},
 		{"GET /api/machines: a search", func(f fleetFigures) float64 { return f.Search.Seconds() }, ms},
 		{"GET /api/machines: every row", func(f fleetFigures) float64 { return f.List.Seconds() }, ms},
-	} {
+	}
+	for _, l := range lines {
+		if !onPostgres && strings.HasPrefix(l.name, "PostgreSQL") {
+			continue
+		}
 		fmt.Fprintf(&b, "| %s |", l.name)
 		for _, f := range fs {
 			fmt.Fprintf(&b, " %s |", l.unit(l.val(f)))
@@ -735,6 +768,14 @@ func growthTable(fs []fleetFigures) string {
 		}
 	}
 	return b.String()
+}
+
+// fleets is "1 fleet" or "n fleets".
+func fleets(n int) string {
+	if n == 1 {
+		return "1 fleet"
+	}
+	return fmt.Sprintf("%d fleets", n)
 }
 
 // edgeRSS is the edge's memory: the daemon's and frps's.

@@ -23,7 +23,7 @@ func TestMedianFleetAndGrowth(t *testing.T) {
 		t.Fatalf("median of three fleets: %+v", small)
 	}
 	big := medianFleet([]fleetFigures{f(300, 9*time.Second, 60<<20, 0, time.Second), f(300, 9*time.Second, 60<<20, 0, time.Second), f(300, 9*time.Second, 60<<20, 0, time.Second)})
-	table := growthTable([]fleetFigures{small, big})
+	table := growthTable([]fleetFigures{small, big}, false)
 	for _, want := range []string{
 		"each number the median of 3 fleets",
 		"| figure | 100 machines | 300 machines | grew |",
@@ -33,6 +33,9 @@ func TestMedianFleetAndGrowth(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("growth table without %q:\n%s", want, table)
 		}
+	}
+	if strings.Contains(table, "PostgreSQL") || !strings.Contains(growthTable([]fleetFigures{small, big}, true), "| PostgreSQL server's CPU at steady state (% of one) |") {
+		t.Errorf("the PostgreSQL server's CPU is a line of the PostgreSQL fleet's table only:\n%s", table)
 	}
 	if !strings.Contains(small.String(), "**100 machines** (median of 3 fleets)") {
 		t.Errorf("one size's figures: %s", small.String())

@@ -51,6 +51,7 @@ var Figures = []Figure{
 	{Key: "edgedeath", Run: func(_ context.Context, o Options, _ *World) Row { return EdgeDeath(o) }},
 	{Key: "chaos", Run: func(_ context.Context, o Options, _ *World) Row { return Chaos(o) }},
 	{Key: "fleet", Once: true, Run: func(_ context.Context, o Options, _ *World) Row { return Fleet(o) }},
+	{Key: "pgfleet", Once: true, Run: func(_ context.Context, o Options, _ *World) Row { return PostgresFleet(o) }},
 }
 
 // means says, for the figures whose value speaks for itself, what it
