@@ -78,6 +78,9 @@ const (
 	// FullPass is how often every machine's desired config is rendered
 	// again even when nothing announced a change.
 	FullPass = 30 * time.Second
+	// PassPace: after a full pass that took d, the next one that a change
+	// asks for starts PassPace×d after it began at the earliest.
+	PassPace = 4
 	// AttemptTimeout bounds one delivery.
 	AttemptTimeout = 20 * time.Second
 	// Workers bounds deliveries in flight.
@@ -108,7 +111,8 @@ type Reconciler struct {
 
 	mu    sync.Mutex
 	dirty bool
-	last  time.Time // of the last full pass
+	last  time.Time     // of the last full pass
+	took  time.Duration // how long the last full pass took
 	ms    map[int64]*state
 	busy  int
 	// read: reading the machines has failed fails times in a row; the
@@ -296,13 +300,23 @@ func (r *Reconciler) Run(ctx context.Context) error {
 func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 	now := r.now()
 	r.mu.Lock()
-	full := (r.dirty || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
+	// A change renders every machine at once, unless changes come faster
+	// than passes end (a fleet joining, a script making tunnels): then
+	// the next pass waits PassPace times as long as the last one took, so
+	// that passes take at most a share of a processor however many
+	// changes and machines there are. The ticker brings it when due.
+	paced := now.Sub(r.last) >= PassPace*r.took
+	full := ((r.dirty && paced) || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
 	if full {
 		r.dirty, r.last = false, now
 	}
 	r.mu.Unlock()
 	if full {
 		r.readMachines(ctx, now)
+		took := r.now().Sub(now)
+		r.mu.Lock()
+		r.took = took
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -472,3 +472,56 @@ func TestOnlineMachineIsRetriedWithinSeconds(t *testing.T) {
 	r.clk.Add(delivery.OnlineMaxBackoff)
 	r.wait("generation 2 applied", r.applied(m.ID, 2))
 }
+
+// slowConfigs is configs whose every render takes cost on the rig's clock.
+type slowConfigs struct {
+	*configs
+	renders *atomic.Int64
+	cost    func()
+}
+
+func (s slowConfigs) DesiredConfig(ctx context.Context, m store.Machine) (string, string, error) {
+	s.renders.Add(1)
+	s.cost()
+	return s.configs.DesiredConfig(ctx, m)
+}
+
+// Changes that come faster than passes end (a fleet joining, a script
+// making tunnels) do not render every machine back to back: after a pass
+// that took d, the next one a change asks for starts PassPace×d after
+// the last began. Nothing is lost: the change is rendered then.
+func TestPassesArePacedUnderAStreamOfChanges(t *testing.T) {
+	var renders atomic.Int64
+	var clk *clock
+	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
+		return slowConfigs{configs: c, renders: &renders, cost: func() { clk.Add(100 * time.Millisecond) }}, a
+	})
+	clk = r.clk
+	ms := []store.Machine{r.machine("a"), r.machine("b"), r.machine("c")}
+	// A pass renders the three machines: 300 ms on the rig's clock. The
+	// clock moves on a minute: whatever the passes before took, one is
+	// due (and the rig's clock moves only when told).
+	r.tunnel(ms[0], "web")
+	clk.Add(time.Minute)
+	defer func() {
+		if t.Failed() {
+			t.Log(r.logs.b.String())
+		}
+	}()
+	r.wait("a's tunnel applied", r.applied(ms[0].ID, 2))
+	before := renders.Load()
+	r.tunnel(ms[1], "db")
+	// The clock stands still: the next pass is not due until at least
+	// 1.2 s after the last one began, however often the reconciler looks.
+	time.Sleep(3 * delivery.OnlineMaxBackoff / 10)
+	// (A delivery to a may still render a once more: not a pass.)
+	if n := renders.Load() - before; n >= int64(len(ms)) {
+		t.Fatalf("%d renders right after a pass of 300 ms: a pass of every machine, want it paced", n)
+	}
+	if c := r.config(ms[1].ID); c.DesiredGen != 1 {
+		t.Fatalf("b's desired generation is %d before the paced pass", c.DesiredGen)
+	}
+	// Well past PassPace times any pass here, and short of FullPass.
+	clk.Add(10 * time.Second)
+	r.wait("b's tunnel applied once the pass was due", r.applied(ms[1].ID, 2))
+}
