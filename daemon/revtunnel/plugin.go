@@ -71,9 +71,6 @@ type Plugin struct {
 	seenMu   sync.Mutex
 	seenAt   map[int64]time.Time
 	sessions map[int64]string
-	// downIn: the machines whose ssh proxy's close marked them offline,
-	// each with the session (run id) it closed in (see pingedWhileDown).
-	downIn map[int64]string
 }
 
 // session records run as machine id's current session on this edge.
@@ -99,42 +96,6 @@ func (p *Plugin) staleSession(id int64, run string) bool {
 	defer p.seenMu.Unlock()
 	cur, ok := p.sessions[id]
 	return ok && run != "" && run != cur
-}
-
-// markDown notes that machine id's ssh proxy closed in session run, which
-// marked it offline ("" forgets it: its ssh proxy opened).
-func (p *Plugin) markDown(id int64, run string) {
-	p.seenMu.Lock()
-	defer p.seenMu.Unlock()
-	if run == "" {
-		delete(p.downIn, id)
-		return
-	}
-	if p.downIn == nil {
-		p.downIn = map[int64]string{}
-	}
-	p.downIn[id] = run
-}
-
-// pingedWhileDown says whether machine id, marked offline when its ssh
-// proxy closed in session run, pings from that session: its tunnel client
-// is connected after all. frps tells of a proxy's close from a goroutine
-// of its own, so when a reload closes and opens the ssh proxy again, the
-// close may reach the daemon after the opening did; the next Ping (every
-// frpconf.HeartbeatInterval seconds) puts the machine back online. It
-// forgets the mark either way.
-func (p *Plugin) pingedWhileDown(id int64, run string) bool {
-	p.seenMu.Lock()
-	defer p.seenMu.Unlock()
-	down, ok := p.downIn[id]
-	if !ok {
-		return false
-	}
-	if down == run && run != "" {
-		delete(p.downIn, id)
-		return true
-	}
-	return false
 }
 
 // SeenEvery is how often the machines' Pings are written as their
@@ -355,12 +316,6 @@ func (p *Plugin) handle(ctx context.Context, req pluginRequest) error {
 				p.OnPing(m.ID)
 			}
 			p.touch(m.ID, p.now())
-			if p.pingedWhileDown(m.ID, c.User.RunID) {
-				p.log().Info("a machine marked offline pings from the same session: online again", "machine", m.ID, "run", c.User.RunID)
-				if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
-					return err
-				}
-			}
 		}
 		return nil
 	}
@@ -444,7 +399,6 @@ func (p *Plugin) login(ctx context.Context, c loginContent) error {
 		return err
 	}
 	p.session(m.ID, c.RunID)
-	p.markDown(m.ID, "")
 	if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil {
 		if !store.Unavailable(err) {
 			return err
@@ -590,7 +544,6 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 		// the session it replaced (frps closes that one's proxies, which
 		// marked the machine down, before it opens the new ones).
 		p.session(m.ID, c.User.RunID)
-		p.markDown(m.ID, "")
 		if err := p.setStatus(ctx, m.ID, "online", p.now()); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}
@@ -651,7 +604,6 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 		return nil
 	}
 	if c.ProxyName == frpconf.User(m.ID)+"."+frpconf.ProxySSH {
-		p.markDown(m.ID, c.User.RunID)
 		if err := p.setStatus(ctx, m.ID, "offline", now); err != nil && !errors.Is(err, store.ErrNotFound) && !store.Unavailable(err) {
 			return err
 		}
