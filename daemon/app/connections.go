@@ -9,15 +9,18 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-// On a cluster of several edges, each edge keeps two things true, every
-// ConnEvery:
+// Every edge (a box alone too) keeps what the database says of the
+// machines connected to it true, every ConnEvery or more: its tunnel
+// server (frps) is asked which machines are connected now; a connection
+// that ended unseen (frps restarted, the edge was powered off) is recorded
+// offline, one the plugin missed or recorded in the wrong order online
+// (frps tells of a proxy's close from a goroutine of its own, so a close
+// can reach the daemon after the opening that followed it). The plugin's
+// Login and proxy calls still record changes at once; this heals what no
+// call reported, or reported out of order.
 //
-//   - What the database says of machines connected to it. Its tunnel
-//     server (frps) is asked which machines are connected now: a
-//     connection that ended unseen (frps restarted, the edge was powered
-//     off) is recorded offline, one the plugin missed online. The plugin's
-//     Login and proxy calls still record changes at once; this heals what
-//     no call reported.
+// On a cluster of several edges, each edge also keeps this true:
+//
 //   - That each machine it has is connected to every edge that is up. A
 //     machine's tunnel client for an edge that was down retries with a
 //     backoff that reaches 20 s: once that edge is up again, the first
@@ -25,8 +28,13 @@ import (
 //     the machine is back on the edge within seconds instead.
 
 // ConnEvery is how often an edge compares its frps's connections with the
-// database and looks for machines missing from an edge that is up.
-const ConnEvery = 2 * time.Second
+// database and looks for machines missing from an edge that is up; a
+// round waits ConnPace times as long as the last one took if that is
+// longer (frps lists every proxy: a large fleet's list is megabytes).
+const (
+	ConnEvery = 2 * time.Second
+	ConnPace  = 20
+)
 
 const (
 	// connGrace: a change younger than this is left alone (a client that
@@ -61,9 +69,11 @@ func (a *App) watchConnections(ctx context.Context) error {
 	w := &connWatch{missing: map[[2]int64]*missing{}}
 	for {
 		a.observeTunnelServer(ctx)
-		if err := a.connRound(ctx, w, time.Now()); err != nil && ctx.Err() == nil && !store.Unavailable(err) {
+		start := time.Now()
+		if err := a.connRound(ctx, w, start); err != nil && ctx.Err() == nil && !store.Unavailable(err) {
 			a.Log.Debug("edge connections: round failed", "err", err)
 		}
+		t.Reset(max(ConnEvery, ConnPace*time.Since(start)))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -72,26 +82,22 @@ func (a *App) watchConnections(ctx context.Context) error {
 	}
 }
 
-// connRound is one round: nothing on a box that is its cluster's only edge.
+// connRound is one round.
 func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error {
-	self, _ := a.Edge()
-	if self == 0 || a.frps == nil {
+	if a.frps == nil {
 		return nil
 	}
-	list, err := a.edgeList.get(ctx, a.Store.ListEdges)
-	if err != nil {
-		return err
-	}
-	if len(list) < 2 {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	here, err := a.frps.Connected(cctx)
 	cancel()
 	if err != nil {
 		// frps does not answer (it is starting, or stopped): nothing is
 		// decided from silence.
 		return err
+	}
+	self, _ := a.Edge()
+	if self == 0 {
+		return a.settleAlone(ctx, here, now)
 	}
 	conns, err := a.Store.MachineEdges(ctx)
 	if err != nil {
@@ -100,7 +106,41 @@ func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error 
 	if err := a.settleConnections(ctx, self, here, conns, now); err != nil {
 		return err
 	}
+	list, err := a.edgeList.get(ctx, a.Store.ListEdges)
+	if err != nil || len(list) < 2 {
+		return err
+	}
 	a.reconnectMissing(ctx, w, self, list, here, conns, now)
+	return nil
+}
+
+// settleAlone is settleConnections on a box with no edges (SQLite): the
+// machines' own status.
+func (a *App) settleAlone(ctx context.Context, here map[int64]bool, now time.Time) error {
+	ms, err := a.Store.ListMachines(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		status := ""
+		switch {
+		case m.Status == "online" && !here[m.ID]:
+			status = "offline"
+		case m.Status != "online" && here[m.ID]:
+			status = "online"
+		}
+		if status == "" || now.Sub(m.LastSeen) < connGrace {
+			continue
+		}
+		err := a.Store.SetMachineStatus(ctx, m.ID, status, now)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		a.Log.Info("a machine's connection, as the tunnel server sees it", "machine_id", m.ID, "status", status)
+	}
 	return nil
 }
 
