@@ -30,10 +30,12 @@ import (
 // ConnEvery is how often an edge compares its frps's connections with the
 // database and looks for machines missing from an edge that is up; a
 // round waits ConnPace times as long as the last one took if that is
-// longer (frps lists every proxy: a large fleet's list is megabytes).
+// longer (frps lists every client: a large fleet's list is megabytes),
+// but never more than ConnAtMost.
 const (
-	ConnEvery = 2 * time.Second
-	ConnPace  = 20
+	ConnEvery  = 2 * time.Second
+	ConnPace   = 20
+	ConnAtMost = 30 * time.Second
 )
 
 const (
@@ -73,7 +75,7 @@ func (a *App) watchConnections(ctx context.Context) error {
 		if err := a.connRound(ctx, w, start); err != nil && ctx.Err() == nil && !store.Unavailable(err) {
 			a.Log.Debug("edge connections: round failed", "err", err)
 		}
-		t.Reset(max(ConnEvery, ConnPace*time.Since(start)))
+		t.Reset(min(max(ConnEvery, ConnPace*time.Since(start)), ConnAtMost))
 		select {
 		case <-ctx.Done():
 			return nil

@@ -83,6 +83,9 @@ func (f *FRPS) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("frps dashboard API: %w", err)
 	}
+	if resp.StatusCode == http.StatusNotFound {
+		return fmt.Errorf("%w: %s", errNoRoute, path)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("frps dashboard API answered %s: %s", resp.Status, strings.TrimSpace(string(body)))
 	}
@@ -92,10 +95,38 @@ func (f *FRPS) get(ctx context.Context, path string, out any) error {
 	return nil
 }
 
+// errNoRoute: the dashboard API has no such path (an older frps).
+var errNoRoute = errors.New("frps dashboard API: no such path")
+
 // Connected returns the machines whose tunnel client is connected to this
-// frps now: those with an online ssh or agent proxy (every machine's
-// client opens both).
+// frps now: the clients it lists online (GET /api/clients?status=online,
+// one short entry a client, since frp v0.71.0). An older frps is asked
+// for its proxies instead (three entries a machine, each longer): the
+// machines with an online ssh or agent proxy (every machine's client
+// opens both).
 func (f *FRPS) Connected(ctx context.Context) (map[int64]bool, error) {
+	var cs []struct {
+		User   string `json:"user"`
+		Online bool   `json:"online"`
+	}
+	err := f.get(ctx, "/api/clients?status=online", &cs)
+	if errors.Is(err, errNoRoute) {
+		return f.connectedProxies(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[int64]bool{}
+	for _, c := range cs {
+		if m, ok := machineOfUser(c.User); ok && c.Online {
+			out[m] = true
+		}
+	}
+	return out, nil
+}
+
+// connectedProxies is Connected from frps's proxies.
+func (f *FRPS) connectedProxies(ctx context.Context) (map[int64]bool, error) {
 	ps, err := f.Proxies(ctx)
 	if err != nil {
 		return nil, err
@@ -109,16 +140,22 @@ func (f *FRPS) Connected(ctx context.Context) (map[int64]bool, error) {
 	return out, nil
 }
 
+// machineOfUser is the machine of frp user name "m<id>".
+func machineOfUser(user string) (int64, bool) {
+	if !strings.HasPrefix(user, "m") {
+		return 0, false
+	}
+	m, err := strconv.ParseInt(user[1:], 10, 64)
+	return m, err == nil && m > 0
+}
+
 // parseProxy splits frps's proxy name ("m7.ssh", "m7.tunnel-3") into the
 // machine and tunnel ids (0 for a machine's ssh and agent proxies); ok is
 // false for names the daemon did not give.
 func parseProxy(name string) (machineID, tunnelID int64, ok bool) {
 	user, short, found := strings.Cut(name, ".")
-	if !found || !strings.HasPrefix(user, "m") {
-		return 0, 0, false
-	}
-	m, err := strconv.ParseInt(user[1:], 10, 64)
-	if err != nil || m <= 0 {
+	m, ok := machineOfUser(user)
+	if !found || !ok {
 		return 0, 0, false
 	}
 	if short == "ssh" || short == "agent" {
