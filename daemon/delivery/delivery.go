@@ -113,8 +113,11 @@ type Reconciler struct {
 	dirty bool
 	last  time.Time     // of the last full pass
 	took  time.Duration // how long the last full pass took
-	ms    map[int64]*state
-	busy  int
+	// passing: a full pass runs; stream: a change came while one ran
+	// (changes come faster than passes end: the next pass is paced).
+	passing, stream bool
+	ms              map[int64]*state
+	busy            int
 	// read: reading the machines has failed fails times in a row; the
 	// next try is not before next, and the last warning was at warned.
 	read struct {
@@ -197,6 +200,7 @@ func (r *Reconciler) Changed(topic string) {
 	case store.TopicTunnels, store.TopicSettings, store.TopicEdges:
 		r.mu.Lock()
 		r.dirty = true
+		r.stream = r.stream || r.passing
 		r.mu.Unlock()
 		r.poke()
 	}
@@ -301,21 +305,22 @@ func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 	now := r.now()
 	r.mu.Lock()
 	// A change renders every machine at once, unless changes come faster
-	// than passes end (a fleet joining, a script making tunnels): then
-	// the next pass waits PassPace times as long as the last one took, so
-	// that passes take at most a share of a processor however many
-	// changes and machines there are. The ticker brings it when due.
-	paced := now.Sub(r.last) >= PassPace*r.took
+	// than passes end (one came while the last pass ran: a fleet joining,
+	// a script making tunnels): then the next pass waits PassPace times as
+	// long as the last one took, so that passes take at most a share of a
+	// processor however many changes and machines there are. The ticker
+	// brings it when due.
+	paced := !r.stream || now.Sub(r.last) >= PassPace*r.took
 	full := ((r.dirty && paced) || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
 	if full {
-		r.dirty, r.last = false, now
+		r.dirty, r.stream, r.passing, r.last = false, false, true, now
 	}
 	r.mu.Unlock()
 	if full {
 		r.readMachines(ctx, now)
 		took := r.now().Sub(now)
 		r.mu.Lock()
-		r.took = took
+		r.took, r.passing = took, false
 		r.mu.Unlock()
 	}
 	r.mu.Lock()

@@ -477,51 +477,65 @@ func TestOnlineMachineIsRetriedWithinSeconds(t *testing.T) {
 type slowConfigs struct {
 	*configs
 	renders *atomic.Int64
-	cost    func()
+	cost    func(m store.Machine)
 }
 
 func (s slowConfigs) DesiredConfig(ctx context.Context, m store.Machine) (string, string, error) {
 	s.renders.Add(1)
-	s.cost()
+	s.cost(m)
 	return s.configs.DesiredConfig(ctx, m)
 }
 
 // Changes that come faster than passes end (a fleet joining, a script
-// making tunnels) do not render every machine back to back: after a pass
-// that took d, the next one a change asks for starts PassPace×d after
-// the last began. Nothing is lost: the change is rendered then.
+// making tunnels: one comes while a pass runs) do not render every machine
+// back to back: the next pass starts PassPace×d after the last began,
+// where d is how long it took. A change on a quiet daemon is rendered at
+// once, and nothing is lost: a paced change is rendered when due.
 func TestPassesArePacedUnderAStreamOfChanges(t *testing.T) {
 	var renders atomic.Int64
 	var clk *clock
+	var during atomic.Value // run at the next render of machine "c"
+	during.Store(func() {})
 	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
-		return slowConfigs{configs: c, renders: &renders, cost: func() { clk.Add(100 * time.Millisecond) }}, a
+		return slowConfigs{configs: c, renders: &renders, cost: func(m store.Machine) {
+			clk.Add(100 * time.Millisecond)
+			if m.Name == "c" {
+				f := during.Swap(func() {}).(func())
+				f()
+			}
+		}}, a
 	})
 	clk = r.clk
 	ms := []store.Machine{r.machine("a"), r.machine("b"), r.machine("c")}
-	// A pass renders the three machines: 300 ms on the rig's clock. The
-	// clock moves on a minute: whatever the passes before took, one is
-	// due (and the rig's clock moves only when told).
-	r.tunnel(ms[0], "web")
-	clk.Add(time.Minute)
 	defer func() {
 		if t.Failed() {
 			t.Log(r.logs.b.String())
 		}
 	}()
+	// A pass renders the three machines: 300 ms on the rig's clock. The
+	// clock moves on a minute: whatever the passes before took, one is
+	// due (and the rig's clock moves only when told).
+	r.tunnel(ms[0], "web")
+	clk.Add(time.Minute)
 	r.wait("a's tunnel applied", r.applied(ms[0].ID, 2))
-	before := renders.Load()
+	// A change on a quiet daemon: rendered at once, the clock standing.
 	r.tunnel(ms[1], "db")
-	// The clock stands still: the next pass is not due until at least
-	// 1.2 s after the last one began, however often the reconciler looks.
-	time.Sleep(3 * delivery.OnlineMaxBackoff / 10)
-	// (A delivery to a may still render a once more: not a pass.)
+	r.wait("b's tunnel applied at once", r.applied(ms[1].ID, 2))
+	// A change while a pass runs (made as the pass renders c, after a):
+	// the next pass is paced.
+	during.Store(func() { r.tunnel(ms[0], "api") })
+	r.tunnel(ms[2], "cache")
+	r.wait("c's tunnel applied", r.applied(ms[2].ID, 2))
+	before := renders.Load()
+	time.Sleep(600 * time.Millisecond)
+	// (A delivery may still render its machine once more: not a pass.)
 	if n := renders.Load() - before; n >= int64(len(ms)) {
-		t.Fatalf("%d renders right after a pass of 300 ms: a pass of every machine, want it paced", n)
+		t.Fatalf("%d renders right after a pass during which a change came: a pass of every machine, want it paced", n)
 	}
-	if c := r.config(ms[1].ID); c.DesiredGen != 1 {
-		t.Fatalf("b's desired generation is %d before the paced pass", c.DesiredGen)
+	if c := r.config(ms[0].ID); c.DesiredGen != 2 {
+		t.Fatalf("a's desired generation is %d before the paced pass", c.DesiredGen)
 	}
 	// Well past PassPace times any pass here, and short of FullPass.
 	clk.Add(10 * time.Second)
-	r.wait("b's tunnel applied once the pass was due", r.applied(ms[1].ID, 2))
+	r.wait("a's second tunnel applied once the pass was due", r.applied(ms[0].ID, 3))
 }
