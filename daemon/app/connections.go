@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -116,6 +115,14 @@ func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error 
 	return nil
 }
 
+// clockNow is the daemon's clock (a.Now in tests).
+func (a *App) clockNow() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
 // settleAlone is settleConnections on a box with no edges (SQLite): the
 // machines' own status.
 func (a *App) settleAlone(ctx context.Context, here map[int64]bool, now time.Time) error {
@@ -134,14 +141,14 @@ func (a *App) settleAlone(ctx context.Context, here map[int64]bool, now time.Tim
 		if status == "" || now.Sub(m.LastSeen) < connGrace {
 			continue
 		}
-		err := a.Store.SetMachineStatus(ctx, m.ID, status, now)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // deleted meanwhile
-		}
+		// Only while nothing was recorded since frps was asked (now).
+		changed, err := a.Store.SettleMachineStatus(ctx, m.ID, status, a.clockNow(), now.Add(-connGrace))
 		if err != nil {
 			return err
 		}
-		a.Log.Info("a machine's connection, as the tunnel server sees it", "machine_id", m.ID, "status", status)
+		if changed {
+			a.Log.Info("a machine's connection, as the tunnel server sees it", "machine_id", m.ID, "status", status)
+		}
 	}
 	return nil
 }
@@ -158,11 +165,9 @@ func (a *App) settleConnections(ctx context.Context, self int64, here map[int64]
 		}
 	}
 	set := func(id int64, status string) error {
-		err := a.Store.SetMachineEdgeStatus(ctx, id, self, status, now)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // deleted meanwhile
-		}
-		if err == nil {
+		// Only while nothing was recorded since frps was asked (now).
+		changed, err := a.Store.SettleMachineEdgeStatus(ctx, id, self, status, a.clockNow(), now.Add(-connGrace))
+		if changed {
 			a.Log.Info("a machine's connection to this edge, as its tunnel server sees it", "machine_id", id, "status", status)
 		}
 		return err

@@ -256,6 +256,43 @@ func (s *Store) SetMachineEdgeStatus(ctx context.Context, machineID, edgeID int6
 	return s.announce(err, TopicMachines)
 }
 
+// SettleMachineEdgeStatus is SetMachineEdgeStatus for what the edge's
+// tunnel server reports, made only while nothing newer says otherwise:
+// the row must not have been written (a status, a Ping) since quiet, when
+// the report was asked for (less a grace). changed says whether it was.
+func (s *Store) SettleMachineEdgeStatus(ctx context.Context, machineID, edgeID int64, status string, now, quiet time.Time) (changed bool, err error) {
+	err = s.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, "UPDATE machine_edges SET status = ?, last_seen = ? WHERE machine_id = ? AND edge_id = ? AND status <> ? AND last_seen < ?",
+			status, now.UnixMilli(), machineID, edgeID, status, quiet.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 && status == "online" {
+			// Connected, and never recorded on this edge.
+			if res, err = tx.exec(ctx, `INSERT INTO machine_edges(machine_id, edge_id, status, last_seen)
+				SELECT id, ?, ?, ? FROM machines WHERE id = ? ON CONFLICT(machine_id, edge_id) DO NOTHING`,
+				edgeID, status, now.UnixMilli(), machineID); err != nil {
+				return err
+			}
+			if n, err = res.RowsAffected(); err != nil {
+				return err
+			}
+		}
+		if changed = n > 0; !changed {
+			return nil
+		}
+		return tx.settleMachineStatus(ctx, machineID, now)
+	})
+	if !changed {
+		return false, err
+	}
+	return true, s.announce(err, TopicMachines)
+}
+
 // settleMachineStatus sets machines.status from machine_edges: online when
 // a row is online through an edge that is up, else offline (a machine
 // never seen by any edge stays as it is, pending).

@@ -334,3 +334,66 @@ func TestEdgeListsFollowWrites(t *testing.T) {
 		testutil.Eventually(t, 5*time.Second, "b reads the heartbeat and the ping", seenBy(later))
 	})
 }
+
+// What a tunnel server reports is written only while nothing newer says
+// otherwise (a status or a Ping recorded since it was asked), never turns
+// a machine that never connected offline, and on an edge records a
+// machine it has never had.
+func TestSettleMachineStatus(t *testing.T) {
+	eachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		now := time.Now().Truncate(time.Millisecond)
+		m, err := s.RegisterMachine(ctx, NewMachine{Name: "nas", Username: "pi", SecretHash: "s", AgentTokenHash: "a",
+			Seal: func(int64) (string, error) { return "sealed", nil }, Now: now, Ports: PortRange{Lo: 30000, Hi: 30100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func() string {
+			t.Helper()
+			got, err := s.GetMachine(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got.Status
+		}
+		settle := func(status string, quiet time.Time) bool {
+			t.Helper()
+			changed, err := s.SettleMachineStatus(ctx, m.ID, status, now, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return changed
+		}
+		if settle("offline", now.Add(time.Hour)) || status() != "pending" {
+			t.Fatalf("a machine that never connected went %s", status())
+		}
+		// Recorded online at now: a report asked for before that is old news.
+		if err := s.SetMachineStatus(ctx, m.ID, "online", now); err != nil {
+			t.Fatal(err)
+		}
+		if settle("offline", now.Add(-time.Second)) || status() != "online" {
+			t.Fatalf("a report older than the status overwrote it: %s", status())
+		}
+		if !settle("offline", now.Add(time.Second)) || status() != "offline" {
+			t.Fatalf("a report newer than the status: %s", status())
+		}
+		// On an edge: the edge's row, and the machine's status from it.
+		e, err := s.EdgeHeartbeat(ctx, "edge-a", "203.0.113.9", "1.1", 7000, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed, err := s.SettleMachineEdgeStatus(ctx, m.ID, e.ID, "online", now.Add(2*time.Second), now.Add(time.Second))
+		if err != nil || !changed || status() != "online" {
+			t.Fatalf("connected on an edge that never had it: changed %v (%v), status %s", changed, err, status())
+		}
+		if err := s.SetMachineEdgeStatus(ctx, m.ID, e.ID, "online", now.Add(5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if changed, err := s.SettleMachineEdgeStatus(ctx, m.ID, e.ID, "offline", now.Add(6*time.Second), now.Add(4*time.Second)); err != nil || changed || status() != "online" {
+			t.Fatalf("a report older than the edge's status overwrote it: changed %v (%v), status %s", changed, err, status())
+		}
+		if changed, err := s.SettleMachineEdgeStatus(ctx, m.ID, e.ID, "offline", now.Add(7*time.Second), now.Add(6*time.Second)); err != nil || !changed || status() != "offline" {
+			t.Fatalf("gone from the edge: changed %v (%v), status %s", changed, err, status())
+		}
+	})
+}

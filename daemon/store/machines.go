@@ -491,6 +491,27 @@ func (s *Store) SetMachineStatus(ctx context.Context, id int64, status string, s
 		status, nullTime(seen), id)), TopicMachines)
 }
 
+// SettleMachineStatus is SetMachineStatus for what the tunnel server
+// reports, made only while nothing newer says otherwise: the machine must
+// not have been written (a status, a Ping) since quiet, when the report
+// was asked for (less a grace), and must not be pending (never connected)
+// when it is to go offline. changed says whether it was.
+func (s *Store) SettleMachineStatus(ctx context.Context, id int64, status string, now, quiet time.Time) (changed bool, err error) {
+	q := "UPDATE machines SET status = ?, last_seen = ? WHERE id = ? AND status <> ? AND COALESCE(last_seen, 0) < ?"
+	if status != "online" {
+		q += " AND status <> 'pending'"
+	}
+	res, err := s.exec(ctx, q, status, now.UnixMilli(), id, status, quiet.UnixMilli())
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return false, err
+	}
+	return true, s.announce(nil, TopicMachines)
+}
+
 // SetMachineTransport sets how machine id's tunnel client is rendered to
 // reach the tunnel server ("tcp" or "wss"); ErrNotFound when it does not
 // exist.
