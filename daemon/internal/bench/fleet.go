@@ -184,7 +184,7 @@ func (f *fleet) join() ([]map[string]string, error) {
 	err = f.each(func(i int) error {
 		t, err := f.d.AddTunnel(f.ids[i], "web", "http", 8080, fmt.Sprintf("w%05d", i+1))
 		if err != nil {
-			return fmt.Errorf("a tunnel for machine %d: %w", f.ids[i], err)
+			return fmt.Errorf("a tunnel for machine %d: %w (the daemon: %s)", f.ids[i], err, lastError(f.d.Out.String()))
 		}
 		f.tunnels[i] = t.ID
 		return nil

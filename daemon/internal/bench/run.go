@@ -72,6 +72,8 @@ var means = map[string]string{
 	"edgechange":      "A change made on one edge is applied on the others within %.2g s.",
 	"edgedeath":       "When an edge dies, clients that retry the other address are answered within %.2g s.",
 	"chaos":           "After a storm of changes and faults, every edge is back as the database says within %.0f s, with nobody's help.",
+	"fleet":           "With the largest fleet measured on one edge, a tunnel changed on one machine is applied on it within %.0f ms (p99).",
+	"pgfleet":         "The same fleet with the daemon on PostgreSQL: a tunnel changed on one machine is applied within %.0f ms (p99).",
 }
 
 // Select returns the figures whose keys are in only (all when empty).
