@@ -33,7 +33,7 @@ func TestSmoke(t *testing.T) {
 	// Each line says when, so a slow figure shows.
 	t0 := time.Now()
 	o := Options{Bins: bins, Dir: t.TempDir(), Duration: 300 * time.Millisecond, Machines: 5, Tunnels: 20, Registrations: 50, Settle: 0.1,
-		OpenLoopRates: []int{250, 500, 1000}, FleetSizes: []int{100},
+		OpenLoopRates: []int{250, 500, 1000}, FleetSizes: []int{50},
 		Log: func(f string, a ...any) { t.Logf("%5.1fs "+f, append([]any{time.Since(t0).Seconds()}, a...)...) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
