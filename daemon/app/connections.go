@@ -115,14 +115,6 @@ func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error 
 	return nil
 }
 
-// clockNow is the daemon's clock (a.Now in tests).
-func (a *App) clockNow() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
-}
-
 // settleAlone is settleConnections on a box with no edges (SQLite): the
 // machines' own status.
 func (a *App) settleAlone(ctx context.Context, here map[int64]bool, now time.Time) error {
@@ -138,11 +130,12 @@ func (a *App) settleAlone(ctx context.Context, here map[int64]bool, now time.Tim
 		case m.Status != "online" && here[m.ID]:
 			status = "online"
 		}
-		if status == "" || now.Sub(m.LastSeen) < connGrace {
+		if status == "" {
 			continue
 		}
-		// Only while nothing was recorded since frps was asked (now).
-		changed, err := a.Store.SettleMachineStatus(ctx, m.ID, status, a.clockNow(), now.Add(-connGrace))
+		// Only while nothing was recorded since frps was asked (now),
+		// less connGrace: the store's guard.
+		changed, err := a.Store.SettleMachineStatus(ctx, m.ID, status, a.Now(), now.Add(-connGrace))
 		if err != nil {
 			return err
 		}
@@ -165,15 +158,16 @@ func (a *App) settleConnections(ctx context.Context, self int64, here map[int64]
 		}
 	}
 	set := func(id int64, status string) error {
-		// Only while nothing was recorded since frps was asked (now).
-		changed, err := a.Store.SettleMachineEdgeStatus(ctx, id, self, status, a.clockNow(), now.Add(-connGrace))
+		// Only while nothing was recorded since frps was asked (now),
+		// less connGrace: the store's guard.
+		changed, err := a.Store.SettleMachineEdgeStatus(ctx, id, self, status, a.Now(), now.Add(-connGrace))
 		if changed {
 			a.Log.Info("a machine's connection to this edge, as its tunnel server sees it", "machine_id", id, "status", status)
 		}
 		return err
 	}
 	for id, c := range recorded {
-		if c.Status == "online" && !here[id] && now.Sub(c.LastSeen) >= connGrace {
+		if c.Status == "online" && !here[id] {
 			if err := set(id, "offline"); err != nil {
 				return err
 			}
@@ -181,7 +175,7 @@ func (a *App) settleConnections(ctx context.Context, self int64, here map[int64]
 	}
 	for id := range here {
 		c, ok := recorded[id]
-		if !ok || c.Status != "online" && now.Sub(c.LastSeen) >= connGrace {
+		if !ok || c.Status != "online" {
 			if err := set(id, "online"); err != nil {
 				return err
 			}
