@@ -42,10 +42,16 @@ type Configs interface {
 
 // PassConfigs is what Configs also is when a pass over every machine can
 // read what their configs are rendered from once, instead of several
-// queries a machine.
+// queries a machine: the Renderer is the pass's Configs (and EdgeConfigs).
 type PassConfigs interface {
 	Renderer(ctx context.Context) (*machines.Renderer, error)
 }
+
+// A pass's Renderer renders the other edges' clients too.
+var _ interface {
+	Configs
+	EdgeConfigs
+} = (*machines.Renderer)(nil)
 
 // EdgeConfigs is what Configs also is on a cluster of several edges: the
 // machine's clients for the edges besides its home edge (none with one
@@ -390,18 +396,22 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 			return err
 		}
 	}
-	var rd *machines.Renderer
+	// What every machine's config is rendered from, read once for the
+	// pass where Configs can.
+	var configs Configs = r.configs
 	if pc, ok := r.configs.(PassConfigs); ok {
-		if rd, err = pc.Renderer(ctx); err != nil {
+		rd, err := pc.Renderer(ctx)
+		if err != nil {
 			return err
 		}
+		configs = rd
 	}
 	behind := map[int64]bool{}
 	for _, m := range ms {
 		if serves != nil && !serves(m.ID) {
 			continue // another edge's to deliver
 		}
-		cs, err := r.desireWith(ctx, rd, m)
+		cs, err := r.desire(ctx, configs, m)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
@@ -446,30 +456,15 @@ func (r *Reconciler) Desire(ctx context.Context, id int64) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.desire(ctx, m)
+	_, err = r.desire(ctx, r.configs, m)
 	r.Redeliver(id)
 	return err
 }
 
-// desire renders machine m's config and records its digest; the desired
-// generation rises when it changed.
-func (r *Reconciler) desire(ctx context.Context, m store.Machine) (store.ConfigState, error) {
-	return r.desireWith(ctx, nil, m)
-}
-
-// desireWith is desire with what a pass read for every machine (nil: read
-// for m alone).
-func (r *Reconciler) desireWith(ctx context.Context, rd *machines.Renderer, m store.Machine) (store.ConfigState, error) {
-	var cfg, server string
-	var edges []agent.EdgeClient
-	var err error
-	if rd != nil {
-		if cfg, server, err = rd.DesiredConfig(ctx, m); err == nil {
-			edges, err = rd.DesiredEdges(ctx, m)
-		}
-	} else {
-		cfg, server, edges, err = r.render(ctx, m)
-	}
+// desire renders machine m's config from c and records its digest; the
+// desired generation rises when it changed.
+func (r *Reconciler) desire(ctx context.Context, c Configs, m store.Machine) (store.ConfigState, error) {
+	cfg, server, edges, err := r.render(ctx, c, m)
 	if err != nil {
 		return m.Config, err
 	}
@@ -477,13 +472,13 @@ func (r *Reconciler) desireWith(ctx context.Context, rd *machines.Renderer, m st
 }
 
 // render is machine m's desired main config, the server it names, and its
-// clients for the other edges.
-func (r *Reconciler) render(ctx context.Context, m store.Machine) (cfg, server string, edges []agent.EdgeClient, err error) {
-	cfg, server, err = r.configs.DesiredConfig(ctx, m)
+// clients for the other edges, from c.
+func (r *Reconciler) render(ctx context.Context, c Configs, m store.Machine) (cfg, server string, edges []agent.EdgeClient, err error) {
+	cfg, server, err = c.DesiredConfig(ctx, m)
 	if err != nil {
 		return "", "", nil, err
 	}
-	if ec, ok := r.configs.(EdgeConfigs); ok {
+	if ec, ok := c.(EdgeConfigs); ok {
 		if edges, err = ec.DesiredEdges(ctx, m); err != nil {
 			return "", "", nil, err
 		}
@@ -556,7 +551,7 @@ func (r *Reconciler) attempt(ctx context.Context, id int64, forced bool, rs rest
 
 func (r *Reconciler) attemptOn(ctx context.Context, m store.Machine, forced bool, rs restarts) error {
 	id := m.ID
-	cfg, server, edges, err := r.render(ctx, m)
+	cfg, server, edges, err := r.render(ctx, r.configs, m)
 	if err != nil {
 		r.record(ctx, m, err)
 		return err
