@@ -1125,7 +1125,11 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	if err != nil {
 		return Rejoined{}, err
 	}
-	target, err := s.Dial(ctx, m, req.FallbackHost)
+	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
+	if err != nil {
+		return Rejoined{}, err
+	}
+	target, err := r.dial(m)
 	if err != nil {
 		return Rejoined{}, err
 	}
@@ -1138,10 +1142,6 @@ func (s *Service) Rejoin(ctx context.Context, req RejoinRequest) (Rejoined, erro
 	}
 	if err != nil {
 		return Rejoined{}, fmt.Errorf("read the VPS SSH public key: %w", err)
-	}
-	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
-	if err != nil {
-		return Rejoined{}, err
 	}
 	secret, err := auth.NewToken()
 	if err != nil {

@@ -72,7 +72,7 @@ func (r *Renderer) DesiredConfig(ctx context.Context, m store.Machine) (cfg, ser
 // config is machine m's main config with secret (a new one, at a rejoin),
 // dialling where Dial says, and the server it names.
 func (r *Renderer) config(ctx context.Context, m store.Machine, secret string) (cfg, server string, err error) {
-	target, err := r.s.dial(m, r.edges, r.host)
+	target, err := r.dial(m)
 	if err != nil {
 		return "", "", err
 	}
@@ -102,6 +102,11 @@ func (r *Renderer) DesiredEdges(ctx context.Context, m store.Machine) ([]agent.E
 		out = append(out, agent.EdgeClient{Edge: e.Name, Config: cfg})
 	}
 	return out, nil
+}
+
+// dial is Dial's answer for machine m from what r read.
+func (r *Renderer) dial(m store.Machine) (EdgeTarget, error) {
+	return r.s.dial(m, r.edges, r.host)
 }
 
 // render is machine m's config for edge e (see renderClient), with the

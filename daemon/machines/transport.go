@@ -128,8 +128,12 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 	if err != nil {
 		return TransportChosen{}, err
 	}
+	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
+	if err != nil {
+		return TransportChosen{}, err
+	}
 	// Where it dials, checked before anything changes.
-	if _, err := s.Dial(ctx, m, req.FallbackHost); err != nil {
+	if _, err := r.dial(m); err != nil {
 		return TransportChosen{}, err
 	}
 	was := transportOf(m)
@@ -137,10 +141,6 @@ func (s *Service) ChooseTransport(ctx context.Context, req TransportRequest) (Tr
 		return TransportChosen{}, err
 	}
 	m.Transport = req.Transport
-	r, err := s.renderer(ctx, m.ID, req.FallbackHost)
-	if err != nil {
-		return TransportChosen{}, err
-	}
 	cfg, _, err := r.DesiredConfig(ctx, m)
 	if err != nil {
 		return TransportChosen{}, err
