@@ -271,14 +271,11 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 // Anything else is refused in words.
 func listQuery(r *http.Request) (q machines.ListQuery, paged bool, err error) {
 	v := r.URL.Query()
-	lp, paged, err := readListParams(v, "machine list", []string{"state"}, nil)
+	lp, paged, err := readListParams(v, "machine list", []listFilter{{"state", machines.ListStates}}, nil)
 	if err != nil || !paged {
 		return q, false, err
 	}
-	q.Limit, q.After, q.Search = lp.limit, lp.after, lp.search
-	if q.State = v.Get("state"); q.State != "" && !slices.Contains(machines.ListStates, q.State) {
-		return q, false, Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.ListStates, ", "))
-	}
+	q.Limit, q.After, q.Search, q.State = lp.limit, lp.after, lp.search, v.Get("state")
 	return q, true, nil
 }
 
@@ -297,13 +294,23 @@ type listParams struct {
 	search string
 }
 
+// listFilter is a filter a list takes: its query parameter and the values
+// it may have.
+type listFilter struct {
+	name   string
+	values []string
+}
+
 // readListParams reads limit, cursor and q from a list's query, which may
-// also hold filters (the list's own, read by its caller) and plain
-// parameters (which do not ask for a page). Any other name is refused, in
-// words that name the list. paged is true when limit, cursor, q or a
-// filter is given.
-func readListParams(v url.Values, list string, filters, plain []string) (p listParams, paged bool, err error) {
-	known := append([]string{"limit", "cursor", "q"}, filters...)
+// also hold filters (the list's own, checked here and read by its caller)
+// and plain parameters (which do not ask for a page). Any other name, or a
+// filter's value it does not take, is refused in words that name the list
+// or the values. paged is true when limit, cursor, q or a filter is given.
+func readListParams(v url.Values, list string, filters []listFilter, plain []string) (p listParams, paged bool, err error) {
+	known := []string{"limit", "cursor", "q"}
+	for _, f := range filters {
+		known = append(known, f.name)
+	}
 	for k := range v {
 		switch {
 		case slices.Contains(known, k):
@@ -335,16 +342,22 @@ func readListParams(v url.Values, list string, filters, plain []string) (p listP
 	if len(p.search) > 200 {
 		return p, false, Errorf(http.StatusBadRequest, "q is longer than 200 characters")
 	}
+	for _, f := range filters {
+		if x := v.Get(f.name); x != "" && !slices.Contains(f.values, x) {
+			return p, false, Errorf(http.StatusBadRequest, "%s must be one of: %s", f.name, strings.Join(f.values, ", "))
+		}
+	}
 	return p, true, nil
 }
 
-// pageInfo is a paged list's "page": the counts beside "data".
-type pageInfo struct {
-	// Matched: the machines that match q and state, on every page.
+// pageInfo is a paged list's "page" beside "data": how many rows match
+// the query on every page, the next page's cursor, and the list's counts
+// (C: machines.Counts, machines.TunnelCounts).
+type pageInfo[C any] struct {
 	Matched int `json:"matched"`
 	// NextCursor fetches the next page ("" on the last).
-	NextCursor string          `json:"next_cursor"`
-	Counts     machines.Counts `json:"counts"`
+	NextCursor string `json:"next_cursor"`
+	Counts     C      `json:"counts"`
 }
 
 // machinePage answers one page of ms, with the fleet's counts.
@@ -360,7 +373,7 @@ func (s *Server) machinePage(w http.ResponseWriter, r *http.Request, ms []machin
 	for i := range items {
 		s.withRejoin(r, &items[i])
 	}
-	writePage(w, items, pageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
+	writePage(w, items, pageInfo[machines.Counts]{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
 	return nil
 }
 
@@ -509,7 +522,7 @@ func (s *Server) selfDelete(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query()
-	lp, paged, err := readListParams(v, "tunnel list", []string{"kind", "state"}, []string{"machine_id"})
+	lp, paged, err := readListParams(v, "tunnel list", []listFilter{{"kind", machines.TunnelKinds}, {"state", machines.TunnelStates}}, []string{"machine_id"})
 	if err != nil {
 		return err
 	}
@@ -520,12 +533,6 @@ func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
 			return Errorf(http.StatusBadRequest, "machine_id must be a positive integer")
 		}
 		q.MachineID = id
-	}
-	if q.Kind != "" && !slices.Contains(machines.TunnelKinds, q.Kind) {
-		return Errorf(http.StatusBadRequest, "kind must be one of: %s", strings.Join(machines.TunnelKinds, ", "))
-	}
-	if q.State != "" && !slices.Contains(machines.TunnelStates, q.State) {
-		return Errorf(http.StatusBadRequest, "state must be one of: %s", strings.Join(machines.TunnelStates, ", "))
 	}
 	// A page is of every tunnel (its counts are), filtered by machine there.
 	of := q.MachineID
@@ -541,17 +548,8 @@ func (s *Server) listTunnels(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	p := machines.SelectTunnels(ts, q)
-	writePage(w, p.Items, tunnelPageInfo{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
+	writePage(w, p.Items, pageInfo[machines.TunnelCounts]{Matched: p.Matched, NextCursor: p.Next, Counts: p.Counts})
 	return nil
-}
-
-// tunnelPageInfo is a page of tunnels' "page": the counts beside "data".
-type tunnelPageInfo struct {
-	// Matched: the tunnels that match the query, on every page.
-	Matched int `json:"matched"`
-	// NextCursor fetches the next page ("" on the last).
-	NextCursor string                `json:"next_cursor"`
-	Counts     machines.TunnelCounts `json:"counts"`
 }
 
 func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {
