@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -660,42 +661,21 @@ func fleetRow(o Options) Row {
 // median of theirs; the single changes of all of them; the curve of the
 // fleet whose domain change is the median; the most logins refused.
 func medianFleet(rs []fleetFigures) fleetFigures {
-	pick := func(f func(r fleetFigures) time.Duration) time.Duration {
-		var xs []time.Duration
-		for _, r := range rs {
-			xs = append(xs, f(r))
-		}
-		return median(xs)
-	}
-	size := func(f func(r fleetFigures) int64) int64 {
-		var xs []int64
-		for _, r := range rs {
-			xs = append(xs, f(r))
-		}
-		return median(xs)
-	}
-	share := func(f func(r fleetFigures) float64) float64 {
-		var xs []float64
-		for _, r := range rs {
-			xs = append(xs, f(r))
-		}
-		return median(xs)
-	}
 	m := fleetFigures{N: rs[0].N, Runs: len(rs),
-		Join:                 pick(func(r fleetFigures) time.Duration { return r.Join }),
-		Settle:               pick(func(r fleetFigures) time.Duration { return r.Settle }),
-		DaemonRSS:            size(func(r fleetFigures) int64 { return r.DaemonRSS }),
-		FRPSRSS:              size(func(r fleetFigures) int64 { return r.FRPSRSS }),
-		SimRSS:               size(func(r fleetFigures) int64 { return r.SimRSS }),
-		DaemonCPU:            share(func(r fleetFigures) float64 { return r.DaemonCPU }),
-		FRPSCPU:              share(func(r fleetFigures) float64 { return r.FRPSCPU }),
-		PostgresCPU:          share(func(r fleetFigures) float64 { return r.PostgresCPU }),
-		DomainAll:            pick(func(r fleetFigures) time.Duration { return r.DomainAll }),
-		Restart:              pick(func(r fleetFigures) time.Duration { return r.Restart }),
-		RestartPeakDaemonRSS: size(func(r fleetFigures) int64 { return r.RestartPeakDaemonRSS }),
-		List:                 pick(func(r fleetFigures) time.Duration { return r.List }),
-		Page:                 pick(func(r fleetFigures) time.Duration { return r.Page }),
-		Search:               pick(func(r fleetFigures) time.Duration { return r.Search }),
+		Join:                 medianOf(rs, func(r fleetFigures) time.Duration { return r.Join }),
+		Settle:               medianOf(rs, func(r fleetFigures) time.Duration { return r.Settle }),
+		DaemonRSS:            medianOf(rs, func(r fleetFigures) int64 { return r.DaemonRSS }),
+		FRPSRSS:              medianOf(rs, func(r fleetFigures) int64 { return r.FRPSRSS }),
+		SimRSS:               medianOf(rs, func(r fleetFigures) int64 { return r.SimRSS }),
+		DaemonCPU:            medianOf(rs, func(r fleetFigures) float64 { return r.DaemonCPU }),
+		FRPSCPU:              medianOf(rs, func(r fleetFigures) float64 { return r.FRPSCPU }),
+		PostgresCPU:          medianOf(rs, func(r fleetFigures) float64 { return r.PostgresCPU }),
+		DomainAll:            medianOf(rs, func(r fleetFigures) time.Duration { return r.DomainAll }),
+		Restart:              medianOf(rs, func(r fleetFigures) time.Duration { return r.Restart }),
+		RestartPeakDaemonRSS: medianOf(rs, func(r fleetFigures) int64 { return r.RestartPeakDaemonRSS }),
+		List:                 medianOf(rs, func(r fleetFigures) time.Duration { return r.List }),
+		Page:                 medianOf(rs, func(r fleetFigures) time.Duration { return r.Page }),
+		Search:               medianOf(rs, func(r fleetFigures) time.Duration { return r.Search }),
 	}
 	for _, r := range rs {
 		m.Change = append(m.Change, r.Change...)
@@ -706,6 +686,15 @@ func medianFleet(rs []fleetFigures) fleetFigures {
 	}
 	slices.Sort(m.Change)
 	return m
+}
+
+// medianOf is the median of one figure f of fleets rs.
+func medianOf[T cmp.Ordered](rs []fleetFigures, f func(fleetFigures) T) T {
+	xs := make([]T, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	return median(xs)
 }
 
 // growthTable is BENCH.md's section on the fleet as it grows: a row a

@@ -240,8 +240,9 @@ export const tunnelsView: View = (root, ctx) => {
   const create = newTunnelForm(ctx);
   let machines: Machine[] = [];
   let traffic: TrafficHistory | null = null;
-  // The search and the filters go to the server. The machine filter lists at most a page of 500
-  // machines; past that the search finds a machine's tunnels by its name.
+  // The search and the filters go to the server. The machine filter
+  // lists at most a page of 500 machines; past that the search finds a
+  // machine's tunnels by its name.
   const filters = filterBar(
     [
       { label: 'Machine', name: 'machine_id', options: [['', 'All machines']] },
