@@ -95,7 +95,7 @@ func serve(args []string) error {
 	if !sdbus.Booted() {
 		log.Info("systemd is not the init system: unit control is unavailable")
 	}
-	return app.Serve(ctx, cfg, log, app.Deps{Units: unitMgr}, api.ForDaemon)
+	return app.Serve(ctx, cfg, log, app.Deps{Units: unitMgr, Serving: func(*app.App) { releaseStartupPages() }}, api.ForDaemon)
 }
 
 // defaultMemoryLimit is the Go heap's soft limit unless GOMEMLIMIT says
