@@ -283,7 +283,7 @@ func (o Options) chaosEdges(dir, url string) ([]*chaosEdge, error) {
 	}
 	// The edges are the daemon as Serve builds it, with a stand-in for
 	// systemd (internal/chaosedge).
-	bins, err := o.standInEdge(fake)
+	bins, err := o.standInEdge()
 	if err != nil {
 		return nil, err
 	}
@@ -567,20 +567,30 @@ func propagation(rng *rand.Rand, edges []*chaosEdge, machines []int64, rounds in
 	return out, nil
 }
 
-// standInEdge builds internal/chaosedge (the daemon as `tunnelsvc serve`
-// runs it, its systemd a stand-in whose every job succeeds) into dir, and
-// gives o's binaries with it as the daemon: an edge whose set-up (POST
-// /api/local/install) runs where systemd is not the init system.
-func (o Options) standInEdge(dir string) (Bins, error) {
+// standInEdge gives o's binaries with internal/chaosedge as the daemon
+// (the daemon as `tunnelsvc serve` runs it, its systemd a stand-in whose
+// every job succeeds): an edge whose set-up (POST /api/local/install)
+// runs where systemd is not the init system. It is built once a run, in
+// o.Dir, as make builds the daemon (-trimpath, so Go's cache serves a new
+// clone too; no symbol table), and every edge of the run is that build.
+func (o Options) standInEdge() (Bins, error) {
 	bins := o.Bins
-	bins.Tunnelsvc = filepath.Join(dir, "chaosedge")
-	build := exec.Command("go", "build", "-o", bins.Tunnelsvc, "./daemon/internal/chaosedge")
+	bins.Tunnelsvc = filepath.Join(o.Dir, "chaosedge")
+	standInBuild.Lock()
+	defer standInBuild.Unlock()
+	if _, err := os.Stat(bins.Tunnelsvc); err == nil {
+		return bins, nil
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bins.Tunnelsvc+".new", "./daemon/internal/chaosedge")
 	build.Dir = o.Bins.Root
 	if out, err := build.CombinedOutput(); err != nil {
 		return bins, fmt.Errorf("building the stand-in edge: %v: %s", err, out)
 	}
-	return bins, nil
+	return bins, os.Rename(bins.Tunnelsvc+".new", bins.Tunnelsvc)
 }
+
+// standInBuild: one build of the stand-in edge at a time.
+var standInBuild sync.Mutex
 
 // tail is the last n lines of a process's output.
 func tail(out string, n int) string {

@@ -66,7 +66,7 @@ func (o Options) startFleet(n, round int) (f *fleet, err error) {
 	// The edge is set up as an operator does (POST /api/local/install),
 	// which needs systemd: its stand-in's.
 	os.MkdirAll(dir, 0o755)
-	bins, err := o.standInEdge(dir)
+	bins, err := o.standInEdge()
 	if err != nil {
 		return f, err
 	}
