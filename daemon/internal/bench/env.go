@@ -104,23 +104,38 @@ type Proc struct {
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	head bytes.Buffer // the first half MiB: how it started
+	tail bytes.Buffer // the last half MiB or so: how it ended
+	cut  bool         // output between the two was dropped
 }
+
+// outputKept is how much of a process's output each end keeps: enough to
+// explain a failure, at the start or at the end of a long run.
+const outputKept = 512 << 10
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.b.Len() > 1<<20 {
-		return len(p), nil // keep the first MiB: enough to explain a failure
+	if s.head.Len() < outputKept {
+		return s.head.Write(p)
 	}
-	return s.b.Write(p)
+	s.tail.Write(p)
+	if s.tail.Len() > 2*outputKept {
+		last := s.tail.Bytes()[s.tail.Len()-outputKept:]
+		s.tail = *bytes.NewBuffer(append([]byte(nil), last...))
+		s.cut = true
+	}
+	return len(p), nil
 }
 
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	if s.cut {
+		return s.head.String() + "\n[… output cut …]\n" + s.tail.String()
+	}
+	return s.head.String() + s.tail.String()
 }
 
 // StartProc starts bin with args; its output is kept for error messages.
