@@ -111,6 +111,7 @@ var (
 	descDataSize  = prometheus.NewDesc("tunnelsvc_data_size_bytes", "Size of the data directory's file system in bytes.", nil, nil)
 	descDataFull  = prometheus.NewDesc("tunnelsvc_data_disk_full", "1 while writes to the data directory fail for lack of space (what /healthz answers 503 for).", nil, nil)
 	descHostGen   = prometheus.NewDesc("tunnelsvc_host_part_applied_generation", "How many configurations an edge applied to a part of its own host (frps, caddy, publish, firewall) since it started keeping it.", []string{"edge", "part"}, nil)
+	descTxRetries = prometheus.NewDesc("tunnelsvc_store_transaction_retries_total", "Write transactions run again since the daemon started, after a conflict with another edge's writes (PostgreSQL's serialization failures and deadlocks).", nil, nil)
 	descHostDrift = prometheus.NewDesc("tunnelsvc_host_part_drifted", "1 while a part of an edge's own host is not as the database says it should be (an apply failed, or is due).", []string{"edge", "part"}, nil)
 )
 
@@ -124,7 +125,7 @@ type collector struct{ o Options }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMachines, descTunnels, descBytesIn, descBytesOut, descConns, descFRPSUp,
-		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo, descDataFree, descDataSize, descDataFull, descHostGen, descHostDrift} {
+		descLogins, descAudit, descBanned, descBans, descOps, descBuildInfo, descDataFree, descDataSize, descDataFull, descHostGen, descHostDrift, descTxRetries} {
 		ch <- d
 	}
 }
@@ -134,6 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	c.buildInfo(ch)
 	c.space(ch)
+	ch <- prometheus.MustNewConstMetric(descTxRetries, prometheus.CounterValue, float64(c.o.Store.TxRetries()))
 	if c.o.Traffic != nil {
 		// A scrape shows what frps counts now, not up to a minute ago.
 		if err := c.o.Traffic.Poll(ctx); err != nil {

@@ -43,7 +43,7 @@ func openPostgres(ctx context.Context, dataDir, url string) (*Store, error) {
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(16)
 	db.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, pg: true, url: url, where: where, dir: dataDir}
+	s := &Store{db: db, pg: true, url: url, where: where, dir: dataDir, writer: make(chan struct{}, 1)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("the database at %s: %w", where, redact(err, url))

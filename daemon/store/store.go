@@ -52,6 +52,8 @@ type Store struct {
 	machineEdges Snapshot[map[int64][]MachineEdge]
 	// writer admits one write transaction at a time (see Tx).
 	writer chan struct{}
+	// txRetries counts the write transactions run again (TxRetries).
+	txRetries atomic.Uint64
 	// fullAt is when a write last failed for lack of space (Unix ns), 0
 	// once one succeeded since; probedAt and probing pace the probe of a
 	// file system that shows room again (see Space).
