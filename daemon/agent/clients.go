@@ -272,12 +272,25 @@ func (a ClientsApplier) applyEdge(ctx context.Context, e EdgeClient, primary str
 		}
 		if !restart {
 			if _, err := a.systemctl(ctx, "is-active", "--quiet", unit); err == nil {
-				return a.reload(ctx, path)
+				out, err := a.reload(ctx, path)
+				if err == nil || !stillStarting(out, err) {
+					return out, err
+				}
+				// Active but not yet listening: a client the last set
+				// restarted a moment ago. Its reload would be refused and
+				// the previous file put back, which it would then start
+				// with; a restart reads the file just written.
 			}
 		}
 		return a.systemctl(ctx, "restart", unit)
 	}}
 	return ap.Apply(ctx, []byte(e.Config))
+}
+
+// stillStarting reports whether a reload failed because the client's
+// admin API is not listening: frpc is started but not yet serving it.
+func stillStarting(out string, err error) bool {
+	return strings.Contains(out, "connection refused") || strings.Contains(err.Error(), "connection refused")
 }
 
 // serverOf is what a running frpc cannot take by a reload: the server's

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,6 +169,28 @@ func TestClientsApplierRealFRPC(t *testing.T) {
 	want = "reload client.toml|enable revtunnel-client@b.service|restart revtunnel-client@b.service"
 	if got := strings.Join(calls, "|"); got != want {
 		t.Fatalf("reconnect: calls\n%s\nwant\n%s", got, want)
+	}
+
+	// b's client is active but still starting (the last set restarted it
+	// a moment ago): frpc's reload is refused. It is restarted instead,
+	// with the new file, not left on the previous one.
+	calls = nil
+	starting := a
+	b3 := strings.Replace(b2, "20002", "20003", 1)
+	starting.Reload = func(_ context.Context, path string) (string, error) {
+		calls = append(calls, "reload "+filepath.Base(path))
+		if filepath.Base(path) == "client.toml" {
+			return "reload success", nil
+		}
+		return `reload error: Get "http://127.0.0.1:7401/api/reload": dial tcp 127.0.0.1:7401: connect: connection refused`, errors.New("exit status 1")
+	}
+	if err := starting.Apply(ctx, agent.ClientSet{Generation: 5, Primary: goodConfig, Edges: []agent.EdgeClient{{Edge: "b", Config: b3}}}); err != nil {
+		t.Fatalf("a client still starting: %v", err)
+	}
+	assertFile(t, filepath.Join(dir, "client-b.toml"), b3)
+	want = "reload client.toml|enable revtunnel-client@b.service|is-active --quiet revtunnel-client@b.service|reload client-b.toml|restart revtunnel-client@b.service"
+	if got := strings.Join(calls, "|"); got != want {
+		t.Fatalf("still starting: calls\n%s\nwant\n%s", got, want)
 	}
 
 	// A refused config for d: b is still applied, the error names d.
