@@ -83,8 +83,14 @@ func TestLoginsOperationsAndBans(t *testing.T) {
 	if free <= 0 || size < free || !ok || full != 0 {
 		t.Errorf("data disk: free %v, size %v, full %v (present %v)", free, size, full, ok)
 	}
-	if f := fams["tunnelsvc_logins_total"]; f == nil || f.GetType().String() != "COUNTER" {
-		t.Errorf("tunnelsvc_logins_total is not a counter: %v", f)
+	for _, name := range []string{"tunnelsvc_logins_total", "tunnelsvc_store_transaction_retries_total"} {
+		if f := fams[name]; f == nil || f.GetType().String() != "COUNTER" {
+			t.Errorf("%s is not a counter: %v", name, f)
+		}
+	}
+	// One edge, nothing to conflict with: no write was run again.
+	if got, ok := value(fams, "tunnelsvc_store_transaction_retries_total", nil); !ok || got != 0 {
+		t.Errorf("tunnelsvc_store_transaction_retries_total = %v (present %v), want 0", got, ok)
 	}
 }
 
