@@ -18,28 +18,15 @@ func TestConcurrentWritersAllCommit(t *testing.T) { eachStore(t, testConcurrentW
 func testConcurrentWritersAllCommit(t *testing.T, s *Store) {
 	ctx := context.Background()
 	const writers = 20
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- s.Tx(ctx, func(tx *Tx) error {
-				if _, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", "concurrent-"+string(rune('a'+i))); err != nil {
-					return err
-				}
-				time.Sleep(300 * time.Millisecond)
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("a write transaction failed: %v", err)
-		}
-	}
+	atOnce(t, writers, func(i int) error {
+		return s.Tx(ctx, func(tx *Tx) error {
+			if _, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", "concurrent-"+string(rune('a'+i))); err != nil {
+				return err
+			}
+			time.Sleep(300 * time.Millisecond)
+			return nil
+		})
+	})
 	var n int
 	if err := s.queryRow(ctx, "SELECT count(*) FROM settings WHERE key LIKE 'concurrent-%'").Scan(&n); err != nil {
 		t.Fatal(err)
@@ -102,36 +89,23 @@ func TestOneEdgesWritersDoNotConflict(t *testing.T) { eachStore(t, testOneEdgesW
 func testOneEdgesWritersDoNotConflict(t *testing.T, s *Store) {
 	ctx := context.Background()
 	const writers = 16
-	var wg sync.WaitGroup
 	seen := make(chan int, writers)
-	errs := make(chan error, writers)
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var n int // what the attempt that commits saw
-			err := s.Tx(ctx, func(tx *Tx) error {
-				if err := tx.queryRow(ctx, "SELECT count(*) FROM settings WHERE key LIKE 'placed-%'").Scan(&n); err != nil {
-					return err
-				}
-				time.Sleep(20 * time.Millisecond) // deciding where the new one goes
-				_, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", fmt.Sprintf("placed-%02d", i))
+	atOnce(t, writers, func(i int) error {
+		var n int // what the attempt that commits saw
+		err := s.Tx(ctx, func(tx *Tx) error {
+			if err := tx.queryRow(ctx, "SELECT count(*) FROM settings WHERE key LIKE 'placed-%'").Scan(&n); err != nil {
 				return err
-			})
-			errs <- err
-			if err == nil {
-				seen <- n
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	close(seen)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("a writer failed: %v", err)
+			time.Sleep(20 * time.Millisecond) // deciding where the new one goes
+			_, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, 'x')", fmt.Sprintf("placed-%02d", i))
+			return err
+		})
+		if err == nil {
+			seen <- n
 		}
-	}
+		return err
+	})
+	close(seen)
 	var counts []int
 	for n := range seen {
 		counts = append(counts, n)
@@ -144,5 +118,29 @@ func testOneEdgesWritersDoNotConflict(t *testing.T, s *Store) {
 	}
 	if r := s.TxRetries(); r != 0 {
 		t.Fatalf("%d transactions run again for a conflict among one edge's own writes", r)
+	}
+}
+
+// atOnce runs write(0) … write(n-1) side by side, waits for all of them,
+// and fails the test, naming each, if any failed.
+func atOnce(t *testing.T, n int, write func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = write(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("a write transaction failed: %v", err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 }
