@@ -100,12 +100,17 @@ FORCE:
 daemon:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/tunnelsvc ./daemon/cmd/tunnelsvc
 
-## ui: the dashboard (skipped until ui/package.json exists).
-ui:
-	@if [ -f ui/package.json ]; then \
-	  if [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then (cd ui && npm ci --no-audit --no-fund --loglevel=error); fi; \
-	  cd ui && npm run build; \
-	else echo "ui: no ui/package.json; serving the placeholder page"; fi
+## ui: the dashboard (skipped until ui/package.json exists), built again
+## only when one of its sources is newer than ui/dist/index.html: make test
+## asks for it twice (build, then test-ui), and a second type check and
+## bundle found nothing new.
+UI_SRC := $(shell find ui/src ui/public -type f 2>/dev/null) $(wildcard ui/index.html ui/package.json ui/package-lock.json ui/vite.config.ts ui/tsconfig.json)
+ui: $(if $(wildcard ui/package.json),ui/dist/index.html)
+	@[ -f ui/package.json ] || echo "ui: no ui/package.json; serving the placeholder page"
+ui/dist/index.html: $(UI_SRC)
+	@if [ ui/package-lock.json -nt ui/node_modules/.package-lock.json ]; then (cd ui && npm ci --no-audit --no-fund --loglevel=error); fi
+	cd ui && npm run build
+	@touch $@
 
 ## run: build and serve the dashboard on 127.0.0.1 with data in ./data.
 run: build

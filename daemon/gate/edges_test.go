@@ -11,13 +11,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(testutil.RunWithPostgres(m)) }
+// TestMain: the gate's tests check what visitors are answered, not what
+// argon2id costs (the auth package's own tests keep the real cost).
+func TestMain(m *testing.M) {
+	auth.LowCostForTests()
+	os.Exit(testutil.RunWithPostgres(m))
+}
 
 // Two edges on one database: a password session made through one is
 // honoured by the other; a sign-in code the dashboard issued on one is
