@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +41,8 @@ type machine struct {
 	mu      sync.Mutex
 	running *running // the client now running (nil between two starts)
 	config  []byte   // the config installed
-	// restart asks run to start the client again now (a config whose
-	// common section changed, or the agent's restart).
+	// restart asks run to start the client again now (the agent's
+	// restart).
 	restart chan struct{}
 
 	applied atomic.Int64
@@ -55,7 +54,6 @@ type machine struct {
 type running struct {
 	svc    *client.Service
 	cancel context.CancelFunc
-	common string // the common section it started with, rendered
 }
 
 // add makes the machine of r, its client not started yet.
@@ -119,7 +117,7 @@ func (m *machine) once(ctx context.Context, conf []byte) error {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	m.mu.Lock()
-	m.running = &running{svc: svc, cancel: cancel, common: commonOf(conf)}
+	m.running = &running{svc: svc, cancel: cancel}
 	m.mu.Unlock()
 	m.starts.Add(1)
 	done := make(chan error, 1)
@@ -268,24 +266,6 @@ func (f *fleet) caFile(conf []byte) (string, error) {
 	return p, nil
 }
 
-// commonOf is conf without its proxies and visitors: what `frpc reload`
-// does not apply.
-func commonOf(conf []byte) string {
-	s := string(conf)
-	for _, sect := range []string{"\n[[proxies]]", "\n[[visitors]]"} {
-		if i := strings.Index(s, sect); i >= 0 {
-			s = s[:i]
-		}
-	}
-	// The generation line changes with every config.
-	if strings.HasPrefix(s, "#") {
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	return s
-}
-
 // system is what the agent does to a simulated machine.
 type system struct{ m *machine }
 
@@ -309,9 +289,13 @@ func (s system) Restart(context.Context) error {
 }
 
 // ApplyConfig checks conf as frpc verify would, installs it, and reloads
-// the running client: its proxies in place (frpc reload), or a restart
-// when the common section changed (which a reload does not apply; the
-// daemon asks the agent to restart then).
+// the running client as `frpc reload` does: its proxies and visitors in
+// place, on the connection it has. A new common section (server, CA,
+// credential) is taken at the client's next start, when the daemon asks
+// the agent to restart it. (Restarting here, as this once did, made the
+// daemon's own restart find no agent behind the tunnel: every machine's
+// first delivery of a new server failed and was sent again after a
+// backoff, about 3 deliveries a machine instead of 1.)
 func (s system) ApplyConfig(_ context.Context, conf []byte) error {
 	common, proxies, visitors, err := s.m.f.parse(conf)
 	if err != nil {
@@ -327,9 +311,6 @@ func (s system) ApplyConfig(_ context.Context, conf []byte) error {
 	}
 	if r == nil {
 		return nil // taken at the next start
-	}
-	if r.common != commonOf(conf) {
-		return s.Restart(context.Background())
 	}
 	if err := r.svc.UpdateConfigSource(common, proxies, visitors); err != nil {
 		return &agent.ToolError{Op: "frpc reload", Output: err.Error(), Err: err}
