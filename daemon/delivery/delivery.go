@@ -119,9 +119,10 @@ type Reconciler struct {
 	dirty bool
 	last  time.Time     // of the last full pass
 	took  time.Duration // how long the last full pass took
-	// passing: a full pass runs; stream: a change came while one ran
-	// (changes come faster than passes end: the next pass is paced).
-	passing, stream bool
+	// passing: a full pass runs (byChange: one a change asked for);
+	// stream: a change came while such a pass ran (changes come faster
+	// than passes end: the next pass is paced).
+	passing, byChange, stream bool
 	ms              map[int64]*state
 	busy            int
 	// read: reading the machines has failed fails times in a row; the
@@ -206,7 +207,11 @@ func (r *Reconciler) Changed(topic string) {
 	case store.TopicTunnels, store.TopicSettings, store.TopicEdges:
 		r.mu.Lock()
 		r.dirty = true
-		r.stream = r.stream || r.passing
+		// A change during the periodic pass is no stream: rendered as soon
+		// as that pass ends. (Paced after it, a single change waited
+		// PassPace times a whole pass: 3.1 s at 2,000 machines on
+		// PostgreSQL.)
+		r.stream = r.stream || (r.passing && r.byChange)
 		r.mu.Unlock()
 		r.poke()
 	}
@@ -311,14 +316,15 @@ func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 	now := r.now()
 	r.mu.Lock()
 	// A change renders every machine at once, unless changes come faster
-	// than passes end (one came while the last pass ran: a fleet joining,
-	// a script making tunnels): then the next pass waits PassPace times as
+	// than passes end (one came while the last pass a change asked for
+	// ran: a fleet joining, a script making tunnels): then the next pass waits PassPace times as
 	// long as the last one took, so that passes take at most a share of a
 	// processor however many changes and machines there are. The ticker
 	// brings it when due.
 	paced := !r.stream || now.Sub(r.last) >= PassPace*r.took
 	full := ((r.dirty && paced) || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
 	if full {
+		r.byChange = r.dirty
 		r.dirty, r.stream, r.passing, r.last = false, false, true, now
 	}
 	r.mu.Unlock()

@@ -539,3 +539,36 @@ func TestPassesArePacedUnderAStreamOfChanges(t *testing.T) {
 	clk.Add(10 * time.Second)
 	r.wait("a's second tunnel applied once the pass was due", r.applied(ms[0].ID, 3))
 }
+
+// A change that comes while the periodic pass runs (FullPass went by, no
+// change asked for it) is no stream of changes: it is rendered as soon as
+// that pass ends, not PassPace times a whole pass later.
+func TestAChangeDuringThePeriodicPassIsNotPaced(t *testing.T) {
+	var clk *clock
+	var during atomic.Value // run at the next render of machine "b"
+	during.Store(func() {})
+	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
+		return slowConfigs{configs: c, renders: new(atomic.Int64), cost: func(m store.Machine) {
+			clk.Add(100 * time.Millisecond)
+			if m.Name == "b" {
+				f := during.Swap(func() {}).(func())
+				f()
+			}
+		}}, a
+	})
+	clk = r.clk
+	ms := []store.Machine{r.machine("a"), r.machine("b")}
+	defer func() {
+		if t.Failed() {
+			t.Log(r.logs.b.String())
+		}
+	}()
+	r.tunnel(ms[0], "web")
+	clk.Add(time.Minute)
+	r.wait("a's tunnel applied", r.applied(ms[0].ID, 2))
+	// The periodic pass, with a change to a made as it renders b (after
+	// a); the clock then stands: a paced pass would never come.
+	during.Store(func() { r.tunnel(ms[0], "db") })
+	clk.Add(delivery.FullPass)
+	r.wait("a's second tunnel applied right after the periodic pass", r.applied(ms[0].ID, 3))
+}
