@@ -486,6 +486,30 @@ func (s slowConfigs) DesiredConfig(ctx context.Context, m store.Machine) (string
 	return s.configs.DesiredConfig(ctx, m)
 }
 
+// slowRig is a rig whose renders each take 100 ms of its clock (counted in
+// renders). during holds a func run once, at the next render of machine
+// hookOn (store a new one to run it again). The rig's log is shown when
+// the test fails.
+func slowRig(t *testing.T, renders *atomic.Int64, hookOn string) (r *rig, during *atomic.Value) {
+	during = new(atomic.Value)
+	during.Store(func() {})
+	r = newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
+		return slowConfigs{configs: c, renders: renders, cost: func(m store.Machine) {
+			r.clk.Add(100 * time.Millisecond)
+			if m.Name == hookOn {
+				f := during.Swap(func() {}).(func())
+				f()
+			}
+		}}, a
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(r.logs.b.String())
+		}
+	})
+	return r, during
+}
+
 // Changes that come faster than passes end (a fleet joining, a script
 // making tunnels: one comes while a pass runs) do not render every machine
 // back to back: the next pass starts PassPace×d after the last began,
@@ -493,25 +517,9 @@ func (s slowConfigs) DesiredConfig(ctx context.Context, m store.Machine) (string
 // once, and nothing is lost: a paced change is rendered when due.
 func TestPassesArePacedUnderAStreamOfChanges(t *testing.T) {
 	var renders atomic.Int64
-	var clk *clock
-	var during atomic.Value // run at the next render of machine "c"
-	during.Store(func() {})
-	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
-		return slowConfigs{configs: c, renders: &renders, cost: func(m store.Machine) {
-			clk.Add(100 * time.Millisecond)
-			if m.Name == "c" {
-				f := during.Swap(func() {}).(func())
-				f()
-			}
-		}}, a
-	})
-	clk = r.clk
+	r, during := slowRig(t, &renders, "c")
+	clk := r.clk
 	ms := []store.Machine{r.machine("a"), r.machine("b"), r.machine("c")}
-	defer func() {
-		if t.Failed() {
-			t.Log(r.logs.b.String())
-		}
-	}()
 	// A pass renders the three machines: 300 ms on the rig's clock. The
 	// clock moves on a minute: whatever the passes before took, one is
 	// due (and the rig's clock moves only when told).
@@ -544,25 +552,9 @@ func TestPassesArePacedUnderAStreamOfChanges(t *testing.T) {
 // change asked for it) is no stream of changes: it is rendered as soon as
 // that pass ends, not PassPace times a whole pass later.
 func TestAChangeDuringThePeriodicPassIsNotPaced(t *testing.T) {
-	var clk *clock
-	var during atomic.Value // run at the next render of machine "b"
-	during.Store(func() {})
-	r := newRigWith(t, "vps.example.com", func(c *configs, a *agents) (delivery.Configs, delivery.Agents) {
-		return slowConfigs{configs: c, renders: new(atomic.Int64), cost: func(m store.Machine) {
-			clk.Add(100 * time.Millisecond)
-			if m.Name == "b" {
-				f := during.Swap(func() {}).(func())
-				f()
-			}
-		}}, a
-	})
-	clk = r.clk
+	r, during := slowRig(t, new(atomic.Int64), "b")
+	clk := r.clk
 	ms := []store.Machine{r.machine("a"), r.machine("b")}
-	defer func() {
-		if t.Failed() {
-			t.Log(r.logs.b.String())
-		}
-	}()
 	r.tunnel(ms[0], "web")
 	clk.Add(time.Minute)
 	r.wait("a's tunnel applied", r.applied(ms[0].ID, 2))
