@@ -123,8 +123,8 @@ type Reconciler struct {
 	// stream: a change came while such a pass ran (changes come faster
 	// than passes end: the next pass is paced).
 	passing, byChange, stream bool
-	ms              map[int64]*state
-	busy            int
+	ms                        map[int64]*state
+	busy                      int
 	// read: reading the machines has failed fails times in a row; the
 	// next try is not before next, and the last warning was at warned.
 	read struct {
@@ -317,10 +317,10 @@ func (r *Reconciler) pass(ctx context.Context, wg *sync.WaitGroup) {
 	r.mu.Lock()
 	// A change renders every machine at once, unless changes come faster
 	// than passes end (one came while the last pass a change asked for
-	// ran: a fleet joining, a script making tunnels): then the next pass waits PassPace times as
-	// long as the last one took, so that passes take at most a share of a
-	// processor however many changes and machines there are. The ticker
-	// brings it when due.
+	// ran: a fleet joining, a script making tunnels): then the next pass
+	// waits PassPace times as long as the last one took, so that passes
+	// take at most a share of a processor however many changes and
+	// machines there are. The ticker brings it when due.
 	paced := !r.stream || now.Sub(r.last) >= PassPace*r.took
 	full := ((r.dirty && paced) || now.Sub(r.last) >= FullPass) && !now.Before(r.read.next)
 	if full {

@@ -122,8 +122,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	}
 	s.tail.Write(p)
 	if s.tail.Len() > 2*outputKept {
-		last := s.tail.Bytes()[s.tail.Len()-outputKept:]
-		s.tail = *bytes.NewBuffer(append([]byte(nil), last...))
+		s.tail.Next(s.tail.Len() - outputKept) // the buffer reuses the room
 		s.cut = true
 	}
 	return len(p), nil
