@@ -107,11 +107,11 @@ func TestPackageVersionsIncrease(t *testing.T) {
 // third_party/ ships with that copy's licence, named by the module it
 // replaces.
 func TestCopyrightPatchedModule(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "tunnelsvc")
-	if out, err := exec.Command("go", "build", "-trimpath", "-o", bin, "./daemon/cmd/tunnelsvc").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// The binary the package ships (make build).
+	if _, err := os.Stat("bin/tunnelsvc"); err != nil {
+		t.Fatalf("bin/tunnelsvc (built by `make build`): %v", err)
 	}
-	out, err := exec.Command("bash", "scripts/copyright.sh", "packaging/copyright", bin).Output()
+	out, err := exec.Command("bash", "scripts/copyright.sh", "packaging/copyright", "bin/tunnelsvc").Output()
 	if err != nil {
 		t.Fatalf("copyright.sh: %v", err)
 	}
@@ -126,6 +126,29 @@ func TestCopyrightPatchedModule(t *testing.T) {
 	firstLine, _, _ := strings.Cut(string(lic), "\n")
 	if !strings.Contains(text, " "+strings.TrimSpace(firstLine)) {
 		t.Errorf("copyright file lacks the licence of third_party/zxcvbn-go (%q)", firstLine)
+	}
+}
+
+// TestShippedBinaryIsNotTheTestBuild: the daemon the package ships is not
+// the dashboard tests' build (tag tunnelsvc_uitest, which hashes passwords
+// at a low cost), and the package takes it from bin/, not bin/test/.
+func TestShippedBinaryIsNotTheTestBuild(t *testing.T) {
+	out, err := exec.Command("go", "version", "-m", "bin/tunnelsvc").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m bin/tunnelsvc (built by `make build`): %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "\tpath\tgithub.com/tunnelsvc/tunnelsvc/daemon/cmd/tunnelsvc") {
+		t.Fatalf("bin/tunnelsvc is not the daemon:\n%s", out)
+	}
+	if strings.Contains(string(out), "tunnelsvc_uitest") {
+		t.Fatalf("bin/tunnelsvc was built with the dashboard tests' tag:\n%s", out)
+	}
+	cfg, err := os.ReadFile("nfpm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cfg), "src: bin/tunnelsvc\n") || strings.Contains(string(cfg), "bin/test/") {
+		t.Fatalf("nfpm.yaml does not ship bin/tunnelsvc alone")
 	}
 }
 

@@ -38,12 +38,18 @@ var argonCost = struct {
 // for the rest of the process. It is for the tests of other packages,
 // which set up and log in hundreds of times to test what the dashboard
 // answers, not what argon2id costs (this package's own tests keep the real
-// cost). It panics outside a test binary, so the daemon can never be made
-// to hash weakly.
+// cost). It panics outside a test binary, so the shipped daemon can never
+// be made to hash weakly.
 func LowCostForTests() {
 	if !testing.Testing() {
 		panic("auth: LowCostForTests called outside a test binary")
 	}
+	lowCost()
+}
+
+// lowCost is LowCostForTests without its check; the dashboard's test
+// build (lowcost_uitest.go) calls it too.
+func lowCost() {
 	argonCost.time, argonCost.memory, argonCost.threads = 1, 1024, 1
 	// Other argon2id hashes (2FA backup codes) record no parameters: the
 	// gate runs them at this cost too, so they still verify in-process.

@@ -37,7 +37,7 @@ export function freePort() {
 
 let built;
 /** The daemon binary every test file runs: UI_DAEMON_BIN (make test-ui
- * passes bin/tunnelsvc, built with this ui/dist embedded), or one built
+ * passes bin/test/tunnelsvc, built with this ui/dist embedded), or one built
  * now, once per file, in a directory of its own that goes when the file's
  * process exits (not in a daemon's directory, which its stop() removes). */
 export async function daemonBinary() {

@@ -53,6 +53,7 @@ before(async () => {
   // A stored probe result for every HTTP tunnel ("down": nothing listens
   // on the web proxy's port here).
   await Promise.all(ids.filter(([, http]) => http).map(([id]) => d.call('POST', `/api/tunnels/${id}/probe`)));
+  await probesSettled();
   await seed(ids, machines);
   const ts = await d.call('GET', '/api/tunnels');
   assert.ok(ts.some((t) => t.reachability?.state === 'down' && t.reachability.error), 'no probe result was stored');
@@ -62,6 +63,23 @@ before(async () => {
   assert.equal(Object.keys(traffic.tunnels).length, 40, 'traffic history of every tunnel');
   browser = await launch();
 });
+
+// Each tunnel made above asks the daemon's prober for a round of every
+// tunnel, which runs in the background: the seed below must come after
+// the last round, or that round overwrites it. The rounds are over when no
+// probe result changes for longer than the prober waits between two.
+async function probesSettled() {
+  const results = async () => JSON.stringify((await d.call('GET', '/api/tunnels'))
+    .filter((t) => t.kind === 'http').map((t) => [t.id, t.reachability?.checked_at ?? null]));
+  let last = await results();
+  for (const end = Date.now() + 30_000; ;) {
+    await new Promise((r) => setTimeout(r, 2500));
+    const now = await results();
+    if (now === last && !now.includes('null')) return;
+    assert.ok(Date.now() < end, `the probes did not settle in 30 s: ${now}`);
+    last = now;
+  }
+}
 
 // What this box cannot produce by itself (no web proxy, no certificate
 // authority, no traffic), written where the daemon keeps it, as a day of
