@@ -36,6 +36,9 @@ func (s *Server) serverBundle() (string, error) {
 // updatable refuses what must not be updated to server: an unsupported
 // machine and, unless asked names server, a downgrade.
 func updatable(m machines.Machine, server, asked string) error {
+	if m.Update.Blocked != "" {
+		return Errorf(http.StatusConflict, "machine %q cannot be updated now: %s", m.Name, m.Update.Blocked)
+	}
 	if m.Update.State == fleet.StateUnsupported {
 		how := m.Update.RejoinCommand
 		if how == "" {
@@ -92,7 +95,7 @@ func (s *Server) machineUpdate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.record(r, fleet.AuditStarted, fmt.Sprintf("machine %q: bundle %s → %s", m.Name, versionWords(m.BundleVersion), server))
-	writeData(w, http.StatusAccepted, message(fmt.Sprintf("updating machine %q to bundle %s; follow it on the log WebSocket", m.Name, server)))
+	writeData(w, http.StatusAccepted, message(fmt.Sprintf("updating machine %q to bundle %s: its state shows how it goes", m.Name, server)))
 	return nil
 }
 
@@ -192,7 +195,7 @@ func (s *Server) fleetUpdate(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.record(r, fleet.AuditStarted, fmt.Sprintf("fleet update of %d machine(s), batches of %d: %s", len(ids), batch, firstOf(what, auditNames)))
 	writeData(w, http.StatusAccepted, map[string]any{
-		"message":     fmt.Sprintf("updating %d machine(s) to bundle %s: one first, then %d at a time; follow it on the log WebSocket", len(ids), server, batch),
+		"message":     fmt.Sprintf("updating %d machine(s) to bundle %s: one first, then %d at a time", len(ids), server, batch),
 		"machine_ids": ids,
 	})
 	return nil

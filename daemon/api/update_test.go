@@ -51,6 +51,10 @@ func updateEnv(t *testing.T, engine string, versions ...string) (*machinesEnv, *
 		srv.Start()
 		t.Cleanup(srv.Close)
 		agents = append(agents, a)
+		// Its tunnel client is connected (an update needs that).
+		if err := e.st.SetMachineStatus(context.Background(), int64(i+1), "online", time.Now()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	u := e.app.Fleet
 	u.Poll, u.ComeBack = 20*time.Millisecond, 2*time.Second
@@ -99,9 +103,10 @@ func (e *machinesEnv) auditOf(t *testing.T, kind string) []string {
 func TestMachineUpdateAndDowngrade(t *testing.T) {
 	eachEngine(t, func(t *testing.T, engine string) {
 		e, _, agents := updateEnv(t, engine, "1.0.0", "3.0.0")
-		// Before any status was read: versions unknown, outdated.
+		// Before any status was read: versions unknown (not "outdated": nothing
+		// says so), and an update can go to it.
 		m := e.data(t, e.do(req{method: "GET", path: "/api/machines/1", cookie: e.cookie}), 200)
-		if m["agent_version"] != "" || m["update"].(map[string]any)["state"] != "outdated" || m["update"].(map[string]any)["target_version"] != "2.0.0" {
+		if up := m["update"].(map[string]any); m["agent_version"] != "" || up["state"] != "unknown" || up["target_version"] != "2.0.0" || up["can_update"] != true {
 			t.Fatalf("unknown versions: %v %v", m["agent_version"], m["update"])
 		}
 		// Reading the agent's status records what it reports.
@@ -112,7 +117,7 @@ func TestMachineUpdateAndDowngrade(t *testing.T) {
 		}
 
 		r := e.do(req{method: "POST", path: "/api/machines/1/update", cookie: e.cookie})
-		if d := e.data(t, r, 202); d["message"] != `updating machine "m1" to bundle 2.0.0; follow it on the log WebSocket` {
+		if d := e.data(t, r, 202); d["message"] != `updating machine "m1" to bundle 2.0.0: its state shows how it goes` {
 			t.Fatalf("message %v", d["message"])
 		}
 		e.waitUpdate(t, 1, "current")
@@ -202,7 +207,7 @@ func TestFleetUpdateRoutes(t *testing.T) {
 		wantError(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,7]}`, cookie: e.cookie}), 404, "machine 7 not found")
 
 		d := e.data(t, e.do(req{method: "POST", path: "/api/machines/update", body: `{"machine_ids":[1,2,3],"batch":1}`, cookie: e.cookie}), 202)
-		if d["message"] != "updating 3 machine(s) to bundle 2.0.0: one first, then 1 at a time; follow it on the log WebSocket" {
+		if d["message"] != "updating 3 machine(s) to bundle 2.0.0: one first, then 1 at a time" {
 			t.Fatalf("message %v", d["message"])
 		}
 		deadline := time.Now().Add(5 * time.Second)

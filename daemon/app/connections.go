@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"syscall"
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
@@ -91,8 +93,13 @@ func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error 
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	here, err := a.frps.Connected(cctx)
 	cancel()
+	if a.frpsRefuses(err, now) {
+		// Nothing has listened there for frpsGone: no machine is
+		// connected through this edge.
+		here, err = map[int64]bool{}, nil
+	}
 	if err != nil {
-		// frps does not answer (it is starting, or stopped): nothing is
+		// frps does not answer yet (it is starting, or slow): nothing is
 		// decided from silence.
 		return err
 	}
@@ -113,6 +120,40 @@ func (a *App) connRound(ctx context.Context, w *connWatch, now time.Time) error 
 	}
 	a.reconnectMissing(ctx, w, self, list, here, conns, now)
 	return nil
+}
+
+// frpsGone is how long frps must refuse connections (nothing listens:
+// stopped, crashed, not installed) before the machines connected through it
+// are recorded offline and shown so: a restart takes less.
+const frpsGone = 10 * time.Second
+
+// frpsRefuses follows this edge's frps from one round's answer (err): it
+// reports whether frps has refused connections for frpsGone by now. A
+// timeout or another error is silence, which decides nothing.
+func (a *App) frpsRefuses(err error, now time.Time) bool {
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		if err == nil && a.edge.refusedSince.Swap(nil) != nil {
+			a.Log.Info("this edge's tunnel server answers again")
+		}
+		return false
+	}
+	since := a.edge.refusedSince.Load()
+	if since == nil {
+		a.edge.refusedSince.CompareAndSwap(nil, &now)
+		return false
+	}
+	return now.Sub(*since) >= frpsGone
+}
+
+// TunnelServerProblem is "" while this edge's tunnel server answers (or has
+// refused for less than frpsGone), else that it is not running, in words:
+// what machines.StatusOf says of the machines it had.
+func (a *App) TunnelServerProblem() string {
+	since := a.edge.refusedSince.Load()
+	if since == nil || time.Since(*since) < frpsGone {
+		return ""
+	}
+	return "nothing has answered on its port since " + since.UTC().Format("15:04:05 MST")
 }
 
 // settleAlone is settleConnections on a box with no edges (SQLite): the

@@ -24,6 +24,9 @@ const EdgeBeat = 10 * time.Second
 type edgeSelf struct {
 	id            atomic.Int64
 	tunnelVersion atomic.Pointer[string]
+	// refusedSince is when this edge's frps last began refusing
+	// connections, nothing listening (nil while it answers).
+	refusedSince atomic.Pointer[time.Time]
 }
 
 // TunnelVersion is the version of this edge's tunnel server as recorded:

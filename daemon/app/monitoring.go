@@ -52,6 +52,7 @@ func (a *App) monitoringServices(ctx context.Context, minute time.Duration) erro
 	a.Notifier = sender
 	watcher := &notify.Watcher{Store: a.Store, Sender: sender, Log: a.Log, Now: a.Now, Edge: a.Config.EdgeName,
 		Sites:             a.httpsSites,
+		Status:            a.machineStatus,
 		LoginFailureKinds: []string{audit.LoginFailed, audit.LoginRateLimited, totp.KindLoginFailed},
 		Jails:             notify.BannerJails(a.Banner),
 		Space:             a.Store.Space,

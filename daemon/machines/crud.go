@@ -109,13 +109,41 @@ type UpdateView struct {
 	// RejoinCommand is the line to run on an unsupported machine ("" until
 	// the daemon can give one).
 	RejoinCommand string `json:"rejoin_command"`
+	// CanUpdate: POST /api/machines/{id}/update can work now. When the
+	// machine needs an update (outdated, failed, rolled back) but cannot
+	// take one now, Blocked says why.
+	CanUpdate bool   `json:"can_update"`
+	Blocked   string `json:"blocked,omitempty"`
 }
+
+// Update states beyond the fleet's: "unknown" while the machine's agent has
+// not reported the bundle it runs (nothing says it is outdated).
+const updateUnknown = "unknown"
 
 // updateView derives the state: an update under way first, then an agent
 // that cannot take one, then how the last update to the server's version
 // ended while the machine is still not on it, else whether the reported
 // bundle is the server's.
-func updateView(m store.Machine, server string) UpdateView {
+func updateView(m store.Machine, server string, st Status) UpdateView {
+	v := updateState(m, server)
+	switch v.State {
+	case "outdated", "failed", "rolled_back", updateUnknown:
+	default:
+		return v
+	}
+	switch st.State {
+	case "online":
+		v.CanUpdate = true
+	case "pending":
+		v.Blocked = "it has not connected yet, so its agent cannot be reached"
+	default:
+		v.Blocked = "it is offline, so its agent cannot be reached"
+	}
+	return v
+}
+
+// updateState is updateView without what the machine's status allows.
+func updateState(m store.Machine, server string) UpdateView {
 	u := m.Update
 	v := UpdateView{TargetVersion: u.Target, Error: u.Error}
 	if !u.At.IsZero() {
@@ -135,6 +163,10 @@ func updateView(m store.Machine, server string) UpdateView {
 		v.State = u.State
 	case server != "" && m.Report.BundleVersion == server:
 		v.State = "current"
+		v.Error = ""
+	case m.Report.BundleVersion == "":
+		v.State = updateUnknown
+		v.TargetVersion = server
 		v.Error = ""
 	default:
 		v.State = "outdated"
@@ -215,11 +247,12 @@ func (x Exposure) listensOutside() bool {
 }
 
 func toMachine(m store.Machine, x Exposure) Machine {
-	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: m.Status, CreatedAt: m.CreatedAt,
+	st := StatusOf(m, x.TunnelServer)
+	out := Machine{ID: m.ID, Name: m.Name, Username: m.Username, Status: st.State, CreatedAt: m.CreatedAt,
 		ClientAddr: m.ClientAddr, TunnelPort: m.TunnelPort, AgentPort: m.AgentPort, AgentLocalPort: m.AgentLocalPort,
-		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: statusReason(m),
+		ConfigPush: m.ConfigPush, AgentOutdated: m.AgentOutdated, SSHKeyID: m.SSHKeyID, StatusReason: st.Reason,
 		Config: configView(m), AgentVersion: m.Report.AgentVersion, ClientVersion: m.Report.ClientVersion,
-		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion), Edges: []EdgeView{},
+		BundleVersion: m.Report.BundleVersion, Update: updateView(m, x.BundleVersion, st), Edges: []EdgeView{},
 		Transport: transportView(m)}
 	if !m.LastSeen.IsZero() {
 		seen := m.LastSeen
@@ -233,27 +266,6 @@ func toMachine(m store.Machine, x Exposure) Machine {
 // says, and what to do about it.
 const OutdatedAgentHint = "its tunnel-agent is outdated (it takes the agent token itself instead of signed requests): " +
 	"run bootstrap.sh on the machine again to get signed requests, the config allow-list and frpc as an unprivileged user"
-
-// statusReason says why a machine is not fully working ("" when it is). A
-// failed config delivery comes first: it is the one the operator can act on.
-// An outdated agent comes next: the machine works, but should be
-// bootstrapped again.
-func statusReason(m store.Machine) string {
-	if m.ConfigPush != nil && !m.ConfigPush.OK {
-		return "config not delivered: " + m.ConfigPush.Message
-	}
-	switch {
-	case m.AgentOutdated && m.Status == "online":
-		return OutdatedAgentHint
-	case m.Status == "online":
-		return ""
-	case m.LastSeen.IsZero():
-		return "never connected"
-	case m.Status == "offline":
-		return "disconnected"
-	}
-	return "waiting for the tunnel client to connect"
-}
 
 // sshCommand is the command that reaches the machine's sshd through its SSH
 // tunnel port on this server: directly when that port is reachable from

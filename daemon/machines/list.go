@@ -48,8 +48,16 @@ type Counts struct {
 	Outdated int `json:"outdated"`
 	Updating int `json:"updating"`
 	// ForUpdateAll is how many machines POST /api/machines/update
-	// {"all": true} would update now.
-	ForUpdateAll int `json:"for_update_all"`
+	// {"all": true} would update now; UpdateAllSkips, which of those that
+	// lack the server's bundle it would leave, and why.
+	ForUpdateAll   int    `json:"for_update_all"`
+	UpdateAllSkips []Skip `json:"update_all_skips"`
+}
+
+// Skip is a reason Update all leaves machines out, and how many.
+type Skip struct {
+	Reason   string `json:"reason"`
+	Machines int    `json:"machines"`
 }
 
 // Cursor is the cursor of the page after the one that ended with id.
@@ -67,25 +75,46 @@ func ParseCursor(c string) (after int64, ok bool) {
 func Outdated(m Machine) bool {
 	u := m.Update
 	known := u.State != "" && !(u.State == "outdated" && u.TargetVersion == "")
-	return known && u.State != "current" && u.State != "updating"
+	return known && u.State != "current" && u.State != "updating" && u.State != updateUnknown
 }
 
 // ForUpdateAll says whether {"all": true} updates machine m to the
-// server's bundle server: it can take an update, lacks the bundle, and
+// server's bundle server: it lacks the bundle, can take an update now, and
 // does not run a newer one (no downgrade by "all").
 func ForUpdateAll(m Machine, server string) bool {
+	return updateAllSkip(m, server) == "" && needsUpdate(m)
+}
+
+// needsUpdate: m does not run the server's bundle, or is not known to.
+func needsUpdate(m Machine) bool {
 	switch m.Update.State {
-	case "unsupported", "current", "updating":
+	case "current", "updating", "":
 		return false
 	}
-	return !version.Newer(m.BundleVersion, server)
+	return true
+}
+
+// updateAllSkip is why Update all leaves m out although it needs an update
+// ("" when it does not).
+func updateAllSkip(m Machine, server string) string {
+	switch {
+	case !needsUpdate(m):
+		return ""
+	case m.Update.State == "unsupported":
+		return "its agent is too old to update itself"
+	case version.Newer(m.BundleVersion, server):
+		return "it runs a newer bundle"
+	case !m.Update.CanUpdate:
+		return m.Update.Blocked
+	}
+	return ""
 }
 
 // Select gives the page q asks for of ms (in id order), and the counts of
 // all of ms; server is the server's bundle version ("" when it has none).
 func Select(ms []Machine, q ListQuery, server string) Page {
 	words := strings.Fields(strings.ToLower(q.Search))
-	var p Page
+	p := Page{Counts: Counts{UpdateAllSkips: []Skip{}}}
 	for i := range ms {
 		p.Counts.add(&ms[i], server)
 	}
@@ -110,7 +139,18 @@ func (c *Counts) add(m *Machine, server string) {
 	if m.Update.State == "updating" {
 		c.Updating++
 	}
-	if server != "" && ForUpdateAll(*m, server) {
+	if server == "" {
+		return
+	}
+	if why := updateAllSkip(*m, server); why != "" {
+		for i := range c.UpdateAllSkips {
+			if c.UpdateAllSkips[i].Reason == why {
+				c.UpdateAllSkips[i].Machines++
+				return
+			}
+		}
+		c.UpdateAllSkips = append(c.UpdateAllSkips, Skip{Reason: why, Machines: 1})
+	} else if needsUpdate(*m) {
 		c.ForUpdateAll++
 	}
 }

@@ -2,6 +2,7 @@ package machines
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -14,6 +15,13 @@ func TestSelect(t *testing.T) {
 		x.Update.State = update
 		if update == "outdated" {
 			x.Update.TargetVersion = "0.1.0+git20.b"
+		}
+		if update == "outdated" || update == "failed" {
+			// As updateView decides from the status.
+			x.Update.CanUpdate = status == "online"
+			if !x.Update.CanUpdate {
+				x.Update.Blocked = "it is " + status
+			}
 		}
 		return x
 	}
@@ -33,8 +41,11 @@ func TestSelect(t *testing.T) {
 		return s + fmt.Sprintf(" %d %q", p.Matched, p.Next)
 	}
 	p := Select(ms, ListQuery{Limit: 2}, "0.1.0+git20.b")
-	want := Counts{All: 6, Online: 4, Offline: 1, Pending: 1, Outdated: 4, Updating: 1, ForUpdateAll: 2}
-	if p.Counts != want {
+	// Update all takes f alone: b is offline, d's agent cannot update
+	// itself, and e runs a newer bundle (and is pending).
+	want := Counts{All: 6, Online: 4, Offline: 1, Pending: 1, Outdated: 4, Updating: 1, ForUpdateAll: 1,
+		UpdateAllSkips: []Skip{{"it is offline", 1}, {"its agent is too old to update itself", 1}, {"it runs a newer bundle", 1}}}
+	if !reflect.DeepEqual(p.Counts, want) {
 		t.Errorf("counts %+v, want %+v", p.Counts, want)
 	}
 	if got := names(p); got != `ab 6 "2"` {

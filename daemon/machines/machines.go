@@ -152,6 +152,9 @@ type Exposure struct {
 	// BundleVersion is the server's machine bundle version ("" when
 	// unknown), which machines are compared against.
 	BundleVersion string
+	// TunnelServer is "" while this edge's tunnel server answers, else
+	// what is wrong with it (see StatusOf).
+	TunnelServer string
 }
 
 func (s *Service) changed(machineID int64) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type Watcher struct {
 	// Minute is how long one minute of the offline delay lasts (0: a
 	// minute). Only tests shorten it.
 	Minute time.Duration
+	// Status is a machine's state and why (machines.StatusOf, which this
+	// package cannot import); nil: the recorded status, no reason.
+	Status func(m store.Machine) (state, reason string)
 	// Jails reads the ban tool; nil skips ban notifications.
 	Jails func(ctx context.Context) ([]Jail, error)
 	// Sites returns the address the web proxy serves HTTPS on and the
@@ -240,16 +244,25 @@ func (w *Watcher) machines(ctx context.Context, set Settings, first bool) error 
 	live := map[int64]bool{}
 	for _, m := range ms {
 		live[m.ID] = true
+		state, reason := m.Status, ""
+		if w.Status != nil {
+			state, reason = w.Status(m)
+		}
 		switch {
-		case m.Status == "offline" && !w.offline[m.ID] && !m.LastSeen.IsZero() && now.Sub(m.LastSeen) >= delay:
+		case state == "offline" && !w.offline[m.ID] && !m.LastSeen.IsZero() && now.Sub(m.LastSeen) >= delay:
 			w.offline[m.ID] = true
 			if first {
 				continue
 			}
+			why := ""
+			if reason != "" {
+				why = " " + upperFirst(reason) + "."
+			}
 			w.Sender.Notify(ctx, Notification{Kind: KindMachineOffline, MachineID: m.ID,
-				Title:   fmt.Sprintf("machine %s is offline", m.Name),
-				Message: fmt.Sprintf("Machine %q has been offline since %s (more than %d min).", m.Name, m.LastSeen.UTC().Format(time.RFC3339), set.OfflineMinutes)})
-		case m.Status == "online" && w.offline[m.ID]:
+				Title: fmt.Sprintf("machine %s is offline", m.Name),
+				Message: fmt.Sprintf("Machine %q has been offline since %s (more than %d min).%s",
+					m.Name, m.LastSeen.UTC().Format(time.RFC3339), set.OfflineMinutes, why)})
+		case state == "online" && w.offline[m.ID]:
 			delete(w.offline, m.ID)
 			w.Sender.Notify(ctx, Notification{Kind: KindMachineOnline, MachineID: m.ID,
 				Title:   fmt.Sprintf("machine %s is back online", m.Name),
@@ -373,4 +386,12 @@ func BannerJails(b *banner.Service) func(ctx context.Context) ([]Jail, error) {
 		}
 		return out, nil
 	}
+}
+
+// upperFirst is s with its first letter in capitals.
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
