@@ -21,6 +21,7 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/networds"
 )
 
 // Machines is what the client needs from the machines domain.
@@ -63,7 +64,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("the agent of machine %d is not reachable (machine offline, or tunnel-agent not installed or not running): %v", e.MachineID, e.Err)
+	return fmt.Sprintf("the agent of machine %d is not reachable (machine offline, or tunnel-agent not installed or not running): %s", e.MachineID, networds.Say(e.Err))
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
@@ -480,5 +481,5 @@ func Words(err error) string {
 	case errors.As(err, &refused):
 		return fmt.Sprintf("the machine's agent failed (HTTP %d): %s", refused.Status, refused.Msg)
 	}
-	return err.Error()
+	return networds.Say(err)
 }

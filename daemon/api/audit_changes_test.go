@@ -190,7 +190,8 @@ func TestAuditSettingsChangesSayWhat(t *testing.T) {
 				[]auditRow{{"FIREWALL_CHANGED", "firewall mode none → manual"}}},
 			{"firewall manual again", "POST", "/api/local/firewall/configure", `{"mode":"manual"}`, nil},
 			{"firewall svc", "POST", "/api/local/firewall/configure", `{"mode":"svc"}`,
-				[]auditRow{{"FIREWALL_CHANGED", "firewall mode manual → svc: takeover started"}}},
+				// Then how the takeover ended, as its own row.
+				[]auditRow{{"FIREWALL_CHANGED", "firewall mode manual → svc: takeover started"}, {"FIREWALL_TAKEOVER_FINISHED", "firewall takeover finished"}}},
 			{"ban tool", "PUT", "/api/security/banner/config", `{"max_retry":3,"find_time":600,"ban_time":86400}`,
 				[]auditRow{{"BANNER_CONFIG_CHANGED", "max retries 5 → 3; ban time 3600 s → 86400 s"}}},
 			{"webhook on", "PUT", "/api/monitoring/notifications", `{"url":"https://ntfy.sh/secret-topic","preset":"ntfy"}`,

@@ -31,11 +31,16 @@ const (
 	auditSettingsChanged   = "SETTINGS_CHANGED"
 	auditInstallStarted    = "INSTALL_STARTED"
 	auditFirewallChanged   = "FIREWALL_CHANGED"
-	auditBannerSetup       = "BANNER_SETUP_STARTED"
-	auditBannerConfig      = "BANNER_CONFIG_CHANGED"
-	auditBannerUnbanned    = "BANNER_UNBANNED"
-	auditBannerAllowed     = "BANNER_WHITELIST_ADDED"
-	auditBannerDisallowed  = "BANNER_WHITELIST_REMOVED"
+	// auditFirewallTakeover + "_FINISHED" or "_FAILED": how the takeover
+	// (mode svc) ended.
+	auditFirewallTakeover = "FIREWALL_TAKEOVER"
+	auditBannerSetup      = "BANNER_SETUP_STARTED"
+	// auditBannerSetupEnd + "_FINISHED" or "_FAILED": how it ended.
+	auditBannerSetupEnd   = "BANNER_SETUP"
+	auditBannerConfig     = "BANNER_CONFIG_CHANGED"
+	auditBannerUnbanned   = "BANNER_UNBANNED"
+	auditBannerAllowed    = "BANNER_WHITELIST_ADDED"
+	auditBannerDisallowed = "BANNER_WHITELIST_REMOVED"
 	// auditStepUp: a session passed a step-up (sudo mode); failures are
 	// totp.KindStepUpFailed.
 	auditStepUp = "STEP_UP_SUCCESS"
@@ -115,8 +120,20 @@ func accessWords(a string) string {
 		return "shared password"
 	case gate.Public, "":
 		return "public"
+	case gate.SSO:
+		return "single sign-on"
 	}
 	return a
+}
+
+// gateWords is a tunnel's gate in words: its mode, and who may enter an
+// SSO gate.
+func gateWords(t machines.Tunnel) string {
+	w := accessWords(t.Access)
+	if t.Access == gate.SSO {
+		return w + " (" + strings.Join(t.SSOAllow, ", ") + ")"
+	}
+	return w
 }
 
 // allowWords is an allow list in words: empty means any address.
@@ -135,7 +152,7 @@ func tunnelChanges(old, t machines.Tunnel, in machines.TunnelInput) string {
 	c.add("local port", fmt.Sprint(old.LocalPort), fmt.Sprint(t.LocalPort))
 	c.add("subdomain", quoted(sub(old)), quoted(sub(t)))
 	c.add("public", yesNo(old.Public), yesNo(t.Public))
-	c.add("access", accessWords(old.Access), accessWords(t.Access))
+	c.add("access", gateWords(old), gateWords(t))
 	switch {
 	case in.Password != nil && *in.Password != "" && old.HasPassword:
 		c.note("password changed")

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -111,6 +112,17 @@ func TestTunnelSSOAccess(t *testing.T) {
 		got := e.data(t, e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: `{"access":"operator"}`}), 200)
 		if got["access"] != "operator" || got["sso_allow"] != nil {
 			t.Fatalf("after leaving sso: %v", got)
+		}
+		// The audit says who may enter an SSO gate, before and after.
+		e.data(t, e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: `{"access":"sso","sso_allow":["@corp.example"]}`}), 200)
+		e.data(t, e.do(req{method: "PATCH", path: path, cookie: e.cookie, body: `{"sso_allow":["@corp.example","bo@example.com"]}`}), 200)
+		want := []string{
+			`tunnel "team" of machine "box" changed: access single sign-on (@corp.example) → single sign-on (@corp.example, bo@example.com)`,
+			`tunnel "team" of machine "box" changed: access operators only → single sign-on (@corp.example)`,
+			`tunnel "team" of machine "box" changed: access single sign-on (ana@example.com, @corp.example, group:ops) → operators only`,
+		}
+		if got := e.auditOf(t, "TUNNEL_UPDATED"); !slices.Equal(got, want) {
+			t.Fatalf("audit:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
 }

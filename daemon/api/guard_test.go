@@ -143,7 +143,7 @@ func TestBannerAPIWithRealFail2ban(t *testing.T) {
 	wantMessage(t, e.do(req{method: "PUT", path: "/api/security/banner/config", cookie: cookie, body: `{"max_retry":3,"find_time":600,"ban_time":600}`}), "ban tool config saved")
 	wantMessage(t, e.do(req{method: "POST", path: "/api/security/banner/whitelist", cookie: cookie, body: `{"ip":"198.51.100.0/24"}`}), "added 198.51.100.0/24 to the whitelist")
 
-	wantMessage(t, e.do(req{method: "POST", path: "/api/local/setup-banner", cookie: cookie}), "ban tool setup started; follow its progress in the log")
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/setup-banner", cookie: cookie}), "ban tool set-up started; its progress shows on the Overview")
 	if !plog.wait(t) {
 		t.Fatalf("setup failed:\n%s", plog.text())
 	}
@@ -264,16 +264,27 @@ func (noTools) Run(_ context.Context, name string, _ ...string) cmdrun.Result {
 func TestSetupBannerWithoutSystemd(t *testing.T) {
 	in := bannertest.New(t)
 	plog := newProgressLog()
+	var db *store.Store
 	e := newEnv(t, func(o *Options, st *store.Store) {
 		bo := in.Options()
 		bo.Store, bo.Units = st, nil
 		o.Banner = banner.New(bo)
 		plog.follow(t, o.Hub)
+		db = st
 	})
 	cookie := e.setup()
-	wantMessage(t, e.do(req{method: "POST", path: "/api/local/setup-banner", cookie: cookie}), "ban tool setup started; follow its progress in the log")
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/setup-banner", cookie: cookie}), "ban tool set-up started; its progress shows on the Overview")
 	if plog.wait(t) || !strings.Contains(plog.text(), "setup-banner error: ban tool setup failed: systemd is not available") {
 		t.Fatalf("progress:\n%s", plog.text())
+	}
+	// The audit log says how it ended, and why, after "started".
+	rows, err := db.ListAudit(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) < 2 || rows[0].Kind != "BANNER_SETUP_FAILED" || !strings.HasPrefix(rows[0].Detail, "ban tool setup failed: systemd is not available: ") ||
+		rows[1].Kind != "BANNER_SETUP_STARTED" {
+		t.Fatalf("audit: %+v", rows[:min(len(rows), 3)])
 	}
 }
 
@@ -330,7 +341,7 @@ func TestFirewallConfigureAPI(t *testing.T) {
 		t.Fatalf("rejected requests changed nftables: %s", tables)
 	}
 
-	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"svc"}`}), "firewall takeover started; follow its progress in the log")
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"svc"}`}), "firewall takeover started; its progress shows on the Overview")
 	if !plog.wait(t) {
 		t.Fatalf("svc failed:\n%s", plog.text())
 	}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/banner"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
@@ -28,17 +30,61 @@ const backgroundTimeout = 5 * time.Minute
 // background runs op detached from the request (which ends at once). Its
 // lines go to the log WebSocket's hub, which runs one operation at a time:
 // while another runs, the request is refused with 409.
-func (s *Server) background(r *http.Request, operation string, op func(context.Context, Progress)) error {
+// When it ends, the audit log records how (see ended): kind names it, what
+// says it in words ("ban tool set-up").
+func (s *Server) background(r *http.Request, operation, kind, what string, op func(context.Context, Progress)) error {
 	p, err := s.hub.Begin(operation)
 	if err != nil {
-		return Errorf(http.StatusConflict, "another operation is running; follow it on the log WebSocket")
+		return Errorf(http.StatusConflict, "another operation is running; it shows on the Overview until it ends")
 	}
 	ctx, cancel := context.WithTimeout(s.life, backgroundTimeout)
+	e := &ended{Progress: p, record: func(ok bool, why string) {
+		c := client(r)
+		ev := audit.Event{Kind: kind + "_FINISHED", Client: c.Addr, UserAgent: c.UserAgent, Detail: what + " finished"}
+		if !ok {
+			ev.Kind, ev.Detail = kind+"_FAILED", what+" failed"
+			switch {
+			case strings.Contains(why, " failed"):
+				ev.Detail = why // it says what failed itself
+			case why != "":
+				ev.Detail += ": " + why
+			}
+		}
+		if s.audit != nil {
+			s.audit.Record(context.WithoutCancel(ctx), ev)
+		}
+	}}
 	go func() {
 		defer cancel()
-		op(ctx, p)
+		op(ctx, e)
 	}()
 	return nil
+}
+
+// ended is a background operation's Progress that records, when it is
+// done, whether it succeeded and the last error it logged.
+type ended struct {
+	Progress
+	mu     sync.Mutex
+	last   string
+	record func(ok bool, why string)
+}
+
+func (e *ended) Line(level, text string) {
+	if level == "error" {
+		e.mu.Lock()
+		e.last = text
+		e.mu.Unlock()
+	}
+	e.Progress.Line(level, text)
+}
+
+func (e *ended) Done(ok bool) {
+	e.mu.Lock()
+	why := e.last
+	e.mu.Unlock()
+	e.record(ok, why)
+	e.Progress.Done(ok)
 }
 
 // bannerError maps the ban tool's errors: bad input is 400 with its text,
@@ -160,11 +206,11 @@ func (s *Server) bannerWhitelistDelete(w http.ResponseWriter, r *http.Request) e
 // setupBanner: spec §4.2 POST /api/local/setup-banner; runs in the
 // background and streams to the log.
 func (s *Server) setupBanner(w http.ResponseWriter, r *http.Request) error {
-	if err := s.background(r, "setup-banner", func(ctx context.Context, p Progress) { s.banner.Setup(ctx, p) }); err != nil {
+	if err := s.background(r, "setup-banner", auditBannerSetupEnd, "ban tool set-up", func(ctx context.Context, p Progress) { s.banner.Setup(ctx, p) }); err != nil {
 		return err
 	}
-	s.record(r, auditBannerSetup, "ban tool setup started")
-	writeData(w, http.StatusOK, message("ban tool setup started; follow its progress in the log"))
+	s.record(r, auditBannerSetup, "ban tool set-up started")
+	writeData(w, http.StatusOK, message("ban tool set-up started; its progress shows on the Overview"))
 	return nil
 }
 
@@ -199,11 +245,11 @@ func (s *Server) firewallConfigure(w http.ResponseWriter, r *http.Request) error
 	}
 	was := s.firewallMode(r)
 	if body.Mode == firewall.ModeSvc {
-		if err := s.background(r, "firewall", func(ctx context.Context, p Progress) { s.firewall.EnterSvc(ctx, p) }); err != nil {
+		if err := s.background(r, "firewall", auditFirewallTakeover, "firewall takeover", func(ctx context.Context, p Progress) { s.firewall.EnterSvc(ctx, p) }); err != nil {
 			return err
 		}
 		s.record(r, auditFirewallChanged, "firewall mode "+was+" → svc: takeover started")
-		writeData(w, http.StatusOK, message("firewall takeover started; follow its progress in the log"))
+		writeData(w, http.StatusOK, message("firewall takeover started; its progress shows on the Overview"))
 		return nil
 	}
 	if err := s.firewall.SetMode(r.Context(), body.Mode); err != nil {

@@ -141,7 +141,7 @@ func TestFirewallOutcomeKept(t *testing.T) {
 	// svc, in the background, with an nft that accepts everything.
 	_, ch, cancel := setup.Hub.Subscribe()
 	defer cancel()
-	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"svc"}`}), "firewall takeover started; follow its progress in the log")
+	wantMessage(t, e.do(req{method: "POST", path: "/api/local/firewall/configure", cookie: cookie, body: `{"mode":"svc"}`}), "firewall takeover started; its progress shows on the Overview")
 	deadline := time.After(30 * time.Second)
 	for done := false; !done; {
 		select {

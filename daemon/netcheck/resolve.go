@@ -132,7 +132,10 @@ func (c *Checker) CheckName(ctx context.Context, host, domain string) (DNSResult
 	want := fmt.Sprintf("add a CNAME record %s → %s (or an A/AAAA record with this server's address)", host, router)
 	ours, err := c.lookup(ctx, router)
 	if err != nil || len(ours) == 0 {
-		return DNSResult{Host: host, Message: fmt.Sprintf("%s, which %s should resolve like, does not resolve itself: fix it first (check-dns)", router, host)}, nil
+		// host is checked against router.<domain>, which must resolve
+		// first.
+		return DNSResult{Host: host, Message: fmt.Sprintf("%s cannot be checked yet: first add an A (or AAAA) record for %s with this server's address at your DNS provider, then %s",
+			host, router, want)}, nil
 	}
 	addrs, err := c.lookup(ctx, host)
 	switch {

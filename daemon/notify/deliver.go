@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/networds"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -198,11 +200,9 @@ func (s *Sender) send(ctx context.Context, set Settings, n Notification) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		// The URL may carry a secret (an ntfy topic): keep it out of the feed.
-		if ue, ok := err.(interface{ Unwrap() error }); ok && ue.Unwrap() != nil {
-			return ue.Unwrap()
-		}
-		return err
+		// In words, naming the webhook's host only: its URL may carry a
+		// secret (an ntfy topic), which stays out of the feed.
+		return errors.New(networds.Say(err))
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/networds"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
@@ -225,7 +226,7 @@ func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe
 		InsecureSkipVerify: true}} //nolint:gosec
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		res.Error = "TLS connection to the web proxy failed: " + err.Error()
+		res.Error = "TLS connection to the web proxy failed: " + networds.Say(err)
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "remote error" {
 			// The proxy answers, but refuses the handshake for this name
@@ -258,12 +259,12 @@ func (p *Prober) check(ctx context.Context, addr, host string) store.TunnelProbe
 	req.Header.Set("User-Agent", "tunnelsvc-probe")
 	req.Close = true
 	if err := req.Write(conn); err != nil {
-		res.Error = "sending the request failed: " + err.Error()
+		res.Error = "sending the request failed: " + networds.Say(err)
 		return res
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
 	if err != nil {
-		res.Error = "no HTTP answer: " + err.Error()
+		res.Error = "no HTTP answer: " + networds.Say(err)
 		return res
 	}
 	resp.Body.Close()
