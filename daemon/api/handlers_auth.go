@@ -139,12 +139,32 @@ func (s *Server) authLogin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if res.PendingToken != "" {
-		writeData(w, http.StatusOK, map[string]any{"needs_2fa": true, "pending_token": res.PendingToken})
+		// passkey: the second step may be answered with a passkey (one
+		// is registered), so the dashboard offers it only then.
+		writeData(w, http.StatusOK, map[string]any{"needs_2fa": true, "pending_token": res.PendingToken, "passkey": s.hasPasskey(r.Context())})
 		return nil
 	}
 	setSessionCookie(w, r, res.SessionToken)
 	writeData(w, http.StatusOK, message("logged in"))
 	return nil
+}
+
+// hasPasskey says whether a passkey is registered (one may answer the
+// second step of a login).
+func (s *Server) hasPasskey(ctx context.Context) bool {
+	if s.totp == nil {
+		return false
+	}
+	st, err := s.totp.Status(ctx)
+	if err != nil {
+		return false
+	}
+	for _, d := range st.Devices {
+		if d.Type == "passkey" {
+			return true
+		}
+	}
+	return false
 }
 
 // loginError maps the errors shared by every credential check.

@@ -182,7 +182,11 @@ func (s *Server) ssoSignIn(w http.ResponseWriter, r *http.Request, id sso.Identi
 		}
 		s.audit.Record(r.Context(), audit.Event{Kind: auditSSOSuccess, Client: c.Addr, UserAgent: c.UserAgent,
 			Detail: "the provider signed in " + id.Label() + "; the second factor is asked next"})
-		http.Redirect(w, r, "/#/login?step=2fa&pending="+url.QueryEscape(pending), http.StatusSeeOther)
+		passkey := "0"
+		if s.hasPasskey(r.Context()) {
+			passkey = "1"
+		}
+		http.Redirect(w, r, "/#/login?step=2fa&pending="+url.QueryEscape(pending)+"&passkey="+passkey, http.StatusSeeOther)
 		return nil
 	}
 	token, err := s.auth.Sessions.Create(r.Context(), c.Addr.String(), c.UserAgent)

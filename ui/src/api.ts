@@ -263,7 +263,11 @@ export class Api {
 // says less rather than breaking.
 export interface Message { message: string }
 /** The whole fleet's counts, beside every page of GET /api/machines. */
-export interface MachineCounts { all: number; online: number; offline: number; pending: number; outdated: number; updating: number; for_update_all: number }
+export interface MachineCounts {
+  all: number; online: number; offline: number; pending: number; outdated: number; updating: number; for_update_all: number;
+  /** Who Update all leaves out although they lack the server's bundle, by why. */
+  update_all_skips?: { reason: string; machines: number }[];
+}
 /** What a page of GET /api/machines says beside its rows. */
 export interface MachinePage { matched: number; next_cursor: string; counts: MachineCounts }
 /** Every tunnel's counts (of one machine, with machine_id), beside every
@@ -272,7 +276,7 @@ export interface TunnelCounts { all: number; active: number; pending: number; er
 /** What a page of GET /api/tunnels says beside its rows. */
 export interface TunnelPage { matched: number; next_cursor: string; counts: TunnelCounts }
 export interface AuthStatus { setup: boolean; authenticated: boolean; totp_enabled: boolean; passkey_login?: boolean; sso?: string; password_login?: boolean; sso_error?: string }
-export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string }
+export interface LoginResult { message?: string; needs_2fa?: boolean; pending_token?: string; passkey?: boolean }
 export interface UnitInfo { active_state?: string; sub_state?: string; since?: string; error?: string }
 export interface Outcome { ok: boolean; message?: string; at?: string }
 export interface LocalStatus {
@@ -347,9 +351,12 @@ export interface HostPart {
 }
 /** POST /api/edges/tokens: the one-time token and the command that uses it. */
 export interface EdgeToken { token: string; expires_at: string; command: string; warning?: string }
-export type UpdateState = 'current' | 'outdated' | 'updating' | 'failed' | 'rolled_back' | 'unsupported';
+export type UpdateState = 'current' | 'outdated' | 'unknown' | 'updating' | 'failed' | 'rolled_back' | 'unsupported';
 export interface MachineUpdate {
   state: UpdateState; target_version?: string; error?: string; at?: string | null;
+  // Whether an update can work now; when it cannot, why (offline, not
+  // connected yet, nothing reported).
+  can_update?: boolean; blocked?: string;
   // Only when unsupported: the one line to run on the machine ('' when the
   // daemon cannot give one).
   rejoin_command?: string;

@@ -113,14 +113,15 @@ export function codeField(label: string, hint?: string, backup = false, props: P
     spellcheck: 'false', autocapitalize: 'off', ...props,
   }, hint);
   if (backup) {
-    const toggle = h('button', { type: 'button', class: 'link small' }, 'Type a backup code');
+    // At the end of the field (after its hint), at the start of its line.
+    const toggle = h('button', { type: 'button', class: 'link small code-toggle' }, 'Type a backup code');
     toggle.addEventListener('click', () => {
       const letters = f.input.inputMode !== 'text';
       f.input.inputMode = letters ? 'text' : 'numeric';
       toggle.textContent = letters ? 'Type a code from the app' : 'Type a backup code';
       f.input.focus();
     });
-    f.input.after(toggle);
+    f.row.append(toggle);
   }
   return f;
 }
@@ -133,7 +134,11 @@ export function select(label: string, options: [string, string][], props: Props 
   return makeField(label, h('select', props, options.map(([v, t]) => h('option', { value: v }, t))), opts);
 }
 
-export type Notice = { el: HTMLParagraphElement; error: (e: unknown, retry?: () => void) => void; ok: (m: string) => void; clear: () => void };
+export type Notice = {
+  el: HTMLParagraphElement; error: (e: unknown, retry?: () => void) => void; ok: (m: string) => void; clear: () => void;
+  /** A request is still on its way: said in words (busy() does). */
+  waiting: (m: string) => void;
+};
 
 /** A region for messages: errors are announced (role=alert). A lost
  * connection's error clears itself when the daemon answers again. */
@@ -156,6 +161,7 @@ export function notice(): Notice {
     },
     ok: (m) => { offline = false; show('ok', m, 'status'); },
     clear: () => { offline = false; el.hidden = true; el.textContent = ''; },
+    waiting: (m) => { offline = false; show('waiting', m, 'status'); },
   };
   onReconnect(() => { if (offline && el.isConnected) n.clear(); });
   return n;
@@ -175,6 +181,12 @@ export async function busy<T>(
   // A load in the background clears only an old error: a confirmation of
   // what the operator just did stays while the page refreshes.
   if (bs.length || n?.el.classList.contains('error')) n?.clear();
+  // What the operator pressed and still waits for is said in words, not
+  // only by a grey button; the words go when the answer comes.
+  const said: string[] = [];
+  const say = (m: string) => { if (n && bs.length && (n.el.hidden || said.includes(n.el.textContent ?? ''))) { n.waiting(m); said.push(m); } };
+  const timers = [window.setTimeout(() => say('Waiting for the server…'), 1500),
+    window.setTimeout(() => say('No answer yet after 10 s: the server may be busy. Its answer shows here when it comes.'), 10_500)];
   try {
     return await fn();
   } catch (e) {
@@ -182,6 +194,8 @@ export async function busy<T>(
     else console.warn(e);
     return undefined;
   } finally {
+    timers.forEach((t) => clearTimeout(t));
+    if (n && said.includes(n.el.textContent ?? '')) n.clear();
     bs.forEach((b) => { b.disabled = false; b.removeAttribute('aria-busy'); });
   }
 }
@@ -235,6 +249,12 @@ export function errorToField(f: HTMLElement, e: unknown): boolean {
   fieldErrors.get(c)?.(msg === said ? msg : msg.charAt(0).toUpperCase() + msg.slice(1));
   c.focus();
   return true;
+}
+
+/** Takes the errors beside a form's fields away (what they were about is
+ * gone). */
+export function clearFieldErrors(f: HTMLElement): void {
+  for (const c of f.querySelectorAll('input, select')) fieldErrors.get(c)?.(null);
 }
 
 /** A form: checked in the page (errors beside their fields), its submit

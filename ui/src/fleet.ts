@@ -23,6 +23,7 @@ export function updateBadge(m: Machine): { text: string; tone: Tone; why: string
   switch (u.state) {
     case 'current': return { text: 'up to date', tone: 'good', why: '' };
     case 'outdated': return { text: `outdated: ${to} is available`, tone: 'warn', why: '' };
+    case 'unknown': return { text: 'version not reported yet', tone: '', why: '' };
     case 'updating': return { text: to ? `updating to ${to}` : 'updating', tone: '', why: '' };
     case 'failed': return { text: 'update failed', tone: 'bad', why: u.error || 'the daemon gave no reason' };
     case 'rolled_back': return { text: 'update rolled back', tone: 'bad', why: u.error || 'the daemon gave no reason' };
@@ -31,10 +32,30 @@ export function updateBadge(m: Machine): { text: string; tone: Tone; why: string
   return { text: u.state, tone: '', why: u.error || '' };
 }
 
-/** Whether an Update button is offered: outdated, or the last update failed. */
+/** Whether an Update button is shown (the machine lacks the server's
+ * bundle, or may), and why it is disabled ('' when it can work). */
+export function updateOffer(m: Machine): { show: boolean; blocked: string } {
+  const u = m.update;
+  const s = u?.state;
+  if (!u || !known(m) || !(s === 'outdated' || s === 'failed' || s === 'rolled_back' || s === 'unknown')) return { show: false, blocked: '' };
+  // A daemon that does not say can_update: the update is tried.
+  if (u.can_update === undefined) return { show: s !== 'unknown', blocked: '' };
+  return { show: true, blocked: u.can_update ? '' : (u.blocked || 'it cannot take an update now') };
+}
+
+/** Whether Update works now on m. */
 export function canUpdate(m: Machine): boolean {
-  const s = m.update?.state;
-  return known(m) && (s === 'outdated' || s === 'failed' || s === 'rolled_back');
+  const o = updateOffer(m);
+  return o.show && !o.blocked;
+}
+
+/** "3 machines are left out: 2 because it is offline, …", or '' when none. */
+export function skipsLine(skips: { reason: string; machines: number }[] | undefined): string {
+  const xs = (skips ?? []).filter((x) => x.machines > 0);
+  if (!xs.length) return '';
+  const n = xs.reduce((a, x) => a + x.machines, 0);
+  const plural = (k: number) => (k === 1 ? '1 machine' : `${k} machines`);
+  return `${plural(n)} ${n === 1 ? 'is' : 'are'} left out: ${xs.map((x) => `${plural(x.machines)} because ${x.reason}`).join('; ')}.`;
 }
 
 /** "agent A · tunnel client 0.61.1 · bundle A", or '' when none is known. */

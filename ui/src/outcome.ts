@@ -8,7 +8,10 @@ import { clear, fmtTime, h } from './dom';
 
 export type OpName = 'install' | 'banner' | 'firewall';
 
-export function outcomeBox(ctx: Ctx, op: OpName, what: string, own = true): {
+/** elsewhere, when given, is a sentence the page already shows, and where
+ * ("under Installed"): a result that says the same points there instead of
+ * saying it twice. */
+export function outcomeBox(ctx: Ctx, op: OpName, what: string, own = true, elsewhere?: () => [string, string] | null): {
   el: HTMLElement; started: () => void; show: (s: LocalStatus | undefined) => void; refresh: () => Promise<LocalStatus | undefined>;
 } {
   const el = h('div', { class: 'outcome', role: 'status' });
@@ -23,8 +26,10 @@ export function outcomeBox(ctx: Ctx, op: OpName, what: string, own = true): {
       return;
     }
     if (!o) { clear(el); return; }
+    const shown = elsewhere?.();
+    const said = shown && o.message?.includes(shown[0]) ? `, for the reason shown ${shown[1]}.` : o.message ? `: ${o.message}` : '.';
     clear(el, h('p', { class: `notice ${o.ok ? 'ok' : 'error'}` },
-      `Last ${what.toLowerCase()}: ${o.ok ? 'succeeded' : 'failed'}`, o.at ? ` (${fmtTime(o.at)})` : '', o.message ? `: ${o.message}` : '.'));
+      `Last ${what.toLowerCase()}: ${o.ok ? 'succeeded' : 'failed'}`, o.at ? ` (${fmtTime(o.at)})` : '', said));
   };
   const refresh = async () => {
     try {

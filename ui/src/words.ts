@@ -13,11 +13,12 @@ export function cause(s: string): string {
   if (/another program answers on the machine's agent port/.test(t)) return 'another program on the agent port';
   if (/the machine refused the config/.test(t)) return 'the machine refused the config';
   if (/tls connection to the web proxy failed/.test(t)) {
-    return /connection refused|no route|unreachable|timeout|timed out/.test(t) ? 'web proxy not answering' : 'TLS to the web proxy failed';
+    return /nothing accepts connections|connection refused|no route|unreachable|cannot be reached|no answer from|timeout|timed out/.test(t)
+      ? 'web proxy not answering' : 'TLS to the web proxy failed';
   }
   if (/proxy answered 50[234]|service does not answer/.test(t)) return "the machine's service does not answer";
   if (/no http answer/.test(t)) return 'no HTTP answer';
-  if (/connection refused/.test(t)) return 'connection refused';
+  if (/connection refused|nothing accepts connections/.test(t)) return 'connection refused';
   if (/i\/o timeout|deadline exceeded|timed out|timeout/.test(t)) return 'no answer in time';
   if (/no such host|does not resolve/.test(t)) return 'name does not resolve';
   if (/x509|certificate/.test(t)) return 'certificate not valid';

@@ -593,7 +593,7 @@ function journey(size, viewport, opts = {}) {
         await focusedHeading('Audit log');
         const log = page.getByRole('table', { name: 'Audit log' });
         for (const what of [/^Token created$/, /^Machine registered$/, /^Machine renamed$/, /^Tunnel created$/, /^Tunnel updated$/,
-          /^Install started$/, /^2FA enabled$/, /^SSH key downloaded$/, /^Login success$/, /^Setup$/]) {
+          /^Install started$/, /^2FA enabled$/, /^SSH key downloaded$/, /^Login success$/, /^Set-up$/]) {
           await log.getByText(what).first().waitFor();
         }
         // Names, not ids.

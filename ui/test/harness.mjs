@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { promisify } from 'node:util';
 import { chromium } from 'playwright-core';
 import { AxeBuilder } from '@axe-core/playwright';
@@ -77,6 +78,22 @@ export async function startDaemon(name, password, extra = [], opts = {}) {
     '--tunnel-ports', `${lo}-${lo + (opts.ports ?? 100) - 1}`,
     // Nothing answers there: no public address, no DNS answer, quickly.
     '--ip-echo-urls', `${base}/nothing`, '--dns-server', `127.0.0.1:${dnsPort}`, ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // frps's dashboard API, as the daemon asks it which machines' tunnel
+  // clients are connected now (GET /api/clients?status=online): the
+  // machines frpLogin logged in, until frpLogout. No frps runs here, and
+  // without this answer the daemon (rightly) records every machine offline
+  // once nothing has answered there for 10 s.
+  const connected = new Set();
+  const frpsApi = createHttpServer((req, res) => {
+    if (req.url === '/api/clients?status=online') {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify([...connected].map((user) => ({ user, online: true }))));
+      return;
+    }
+    res.statusCode = 404;
+    res.end('404 page not found');
+  });
+  await new Promise((r) => frpsApi.listen(dash, '127.0.0.1', r));
   let log = '';
   const keep = (b) => { log = (log + b).slice(-20_000); };
   proc.stdout.on('data', keep);
@@ -135,8 +152,29 @@ export async function startDaemon(name, password, extra = [], opts = {}) {
       });
       const body = await r.json();
       assert.equal(body.reject, false, JSON.stringify(body));
+      connected.add(user);
     },
+    /** Runs SQL lines in the daemon's SQLite database with the sqlite3
+     * tool: what this box cannot produce by itself, written as the daemon
+     * keeps it. */
+    sqlite(sql) {
+      return new Promise((res, rej) => {
+        const c = spawn('sqlite3', ['-bail', join(tmp, 'data', 'tunnelsvc.db')], { stdio: ['pipe', 'ignore', 'pipe'] });
+        let err = '';
+        c.stderr.on('data', (b) => { err += b; });
+        c.on('error', rej);
+        c.on('exit', (code) => (code === 0 ? res() : rej(new Error(`sqlite3 exited ${code}: ${err}`))));
+        c.stdin.end(sql.join('\n'));
+      });
+    },
+    /** Machine m's tunnel client is gone from frps (as frps lists it). */
+    frpLogout(m) {
+      connected.delete(m.registration.revtunnel_client_config.match(/^user = '([^']+)'/m)[1]);
+    },
+    /** frps's dashboard API stops answering (frps stopped). */
+    frpsDown() { frpsApi.close(); frpsApi.closeAllConnections(); },
     async stop() {
+      frpsApi.close();
       if (proc.exitCode === null && proc.signalCode === null) {
         const gone = new Promise((r) => proc.once('exit', r));
         proc.kill('SIGKILL');

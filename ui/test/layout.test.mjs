@@ -11,8 +11,6 @@
 // wider than its cell, and axe-core finds nothing serious or critical.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { axe, launch, loggedIn, startDaemon } from './harness.mjs';
 
 const PASSWORD = 'Layout-Harbor-Quartz-61';
@@ -111,14 +109,7 @@ async function seed(ids, machines) {
       VALUES ('m${mid}.tunnel-${id}', ${mid}, ${id}, ${(k + 1) * 9_000_000_000}, ${(k + 1) * 170_000_000_000}, ${(k * 37) % 1200});`);
   });
   sql.push('COMMIT;');
-  await new Promise((res, rej) => {
-    const c = spawn('sqlite3', ['-bail', join(d.tmp, 'data', 'tunnelsvc.db')], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let err = '';
-    c.stderr.on('data', (b) => { err += b; });
-    c.on('error', rej);
-    c.on('exit', (code) => (code === 0 ? res() : rej(new Error(`sqlite3 exited ${code}: ${err}`))));
-    c.stdin.end(sql.join('\n'));
-  });
+  await d.sqlite(sql);
 }
 
 after(async () => {

@@ -75,12 +75,12 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Tunnels' }).click();
     const wiki = rowsOf(page, 'Tunnels').filter({ hasText: 'https://wiki.example.test' });
     await wiki.getByText('web proxy not answering', { exact: true }).waitFor();
-    // The Go error is there, but only when asked for.
-    const dial = wiki.getByText(/TLS connection to the web proxy failed: dial tcp/);
+    // The whole reason is there, in words, but only when asked for.
+    const dial = wiki.getByText(/TLS connection to the web proxy failed: nothing accepts connections at 127\.0\.0\.1:\d+/);
     assert.equal(await dial.isVisible(), false);
     await wiki.getByText('web proxy not answering', { exact: true }).click();
     await dial.waitFor();
-    assert.equal(await page.locator('main').evaluate((el) => /dial tcp|connection refused/.test(el.innerText.replace(/TLS connection to the web proxy failed: dial tcp[^\n]*/, ''))), false);
+    assert.equal(await page.locator('main').evaluate((el) => /dial tcp|connection refused|nothing accepts/.test(el.innerText.replace(/TLS connection to the web proxy failed: nothing accepts[^\n]*/, ''))), false);
 
     // The agent does not answer: Restart is off, and the reason is said once.
     await page.goto(`${d.base}/#/machines/${m.nas.id}`);

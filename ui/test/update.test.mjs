@@ -12,7 +12,6 @@
 // serious.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +35,9 @@ before(async () => {
     ms[name.split(' ')[0]] = await d.machine(name);
   }
   await seed();
+  // Their tunnel clients are connected (an update needs that), but no
+  // agent answers behind them.
+  for (const n of ['pi-old-1', 'pi-old-2', 'pi-old-3', 'cam-rolled']) await d.frpLogin(ms[n]);
   const got = Object.fromEntries((await d.call('GET', '/api/machines')).map((m) => [m.name.split(' ')[0], m.update.state]));
   assert.deepEqual(got, { 'nas-current': 'current', 'pi-old-1': 'outdated', 'pi-old-2': 'outdated', 'pi-old-3': 'outdated',
     'cam-rolled': 'rolled_back', 'legacy-box': 'unsupported' });
@@ -63,18 +65,7 @@ async function seed() {
       WHERE id = ${ms['cam-rolled'].id};`,
     report(ms['legacy-box'], '1.2.0', ''),
     'COMMIT;'];
-  await sqlite(sql);
-}
-
-async function sqlite(sql) {
-  await new Promise((res, rej) => {
-    const c = spawn('sqlite3', ['-bail', join(d.tmp, 'data', 'tunnelsvc.db')], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let err = '';
-    c.stderr.on('data', (b) => { err += b; });
-    c.on('error', rej);
-    c.on('exit', (code) => (code === 0 ? res() : rej(new Error(`sqlite3 exited ${code}: ${err}`))));
-    c.stdin.end(sql.join('\n'));
-  });
+  await d.sqlite(sql);
 }
 
 // What overflows: a card wider than itself, a button out of its card, the
@@ -120,7 +111,8 @@ test('outdated machines, a rollback and an old agent on the Machines page (1280 
     await row(page, 'nas-current').getByText('up to date').waitFor();
     await row(page, 'legacy-box').getByText('agent too old to update itself').waitFor();
     // The rollback: a short reason, the whole text on demand.
-    const why = row(page, 'cam-rolled').locator('details.why');
+    // The update's reason (after the machine's own status reason).
+    const why = row(page, 'cam-rolled').locator('details.why').last();
     await row(page, 'cam-rolled').getByText('update rolled back').waitFor();
     assert.ok((await why.locator('summary').textContent()).length < 60, 'the rollback reason is short in the table');
     await why.locator('summary').click();
@@ -149,9 +141,12 @@ test('an update whose agent does not answer fails in words; Update all stops at 
   await dlg.getByText(`pi-old-1 goes from bundle ${OLD} to ${SERVER}`).waitFor();
   await dlg.getByRole('button', { name: 'Update pi-old-1' }).click();
   await dlg.waitFor({ state: 'detached' });
-  await page.getByText(/updating machine "pi-old-1" to bundle 1\.5\.0/).waitFor();
+  // The notice follows it: started, then how it ended.
+  await page.getByText(`Update of pi-old-1 to ${SERVER} started: its state shows how it goes.`)
+    .or(page.getByText(/^The update of pi-old-1 failed: /)).first().waitFor();
   // No agent answers: failed, with the reason in words.
   await row(page, 'pi-old-1').getByText('update failed').waitFor({ timeout: 60_000 });
+  await page.getByText(/^The update of pi-old-1 failed: the machine's agent does not answer/).waitFor();
   const why = row(page, 'pi-old-1').locator('details.why').last();
   assert.equal(await why.locator('summary').textContent(), 'agent not answering');
   assert.match(await why.locator('summary').getAttribute('title'), /^the machine's agent does not answer/);
@@ -214,7 +209,8 @@ test("a machine's Software card: the rollback's reason, and the line an old agen
 
 test('a downgrade is refused in words, then offered by name and sent as {"version"}', { timeout: 90_000 }, async () => {
   const m = await d.machine('nas-newer');
-  await sqlite(['.timeout 10000', `UPDATE machines SET agent_version = '1.6.0', client_version = '0.61.1', bundle_version = '1.6.0',
+  await d.frpLogin(m);
+  await d.sqlite(['.timeout 10000', `UPDATE machines SET agent_version = '1.6.0', client_version = '0.61.1', bundle_version = '1.6.0',
     arch = 'amd64', agent_capabilities = 'update', versions_at = ${Date.now()} WHERE id = ${m.id};`]);
   const page = await loggedIn(browser, d, PASSWORD, { width: 390, height: 844 }, `machines/${m.id}`);
   const software = page.locator('section.card').filter({ has: page.getByRole('heading', { name: 'Software', exact: true }) });
@@ -230,9 +226,12 @@ test('a downgrade is refused in words, then offered by name and sent as {"versio
   const sent = page.waitForRequest((r) => r.url().endsWith(`/api/machines/${m.id}/update`) && r.method() === 'POST' && r.postData()?.includes('"version"'));
   await back.getByRole('button', { name: `Downgrade nas-newer from 1.6.0 to ${SERVER}` }).click();
   assert.deepEqual(JSON.parse((await sent).postData()), { version: SERVER });
-  await software.getByText(/updating machine "nas-newer" to bundle 1\.5\.0/).waitFor();
+  await software.getByText(`Update of nas-newer to ${SERVER} started: its state shows how it goes.`)
+    .or(software.getByText(/^The update of nas-newer failed: /)).first().waitFor();
   // No agent answers it either.
   await software.getByText("Failed: the machine's agent does not answer", { exact: false }).waitFor({ timeout: 60_000 });
+  // Said once, in the card: the notice that it started is gone.
+  assert.equal(await software.getByText(/Update of nas-newer to .* started/).count(), 0);
   const problems = [];
   await check(page, '#/machines/nas-newer at 390', problems);
   assert.deepEqual(problems, []);

@@ -2,7 +2,7 @@
 // Bearer), each with a scope and an expiry; the secret is shown once.
 import { ask } from '../dialog';
 import type { Ctx } from '../ctx';
-import { busy, card, clear, copyBox, field, form, h, notice, refill, rowButton, select, table, time } from '../dom';
+import { busy, card, clear, clearFieldErrors, copyBox, field, form, h, notice, refill, rowButton, select, table, time } from '../dom';
 import { dismiss, getSecret, keep } from '../secrets';
 
 export interface APIToken {
@@ -25,6 +25,16 @@ export function apiTokens(ctx: Ctx): HTMLElement {
   };
   const kept = getSecret('api-token');
   if (kept) showToken(kept.data.name as string, kept.data.token as string);
+  // A revoked token is gone everywhere: its secret on this card and in the
+  // banner that leads back to it, and what the form said about its name.
+  const forget = (id: number) => {
+    if (getSecret('api-token')?.data.id === id) {
+      dismiss('api-token');
+      clear(shown);
+    }
+    clearFieldErrors(create.form);
+    create.notice.clear();
+  };
 
   const load = () => busy([], listNotice, async () => {
     const ts = (await api.get<APIToken[]>('/api/tokens')) ?? [];
@@ -37,6 +47,7 @@ export function apiTokens(ctx: Ctx): HTMLElement {
         if (!await ask({ title: `Revoke the API token “${t.name}”?`, body: h('p', null, 'Anything using it gets 401 from its next request.'), confirm: 'Revoke the token', danger: true })) return;
         void busy(b, listNotice, async () => {
           await api.del(`/api/tokens/${t.id}`);
+          forget(t.id);
           listNotice.ok(`Revoked “${t.name}”.`);
           await load();
         });
@@ -50,7 +61,7 @@ export function apiTokens(ctx: Ctx): HTMLElement {
   const days = field('Expires in (days)', { type: 'number', name: 'expires_in_days', min: 1, max: 365, value: '30', required: true });
   const create = form({ label: 'New API token', submit: 'Create token' }, [name.row, scope.row, days.row], async () => {
     const t = await api.post<APIToken>('/api/tokens', { name: name.input.value.trim(), scope: scope.input.value, expires_in_days: Number(days.input.value) });
-    keep({ key: 'api-token', route: 'security/tokens', what: `the API token ${t.name}`, data: { name: t.name, token: t.token ?? '' } });
+    keep({ key: 'api-token', route: 'security/tokens', what: `the API token ${t.name}`, data: { id: t.id, name: t.name, token: t.token ?? '' } });
     showToken(t.name, t.token ?? '');
     name.input.value = '';
     await load();

@@ -62,7 +62,7 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       const r = await api.post<LoginResult>('/api/auth/login', { password: pw.input.value })
         .catch((e) => atField(e, pw));
       if (!r) return;
-      if (r.needs_2fa && r.pending_token) codeStep(r.pending_token);
+      if (r.needs_2fa && r.pending_token) codeStep(r.pending_token, r.passkey !== false);
       else done(true);
     });
     // A passkey alone, when the operator turned that on: asked after the
@@ -105,7 +105,8 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
     clear(box, heading?.('Log in to tunnelsvc'), refused, pwOff, f.form, alone, ssoBox, giveUp);
     pw.input.focus();
   };
-  const codeStep = (pending: string) => {
+  // passkey: one is registered (offered only then).
+  const codeStep = (pending: string, passkey: boolean) => {
     const code = codeField('Authentication code', 'The 6-digit code from your authenticator app, or a backup code.', true);
     const f = form({ label: 'Two-factor authentication', submit: 'Verify' }, [code.row], async () => {
       const r = await api.post<Message>('/api/auth/login/2fa', { pending_token: pending, code: code.input.value.trim() })
@@ -113,15 +114,18 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
       if (r) done(true);
     });
     const back = h('button', { type: 'button', class: 'link', onclick: passwordStep }, 'Start over');
-    // A passkey answers the second step instead of a code.
+    // A passkey answers the second step instead of a code, when one is
+    // registered. Both ways and "Start over" are in the card.
     const pn = notice();
-    const passkey = h('button', { type: 'button', class: 'secondary' }, 'Use a passkey');
-    passkey.addEventListener('click', () => void busy(passkey, pn, async () => {
+    const use = passkey ? h('button', { type: 'button', class: 'secondary' }, 'Use a passkey') : null;
+    use?.addEventListener('click', () => void busy(use, pn, async () => {
       const p = await usePasskey(api, '/api/auth/login/passkey/begin', { pending_token: pending });
       await api.post<Message>('/api/auth/login/passkey', { pending_token: pending, ceremony: p.ceremony, credential: p.credential });
       done(true);
     }));
-    clear(box, heading?.('Two-factor authentication'), f.form, h('div', { class: 'actions' }, passkey), pn.el, back, giveUp);
+    f.submit.after(...[use, back].filter((x): x is HTMLButtonElement => !!x));
+    f.form.append(pn.el);
+    clear(box, heading?.('Two-factor authentication'), f.form, giveUp);
     code.input.focus();
   };
   // Back from single sign-on with 2FA enrolled: the provider was the
@@ -131,7 +135,7 @@ export function loginFlow(box: HTMLElement, api: Api, done: (ok: boolean) => voi
   const pending = back.get('step') === '2fa' ? back.get('pending') : null;
   if (pending) {
     history.replaceState(null, '', location.pathname + location.search + '#/login');
-    codeStep(pending);
+    codeStep(pending, back.get('passkey') !== '0');
     return;
   }
   passwordStep();

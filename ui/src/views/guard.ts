@@ -10,7 +10,10 @@ export function banTool(ctx: Ctx): HTMLElement {
   const api = ctx.api;
   const body = h('div', null, h('p', { class: 'muted' }, 'Loading…'));
   const n = notice();
-  const outcome = outcomeBox(ctx, 'banner', 'Ban-tool set-up');
+  // Why fail2ban is not installed, as the status says it (shown under
+  // Installed): a failed set-up's result points there.
+  let problem = '';
+  const outcome = outcomeBox(ctx, 'banner', 'Ban-tool set-up', true, () => (problem ? [problem, 'under Installed'] : null));
   const maxRetry = field('Failures before a ban', { type: 'number', name: 'max_retry', min: 1, max: 1000, required: true });
   const findTime = field('Within (seconds)', { type: 'number', name: 'find_time', min: 10, required: true });
   const banTime = field('Ban for (seconds)', { type: 'number', name: 'ban_time', min: 10, required: true });
@@ -25,6 +28,9 @@ export function banTool(ctx: Ctx): HTMLElement {
     wlIp.input.value = '';
     await load();
   });
+  // Under the status it acts on; disabled, with why, while fail2ban is
+  // not installed (the set-up would fail with the same words).
+  const setupWhy = h('p', { id: 'ban-setup-why', class: 'muted small', hidden: true });
   const setup = h('button', { type: 'button', class: 'secondary' }, 'Set up the ban tool');
   setup.addEventListener('click', () => void busy(setup, n, async () => {
     // What earlier actions said ("Saved.") is not about this set-up.
@@ -58,6 +64,13 @@ export function banTool(ctx: Ctx): HTMLElement {
     // The same installed check the set-up makes: when it says no, why;
     // when yes, which version, and any package it lacks here.
     const missing = s.installed ? (s.missing ?? []) : [];
+    problem = s.installed ? '' : s.problem ?? '';
+    setup.disabled = !s.installed;
+    setupWhy.hidden = s.installed;
+    setupWhy.textContent = s.installed ? '' : 'Install fail2ban first (apt-get install fail2ban, or dnf install fail2ban), then set it up here.';
+    if (s.installed) setup.removeAttribute('aria-describedby');
+    else setup.setAttribute('aria-describedby', 'ban-setup-why');
+    void outcome.refresh();
     refill(body,
       missing.length ? h('div', { class: 'notice warn', role: 'status' },
         h('p', null, 'Not installed on this server (install with apt-get install or dnf install):'),
@@ -67,12 +80,12 @@ export function banTool(ctx: Ctx): HTMLElement {
           !s.installed && s.problem ? h('div', { class: 'small' }, s.problem) : null),
         h('dt', null, 'Running'), h('dd', null, yes(s.running)),
         h('dt', null, 'Managed by tunnelsvc'), h('dd', null, yes(s.managed))),
+      h('div', { class: 'actions' }, setup), setupWhy,
       h('h3', null, 'Jails'), jails, h('h3', null, 'Exempt addresses'), whitelist);
   });
   ctx.sub(['status'], () => void load());
   void load();
-  void outcome.refresh();
-  return card('fail2ban', n.el, outcome.el, h('div', { class: 'actions' }, setup), body,
+  return card('fail2ban', n.el, outcome.el, body,
     h('h3', null, 'Add an exempt address'), wl.form, h('h3', null, 'Settings'), cfg.form);
 }
 

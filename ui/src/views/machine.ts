@@ -11,8 +11,8 @@ import { statusBadge } from './machines';
 import { machineEdgeBadge } from './edges';
 import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
-import { canUpdate, known } from '../fleet';
-import { askUpdate, progress, updateState } from './update';
+import { known } from '../fleet';
+import { followUpdate, progress, updateButton, updateState } from './update';
 
 /** Where the SSH command expects the downloaded private key. */
 const KEY_FILE = '~/.ssh/tunnel_id_rsa';
@@ -70,7 +70,9 @@ export const machineView: View = (root, ctx, params) => {
     refill(statusBody,
       h('div', { class: 'status-line state' }, statusBadge(m), reason(m.status_reason)),
       h('dl', { class: 'kv' },
-        h('dt', null, 'Last seen'), h('dd', null, m.last_seen ? [time(m.last_seen), ` (${fmtTime(m.last_seen)})`] : 'never connected'),
+        // Online means connected now: "last seen" is for a machine that is not.
+        h('dt', null, 'Last seen'), h('dd', null, m.status === 'online' ? 'now (connected)'
+          : m.last_seen ? [time(m.last_seen), ` (${fmtTime(m.last_seen)})`] : 'never connected'),
         h('dt', null, 'Joined'), h('dd', null, fmtTime(m.created_at), m.client_addr ? ` from ${m.client_addr}` : ''),
         h('dt', null, 'User'), h('dd', null, m.username),
         h('dt', null, 'SSH tunnel port'), h('dd', null, m.tunnel_port ?? '—'),
@@ -108,15 +110,15 @@ export const machineView: View = (root, ctx, params) => {
     const u = m.update;
     const v = (x?: string) => x || h('span', { class: 'muted' }, 'not reported yet');
     const failed = u?.state === 'failed' || u?.state === 'rolled_back';
-    const update = u && canUpdate(m) ? h('button', { type: 'button', 'aria-label': `Update ${m.name}` }, 'Update') : null;
-    update?.addEventListener('click', () => askUpdate(ctx, m, softNotice));
+    const update = updateButton(ctx, m, softNotice, false);
+    followUpdate(softNotice, [m], true);
     updating.show(u?.state === 'updating');
     refill(softBody,
       h('dl', { class: 'kv' },
         h('dt', null, 'Agent'), h('dd', null, v(m.agent_version)),
         h('dt', null, 'Tunnel client'), h('dd', null, v(m.client_version)),
         h('dt', null, 'Bundle'), h('dd', null, v(m.bundle_version)),
-        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null)]
+        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null), updateState(m)[2]]
           : h('span', { class: 'muted' }, u ? 'this server has no machine bundle to update to' : 'this daemon does not update machines'))),
       failed && u?.error ? h('p', { class: 'bad-text why' }, `${u.state === 'rolled_back' ? 'Rolled back' : 'Failed'}: ${u.error}`) : null,
       u?.state === 'unsupported' ? rejoin(m) : null,
@@ -158,7 +160,19 @@ export const machineView: View = (root, ctx, params) => {
     restartWhy.hidden = false;
     restart.setAttribute('aria-describedby', restartWhy.id);
   };
+  // Only an online machine's agent can answer (through its tunnel): an
+  // offline one is said so without asking.
   const loadAgent = () => busy([], agentNotice, async () => {
+    if (m && m.status !== 'online') {
+      refill(agentBody, h('div', { class: 'state' }, badge('not reachable', 'warn'),
+        h('span', { class: 'why' }, m.status === 'pending' ? 'The machine has not connected yet.' : 'The machine is offline.')));
+      restart.disabled = true;
+      restartWhy.textContent = `The machine is ${m.status === 'pending' ? 'not connected yet' : 'offline'}, so the tunnel client cannot be restarted from here.`;
+      restartWhy.hidden = false;
+      restart.setAttribute('aria-describedby', restartWhy.id);
+      return;
+    }
+    restartWhy.textContent = 'The agent does not answer, so the tunnel client cannot be restarted from here.';
     try {
       const s = await api.get<AgentStatus>(`/api/machines/${id}/agent/status`, { timeout: 25_000 });
       const up = s.active_state === 'active';
@@ -229,7 +243,10 @@ export const machineView: View = (root, ctx, params) => {
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
-  ctx.sub(['machines'], () => void loadMachine());
+  ctx.sub(['machines'], () => {
+    const was = m?.status;
+    void loadMachine().then(() => { if (m && m.status !== was) void loadAgent(); });
+  });
   ctx.sub(['tunnels', 'probes'], () => void loadTunnels().then(loadActivity));
   ctx.sub(['activity'], () => void loadActivity());
   void loadMachine().then(() => m && (void loadKeys(), loadAgent()));

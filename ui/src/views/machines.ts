@@ -11,8 +11,8 @@ import { badge, busy, card, clear, copyBox, field, fmtTime, form, h, notice, ref
 import { dismiss, getSecret, keep } from '../secrets';
 import { emit } from '../live';
 import { reason } from '../words';
-import { canUpdate, versionsLine } from '../fleet';
-import { askUpdate, fleetBox, loadFleet, progress, updateAllButton, updateState } from './update';
+import { versionsLine } from '../fleet';
+import { fleetBox, followUpdate, loadFleet, progress, updateAllButton, updateButton, updateState } from './update';
 
 export function statusBadge(m: Machine): HTMLElement {
   return badge(m.status, m.status === 'online' ? 'good' : m.status === 'offline' ? 'bad' : 'warn');
@@ -50,9 +50,12 @@ function joinCard(ctx: Ctx): HTMLElement {
     stopWaiting = follow(ctx, t, waiting, resumed);
   };
   const f = form({ label: 'Create a bootstrap token', submit: 'Create bootstrap token', className: 'stack inline' }, [label.row, minutes.row], async () => {
+    // The daemon makes the token even when it answers late (a frozen
+    // daemon, once it resumes): the answer is waited for, however late,
+    // so its one-time command is shown and not lost.
     const t = await ctx.api.post<BootstrapToken>('/api/bootstrap/tokens', {
       expires_in_minutes: Number(minutes.input.value), label: label.input.value.trim() || undefined,
-    });
+    }, { timeout: 5 * 60_000 });
     emit('tokens');
     keep({ key: 'join', route: 'machines', what: `the join command ${t.label ? `for ${t.label}` : 'for a new machine'}`, data: { token: t } });
     show(t, false);
@@ -164,8 +167,9 @@ function machinesCard(ctx: Ctx, stops: (() => void)[]): HTMLElement {
     const counts = list.page()!.counts;
     filters.el.hidden = counts.all === 0;
     const target = ms.find((m) => m.update?.state === 'outdated' && m.update.target_version)?.update?.target_version ?? '';
-    const all = updateAllButton(ctx, counts.for_update_all, target, un);
-    refill(fleet, all ? h('div', { class: 'actions' }, all) : null, fleetBox(last, ms));
+    const all = updateAllButton(ctx, counts, target, un);
+    followUpdate(un, ms);
+    refill(fleet, all ? h('div', { class: 'actions update-all' }, ...all) : null, fleetBox(last, ms));
     const updating = !!last?.running || counts.updating > 0;
     running.show(updating);
     // The fleet's summary is not pushed: asked again while it runs.
@@ -191,7 +195,7 @@ function machinesTable(ctx: Ctx, ms: Machine[], traffic: TrafficHistory | null, 
         emit('tunnels');
       },
     }), 'danger small');
-    const update = canUpdate(m) ? rowButton('Update', m.name, () => askUpdate(ctx, m, n)) : null;
+    const update = updateButton(ctx, m, n, true);
     const versions = versionsLine(m);
     return [
       h('div', { class: 'main-cell' }, h('a', { href: `#/machines/${m.id}`, class: 'name' }, m.name),

@@ -10,13 +10,14 @@ import { apiTokens } from './apitokens';
 import { ssoCard } from './sso';
 import { monitoringCard } from './monitoring';
 
-// Each page's title, and a short name for the tabs on a phone (so six
-// tabs take two rows there, not three).
-const sections: Record<string, [string, (ctx: Ctx) => HTMLElement, string?]> = {
-  '2fa': ['Two-factor authentication', twoFA, '2FA'],
+// Each page's title, its tab's name (the title unless given: the eight
+// tabs fit one row at desktop width), and a short name for the tabs on a
+// phone (so they take two rows there, not three).
+const sections: Record<string, [string, (ctx: Ctx) => HTMLElement, string?, string?]> = {
+  '2fa': ['Two-factor authentication', twoFA, 'Two-factor', '2FA'],
   keys: ['SSH keys', sshKeys],
-  tokens: ['API tokens', apiTokens, 'Tokens'],
-  sso: ['Single sign-on', ssoCard, 'SSO'],
+  tokens: ['API tokens', apiTokens, undefined, 'Tokens'],
+  sso: ['Single sign-on', ssoCard, undefined, 'SSO'],
   ban: ['Ban tool', banTool],
   firewall: ['Firewall', firewall],
   monitoring: ['Metrics & notifications', monitoringCard, 'Metrics'],
@@ -28,7 +29,8 @@ const CATEGORIES: [string, string][] = [['', 'Everything'], ['auth', 'Logins and
 
 /** LOGIN_FAILED → "Login failed": words that wrap between words. */
 export const kindWords = (k: string) => {
-  const w = k.toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\b(totp|2fa)\b/g, '2FA');
+  const w = k.toLowerCase().replace(/_/g, ' ').replace(/\bssh\b/g, 'SSH').replace(/\b(totp|2fa)\b/g, '2FA')
+    .replace(/\bbanner\b/g, 'ban tool').replace(/\bsetup\b/g, 'set-up');
   return w.charAt(0).toUpperCase() + w.slice(1);
 };
 
@@ -52,9 +54,9 @@ export const securityView: View = (root, ctx, params) => {
   const key = sections[params[0]] ? params[0] : '2fa';
   const [title, build] = sections[key];
   clear(root,
-    h('nav', { class: 'subnav', 'aria-label': 'Security' }, h('ul', null, Object.entries(sections).map(([k, [t, , short]]) =>
-      h('li', null, h('a', { href: `#/security/${k}`, 'aria-current': k === key ? 'page' : null },
-        short ? [h('span', { class: 'long' }, t), h('span', { class: 'short' }, short)] : t))))),
+    h('nav', { class: 'subnav', 'aria-label': 'Security' }, h('ul', null, Object.entries(sections).map(([k, [t, , tab, short]]) =>
+      h('li', null, h('a', { href: `#/security/${k}`, 'aria-current': k === key ? 'page' : null, title: tab ? t : null },
+        short ? [h('span', { class: 'long' }, tab ?? t), h('span', { class: 'short' }, short)] : tab ?? t))))),
     h('h1', null, title),
     build(ctx));
   document.title = `${title} · Security · tunnelsvc`;

@@ -66,9 +66,11 @@ function probeResult(t: Tunnel): Child {
   return h('div', null, badge('up', 'good'), r.http_status ? ` HTTP ${r.http_status}` : null, when, cert);
 }
 
-/** The tunnel's state: its status when not active, then its last probe. */
+/** The tunnel's state: its status when not active, then its last probe.
+ * (The machines that serve a site are listed under its name: the Tunnel
+ * column is the wide one.) */
 export function reachability(t: Tunnel): Child {
-  return h('div', { class: 'state' }, tunnelState(t), probeResult(t), targetsList(t));
+  return h('div', { class: 'state' }, tunnelState(t), probeResult(t));
 }
 
 function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => number) {
@@ -126,7 +128,10 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
     access.reset();
     targets.reset();
   };
-  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows], body, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
+  // Editing only: paused or served.
+  const paused = kindFixed ? checkbox('Paused: not served until resumed (the machine keeps the tunnel)', { name: 'paused', checked: !!t.paused }) : null;
+  const bodyWithPause = () => (paused ? { ...body(), paused: paused.input.checked } : body());
+  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows, paused?.row ?? null], body: bodyWithPause, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
@@ -155,13 +160,22 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
   const heads: Head[] = [['Tunnel', 'c-main'], ...(withMachine ? [['Machine', 'c-machine'] as Head] : []),
     ['State', 'c-state'], ['Traffic (24 h)', 'c-traffic'], ['', 'c-actions']];
   return table(heads, ts.map((t) => {
+    // What this row's own buttons answer shows on the row.
+    const rowNote = notice();
     const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t, n));
-    const dns = t.domains?.length ? rowButton('Check DNS', t.name, (b) => void busy(b, n, async () => {
+    const dns = t.domains?.length ? rowButton('Check DNS', t.name, (b) => void busy(b, rowNote, async () => {
       const rs = await ctx.api.get<DomainDNS[]>(`/api/tunnels/${t.id}/dns`);
       const bad = (rs ?? []).filter((r) => !r.ok);
       if (bad.length) throw new Error(bad.map((r) => r.message).join(' '));
-      n.ok(`${(rs ?? []).map((r) => r.domain).join(', ')}: DNS points at this server.`);
+      rowNote.ok(`DNS is right: ${(rs ?? []).map((r) => r.domain).join(', ')} ${(rs ?? []).length === 1 ? 'points' : 'point'} at this server.`);
     })) : null;
+    // Paused: not served, its machine's client config without it, until
+    // resumed (PATCH {paused}).
+    const pause = rowButton(t.paused ? 'Resume' : 'Pause', t.name, (b) => void busy(b, rowNote, async () => {
+      await ctx.api.patch<Tunnel>(`/api/tunnels/${t.id}`, { paused: !t.paused });
+      n.ok(t.paused ? `Resumed ${t.name}: it is served again.` : `Paused ${t.name}: it is not served until you resume it.`);
+      emit('tunnels');
+    }));
     const probe = t.kind === 'http' && t.url ? rowButton('Check now', t.name, (b) => void busy(b, n, async () => {
       await ctx.api.post<Tunnel>(`/api/tunnels/${t.id}/probe`, undefined, { timeout: 20_000 });
       emit('tunnels');
@@ -179,9 +193,9 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
       h('div', { class: 'main-cell' },
         h('div', null, h('strong', { class: 'name' }, t.name), ' ', badge(t.kind.toUpperCase())),
         h('div', null, reachedAt(t), h('span', { class: 'muted small' }, ` → local port ${t.local_port}`)),
-        ownDomains(t), accessLabel(t)),
+        ownDomains(t), accessLabel(t), targetsList(t), rowNote.el),
       ...(withMachine ? [h('a', { href: `#/machines/${t.machine_id}`, class: 'name' }, machineName(t))] : []),
-      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, probe, dns, del)];
+      reachability(t), trafficCell(traffic?.tunnels[String(t.id)], traffic !== null), h('div', { class: 'row-actions' }, edit, pause, probe, dns, del)];
   }), 'No tunnels yet.', 'Tunnels', 'data-table');
 }
 

@@ -2,19 +2,37 @@
 // state as a badge, Update (one machine, with the downgrade the daemon
 // refuses until it is asked for by name) and Update all, each asked first,
 // and the progress of the running update from the log stream.
-import { ApiError, type FleetUpdate, type Machine, type Message } from '../api';
+import { ApiError, type FleetUpdate, type Machine, type MachineCounts, type Message } from '../api';
 import type { Ctx } from '../ctx';
 import { ask } from '../dialog';
-import { badge, clear, h, type Child, type Notice } from '../dom';
+import { badge, clear, h, rowButton, type Child, type Notice } from '../dom';
 import { emit, logBuffer, onLog, type LogLine } from '../live';
-import { downgradeTo, fleetSummary, updateBadge } from '../fleet';
+import { downgradeTo, fleetSummary, skipsLine, updateBadge, updateOffer } from '../fleet';
 import { briefUpdate, reason } from '../words';
 
-/** The update state's badge and, when it failed, why (short, whole on demand). */
+/** The update state's badge and, when it failed, why (short, whole on
+ * demand); then why Update cannot work now, when it cannot. */
 export function updateState(m: Machine): Child[] {
   const b = updateBadge(m);
   if (!b) return [];
-  return [h('span', { 'data-update-state': m.update?.state }, badge(b.text, b.tone)), reason(b.why, undefined, briefUpdate)];
+  const blocked = updateOffer(m).blocked;
+  return [h('span', { 'data-update-state': m.update?.state }, badge(b.text, b.tone)), reason(b.why, undefined, briefUpdate),
+    blocked ? h('div', { id: `update-why-${m.id}`, class: 'muted small update-why' }, `No update now: ${blocked}.`) : null];
+}
+
+/** Update for m, or null when m needs none: disabled, and described by
+ * the reason updateState shows, when it cannot work now. */
+export function updateButton(ctx: Ctx, m: Machine, n: Notice, small: boolean): HTMLButtonElement | null {
+  const o = updateOffer(m);
+  if (!o.show) return null;
+  const b = small ? rowButton('Update', m.name, () => askUpdate(ctx, m, n))
+    : h('button', { type: 'button', 'aria-label': `Update ${m.name}` }, 'Update');
+  if (!small) b.addEventListener('click', () => askUpdate(ctx, m, n));
+  if (o.blocked) {
+    b.disabled = true;
+    b.setAttribute('aria-describedby', `update-why-${m.id}`);
+  }
+  return b;
 }
 
 const bundle = (v?: string) => (v ? `bundle ${v}` : 'the bundle it runs (not reported yet)');
@@ -24,8 +42,8 @@ const bundle = (v?: string) => (v ? `bundle ${v}` : 'the bundle it runs (not rep
 export function askUpdate(ctx: Ctx, m: Machine, n: Notice): void {
   const to = m.update?.target_version || "the server's bundle";
   const post = async (body?: { version: string }) => {
-    const r = await ctx.api.post<Message>(`/api/machines/${m.id}/update`, body);
-    n.ok(r.message || `Updating ${m.name}.`);
+    await ctx.api.post<Message>(`/api/machines/${m.id}/update`, body);
+    following(n, m, body?.version ?? to);
     emit('machines');
   };
   void ask({
@@ -47,6 +65,32 @@ export function askUpdate(ctx: Ctx, m: Machine, n: Notice): void {
   });
 }
 
+// The notice of an update just started follows the machine's state: it
+// says "started" until the update ends, then how it ended (never a green
+// "updating" beside a red "update failed").
+const followed = new WeakMap<HTMLElement, { id: number; name: string; to: string }>();
+
+function following(n: Notice, m: Machine, to: string): void {
+  n.ok(`Update of ${m.name} to ${to} started: its state shows how it goes.`);
+  followed.set(n.el, { id: m.id, name: m.name, to });
+}
+
+/** Says in n how the update it follows ended, once ms shows it; with
+ * shown, the page says it already (a machine's Software card), and the
+ * notice only goes. */
+export function followUpdate(n: Notice, ms: Machine[], shown = false): void {
+  const f = followed.get(n.el);
+  const m = f && ms.find((x) => x.id === f.id);
+  if (!f || !m) return;
+  const s = m.update?.state;
+  if (shown && (s === 'current' || s === 'failed' || s === 'rolled_back')) n.clear();
+  else if (s === 'current') n.ok(`${f.name} runs bundle ${m.bundle_version || f.to} now.`);
+  else if (s === 'failed' || s === 'rolled_back') {
+    n.error(new Error(`The update of ${f.name} ${s === 'failed' ? 'failed' : 'was rolled back'}: ${m.update?.error || 'no reason given'}.`));
+  } else return;
+  followed.delete(n.el);
+}
+
 function offerDowngrade(m: Machine, w: string, said: string, n: Notice, post: (b: { version: string }) => Promise<void>): void {
   n.error(new Error(`Not updated: ${said.replace(/; to go back to .*$/, '')}.`));
   const from = m.bundle_version || 'a newer bundle';
@@ -60,24 +104,29 @@ function offerDowngrade(m: Machine, w: string, said: string, n: Notice, post: (b
   n.el.append(' ', b);
 }
 
-/** The "Update all" button: shown when a machine is outdated, naming how
- * many and to which version; it asks first. */
-export function updateAllButton(ctx: Ctx, count: number, target: string, n: Notice): HTMLButtonElement | null {
-  if (!count) return null;
+/** "Update all": shown when a machine lacks the server's bundle, naming
+ * how many it updates and to which version, and whom it leaves out and
+ * why (disabled when it would update none); it asks first. */
+export function updateAllButton(ctx: Ctx, counts: MachineCounts, target: string, n: Notice): Child[] | null {
+  const count = counts.for_update_all;
+  const skipped = skipsLine(counts.update_all_skips);
+  if (!count && !skipped) return null;
   const many = count === 1 ? '1 machine' : `${count} machines`;
-  const b = h('button', { type: 'button' }, `Update all (${many} to ${target || "the server's bundle"})`);
+  const to = target || "the server's bundle";
+  const b = h('button', { type: 'button', 'aria-describedby': skipped ? 'update-all-skips' : null }, `Update all (${many} to ${to})`);
+  b.disabled = count === 0;
   b.addEventListener('click', () => void ask({
-    title: `Update ${many} to ${target || "the server's bundle"}?`,
-    body: h('p', null, count === 1 ? 'It updates, and goes back to its previous bundle by itself if it does not come back.'
-      : 'One goes first; the rest follow in groups of 5; it stops at the first failure.'),
+    title: `Update ${many} to ${to}?`,
+    body: [h('p', null, count === 1 ? 'It updates, and goes back to its previous bundle by itself if it does not come back.'
+      : 'One goes first; the rest follow in groups of 5; it stops at the first failure.'), skipped ? h('p', null, skipped) : null],
     confirm: `Update ${many}`,
     action: async () => {
-      const r = await ctx.api.post<Message>('/api/machines/update', { all: true });
-      n.ok(r.message || `Updating ${many}.`);
+      await ctx.api.post<Message>('/api/machines/update', { all: true });
+      n.ok(`Update of ${many} to ${to} started: the last fleet update below shows how it goes.`);
       emit('machines');
     },
   }));
-  return b;
+  return [b, skipped ? h('p', { id: 'update-all-skips', class: 'muted small' }, skipped) : null];
 }
 
 /** The last fleet update (null when none ran, or the daemon has none). */
