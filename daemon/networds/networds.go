@@ -67,7 +67,12 @@ func Say(err error) string {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return at + " closed the connection before answering"
 	}
-	return "the request to " + at + " failed: " + last(err)
+	var ue *url.Error
+	if errors.As(err, &ue) || errors.As(err, &op) {
+		return "the request to " + at + " failed: " + last(err)
+	}
+	// Not a network failure: an error of the caller's own, in its words.
+	return err.Error()
 }
 
 // lookupWords is a failed name lookup in words.

@@ -2,6 +2,7 @@ package networds
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -90,5 +91,10 @@ func TestSay(t *testing.T) {
 				t.Errorf("%s: %q says %q", c.name, got, raw)
 			}
 		}
+	}
+	// An error that is not a network failure keeps its own words.
+	own := fmt.Errorf("another program (uid 65534) holds the agent port 20002 of machine 1")
+	if got := Say(own); got != own.Error() {
+		t.Errorf("not a network failure: %q", got)
 	}
 }

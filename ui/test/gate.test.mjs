@@ -309,4 +309,20 @@ test('sso gate: visitors on the tunnel\'s list sign in through the OpenID provid
   assert.equal(await page.getByText(/555-0100/).count(), 0);
   await page.setExtraHTTPHeaders({});
   assert.deepEqual(problems, []);
+
+  // The dashboard's audit log names who may enter, before and after, at
+  // both widths.
+  await call('PATCH', `/api/tunnels/${team.id}`, { sso_allow: ['group:staff', 'bob@example.test'] });
+  const audit = await context.newPage();
+  await audit.goto(`${base}/#/overview`);
+  await audit.getByLabel(/^Password \*$/).fill(PASSWORD);
+  await audit.getByRole('button', { name: 'Log in' }).click();
+  await audit.getByRole('navigation', { name: 'Main' }).waitFor();
+  await audit.goto(`${base}/#/security/audit`);
+  for (const width of [1280, 390]) {
+    await audit.setViewportSize({ width, height: width > 500 ? 800 : 844 });
+    await audit.getByRole('table', { name: 'Audit log' })
+      .getByText(/^tunnel "team" of machine "[^"]+" changed: access single sign-on \(group:staff\) → single sign-on \(group:staff, bob@example\.test\)$/).waitFor();
+  }
+  await audit.close();
 });

@@ -15,7 +15,7 @@
 // one row at desktop width. axe-core finds nothing serious.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, launch, loggedIn, noAxe, startDaemon, totp } from './harness.mjs';
@@ -130,6 +130,13 @@ for (const [size, viewport] of SIZES) {
     // not answer: the one refused request, visible on the page.
     await agent.locator('.badge', { hasText: /^not reachable$/ }).waitFor();
     await noRawErrors(page, 'online machine');
+    // What the API offers on a machine, the dashboard offers: its tunnel
+    // client's config, as a file.
+    const saved = page.waitForEvent('download');
+    await agent.getByRole('button', { name: 'Download its client config' }).click();
+    const file = await saved;
+    assert.equal(file.suggestedFilename(), 'nas-client.toml');
+    assert.match(readFileSync(await file.path(), 'utf8'), /^user = 'm\d+'$/m);
     await page.context().close();
   });
 }

@@ -2,10 +2,10 @@
 // it, its agent, its tunnels and its activity. Renamed in place; every view
 // that shows the name follows (the rename is pushed to them).
 import { loadTraffic } from './monitoring';
-import { ApiError, describeError, type ActivityEvent, type AgentStatus, type Machine, type Message, type SSHKey, type Tunnel } from '../api';
+import { ApiError, describeError, unwrap, type ActivityEvent, type AgentStatus, type Machine, type Message, type SSHKey, type Tunnel } from '../api';
 import type { View } from '../ctx';
 import { ask } from '../dialog';
-import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, table, time } from '../dom';
+import { badge, type Child, busy, card, clear, copyBox, field, fmtTime, form, h, notice, refill, saveFile, table, time } from '../dom';
 import { emit } from '../live';
 import { statusBadge } from './machines';
 import { machineEdgeBadge } from './edges';
@@ -203,6 +203,16 @@ export const machineView: View = (root, ctx, params) => {
     window.setTimeout(() => void loadAgent(), 3000);
   }).then(() => { if (!restartWhy.hidden) restart.disabled = true; }));
 
+  // The tunnel client's config as the daemon renders it now
+  // (GET /api/machines/{id}/revtunnel-client): what the machine should run.
+  const config = h('button', { type: 'button', class: 'secondary' }, 'Download its client config');
+  config.addEventListener('click', () => void busy(config, agentNotice, async () => {
+    const res = await api.send('GET', `/api/machines/${id}/revtunnel-client`);
+    if (!res.ok) await unwrap(res); // throws the server's message
+    saveFile(`${m?.name ?? `machine-${id}`}-client.toml`, await res.text(), 'text/plain');
+    agentNotice.ok('Downloaded the tunnel client config the machine should run. It holds the machine\'s credentials: keep it private.');
+  }));
+
   const newTunnel = newTunnelForm(ctx, id);
   const loadTunnels = () => busy([], tunnelsNotice, async () => {
     const [ts0, traffic] = await Promise.all([api.get<Tunnel[]>(`/api/tunnels?machine_id=${id}`), loadTraffic(ctx)]);
@@ -238,7 +248,7 @@ export const machineView: View = (root, ctx, params) => {
     h('div', { class: 'title-row' }, heading, renameButton), renameBox, n.el,
     card('Status', statusBody),
     card('SSH', sshBody),
-    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart), restartWhy),
+    card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart, config), restartWhy),
     card('Software', softBody, updating.el, softNotice.el),
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
