@@ -155,16 +155,8 @@ func (s *Server) hasPasskey(ctx context.Context) bool {
 	if s.totp == nil {
 		return false
 	}
-	st, err := s.totp.Status(ctx)
-	if err != nil {
-		return false
-	}
-	for _, d := range st.Devices {
-		if d.Type == "passkey" {
-			return true
-		}
-	}
-	return false
+	some, err := s.totp.HasPasskey(ctx)
+	return err == nil && some
 }
 
 // loginError maps the errors shared by every credential check.

@@ -137,20 +137,29 @@ func (a *App) frpsRefuses(err error, now time.Time) bool {
 		}
 		return false
 	}
-	since := a.edge.refusedSince.Load()
-	if since == nil {
-		a.edge.refusedSince.CompareAndSwap(nil, &now)
+	if a.edge.refusedSince.CompareAndSwap(nil, &now) {
 		return false
 	}
-	return now.Sub(*since) >= frpsGone
+	_, gone := a.frpsGoneAt(now)
+	return gone
+}
+
+// frpsGoneAt says whether frps has refused connections for frpsGone at now,
+// and since when.
+func (a *App) frpsGoneAt(now time.Time) (since time.Time, gone bool) {
+	p := a.edge.refusedSince.Load()
+	if p == nil {
+		return time.Time{}, false
+	}
+	return *p, now.Sub(*p) >= frpsGone
 }
 
 // TunnelServerProblem is "" while this edge's tunnel server answers (or has
 // refused for less than frpsGone), else that it is not running, in words:
 // what machines.StatusOf says of the machines it had.
 func (a *App) TunnelServerProblem() string {
-	since := a.edge.refusedSince.Load()
-	if since == nil || time.Since(*since) < frpsGone {
+	since, gone := a.frpsGoneAt(time.Now())
+	if !gone {
 		return ""
 	}
 	return "nothing has answered on its port since " + since.UTC().Format("15:04:05 MST")

@@ -120,10 +120,8 @@ type UpdateView struct {
 // not reported the bundle it runs (nothing says it is outdated).
 const updateUnknown = "unknown"
 
-// updateView derives the state: an update under way first, then an agent
-// that cannot take one, then how the last update to the server's version
-// ended while the machine is still not on it, else whether the reported
-// bundle is the server's.
+// updateView is updateState, and whether the machine's status st lets an
+// update that it needs reach its agent now.
 func updateView(m store.Machine, server string, st Status) UpdateView {
 	v := updateState(m, server)
 	switch v.State {
@@ -142,7 +140,10 @@ func updateView(m store.Machine, server string, st Status) UpdateView {
 	return v
 }
 
-// updateState is updateView without what the machine's status allows.
+// updateState derives the state: an update under way first, then an agent
+// that cannot take one, then how the last update to the server's version
+// ended while the machine is still not on it, else whether the reported
+// bundle is the server's (unknown while nothing was reported).
 func updateState(m store.Machine, server string) UpdateView {
 	u := m.Update
 	v := UpdateView{TargetVersion: u.Target, Error: u.Error}

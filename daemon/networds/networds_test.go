@@ -1,58 +1,33 @@
 package networds
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 )
 
 // Real failures of real requests on loopback, in words: what each says,
 // and never Go's words for the operation.
 func TestSay(t *testing.T) {
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return addr
-	}
-	// A listener that accepts and never answers.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	// One that closes every connection at once.
-	hangup, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hangup.Close()
-	go func() {
-		for {
-			c, err := hangup.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	closed := func() string { return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)) }
+	// A listener that accepts and never answers, and one that reads each
+	// request and closes the connection without an answer (read first: a
+	// close before the request arrives is a reset, or an idle connection
+	// closed, by the time the client writes).
+	silent := accepting(t, func(c net.Conn) { go func() { io.Copy(io.Discard, c); c.Close() }() })
+	hangup := accepting(t, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c))
+		c.Close()
+	})
 	tlsServer := httptest.NewTLSServer(http.NotFoundHandler())
 	defer tlsServer.Close()
 	noDNS := closed()
@@ -97,4 +72,24 @@ func TestSay(t *testing.T) {
 	if got := Say(own); got != own.Error() {
 		t.Errorf("not a network failure: %q", got)
 	}
+}
+
+// accepting is a loopback listener that hands each connection to handle,
+// closed when the test ends.
+func accepting(t *testing.T, handle func(net.Conn)) net.Listener {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			handle(c)
+		}
+	}()
+	return l
 }

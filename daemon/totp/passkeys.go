@@ -407,6 +407,13 @@ func (s *Service) SetPasswordless(ctx context.Context, c auth.Client, on bool) e
 // passkeysGone turns passwordless sign-in off once no passkey is left, so
 // that a passkey registered later does not turn it back on by itself: it
 // stays off until the operator turns it on again.
+// HasPasskey says whether a passkey is registered (one may then answer the
+// second step of a login).
+func (s *Service) HasPasskey(ctx context.Context) (bool, error) {
+	ps, err := s.st.ListPasskeys(ctx)
+	return len(ps) > 0, err
+}
+
 func (s *Service) passkeysGone(ctx context.Context, c auth.Client) error {
 	on, err := s.st.GetSetting(ctx, passwordlessKey)
 	if errors.Is(err, store.ErrNotFound) || err == nil && on != "on" {
@@ -415,7 +422,7 @@ func (s *Service) passkeysGone(ctx context.Context, c auth.Client) error {
 	if err != nil {
 		return err
 	}
-	if ps, err := s.st.ListPasskeys(ctx); err != nil || len(ps) > 0 {
+	if some, err := s.HasPasskey(ctx); err != nil || some {
 		return err
 	}
 	if err := s.st.DeleteSetting(ctx, passwordlessKey); err != nil && !errors.Is(err, store.ErrNotFound) {

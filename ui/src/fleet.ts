@@ -43,12 +43,6 @@ export function updateOffer(m: Machine): { show: boolean; blocked: string } {
   return { show: true, blocked: u.can_update ? '' : (u.blocked || 'it cannot take an update now') };
 }
 
-/** Whether Update works now on m. */
-export function canUpdate(m: Machine): boolean {
-  const o = updateOffer(m);
-  return o.show && !o.blocked;
-}
-
 /** "3 machines are left out: 2 because it is offline, …", or '' when none. */
 export function skipsLine(skips: { reason: string; machines: number }[] | undefined): string {
   const xs = (skips ?? []).filter((x) => x.machines > 0);

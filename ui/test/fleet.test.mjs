@@ -2,7 +2,10 @@
 // `tsc -p tsconfig.test.json` into .test-build/).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { canUpdate, downgradeTo, fleetSummary, updateBadge, versionsLine } from '../.test-build/fleet.js';
+import { downgradeTo, fleetSummary, updateBadge, updateOffer, versionsLine } from '../.test-build/fleet.js';
+
+// Whether Update is offered and works on machine x.
+const canUpdate = (x) => { const o = updateOffer(x); return o.show && !o.blocked; };
 
 const m = (id, state, extra = {}) => ({ id, name: `m${id}`, bundle_version: 'A', ...extra, update: { state, target_version: 'B', ...(extra.update ?? {}) } });
 

@@ -111,6 +111,7 @@ export const machineView: View = (root, ctx, params) => {
     const v = (x?: string) => x || h('span', { class: 'muted' }, 'not reported yet');
     const failed = u?.state === 'failed' || u?.state === 'rolled_back';
     const update = updateButton(ctx, m, softNotice, false);
+    const state = updateState(m);
     followUpdate(softNotice, [m], true);
     updating.show(u?.state === 'updating');
     refill(softBody,
@@ -118,7 +119,7 @@ export const machineView: View = (root, ctx, params) => {
         h('dt', null, 'Agent'), h('dd', null, v(m.agent_version)),
         h('dt', null, 'Tunnel client'), h('dd', null, v(m.client_version)),
         h('dt', null, 'Bundle'), h('dd', null, v(m.bundle_version)),
-        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, updateState(m)[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null), updateState(m)[2]]
+        h('dt', null, 'Update'), h('dd', { class: 'state' }, u && known(m) ? [h('div', null, state[0], u.at ? [' ', time(u.at), ` (${fmtTime(u.at)})`] : null), state[2]]
           : h('span', { class: 'muted' }, u ? 'this server has no machine bundle to update to' : 'this daemon does not update machines'))),
       failed && u?.error ? h('p', { class: 'bad-text why' }, `${u.state === 'rolled_back' ? 'Rolled back' : 'Failed'}: ${u.error}`) : null,
       u?.state === 'unsupported' ? rejoin(m) : null,
