@@ -236,6 +236,21 @@ export function launch() {
   return chromium.launch({ executablePath: CHROMIUM, headless: true, timeout: 30_000, args: CHROMIUM_ARGS });
 }
 
+/** Clicks button until target shows, three tries at most: the page may
+ * be drawn again under the pointer as the click lands (a table refreshed
+ * by the live updates), and a person then clicks again. */
+export async function clickFor(button, target, tries = 3) {
+  for (let i = 1; ; i++) {
+    await button.click();
+    try {
+      await target.waitFor({ timeout: 3000 });
+      return;
+    } catch (e) {
+      if (i >= tries) throw e;
+    }
+  }
+}
+
 /** A page logged in at base, at the given viewport. */
 export async function loggedIn(browser, d, password, viewport, route = 'overview') {
   const phone = viewport.width < 500;

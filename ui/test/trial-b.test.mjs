@@ -12,7 +12,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { loggedIn, startDaemon, axe } from './harness.mjs';
+import { loggedIn, startDaemon, axe, clickFor } from './harness.mjs';
 import { PASSWORD, DESKTOP, PHONE, d, browser, m, noAxe, rowsOf, describedBy } from './trial-setup.mjs';
 
 for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
@@ -139,8 +139,8 @@ for (const [size, viewport] of [['1280', DESKTOP], ['390', PHONE]]) {
     await create(`${notes}-2`, 3002);
     assert.equal(await form.getByRole('alert').count(), 0);
 
-    await page.getByRole('button', { name: `Edit ${notes}`, exact: true }).click();
     const edit = page.getByRole('dialog', { name: `Edit tunnel ${notes}` });
+    await clickFor(page.getByRole('button', { name: `Edit ${notes}`, exact: true }), edit);
     await edit.getByLabel('Local port').fill(port);
     await edit.getByRole('button', { name: 'Save changes' }).click();
     await edit.waitFor({ state: 'detached' });
