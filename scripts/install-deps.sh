@@ -33,6 +33,7 @@ declare -A need=(
   [sshd]=openssh-server        # make bench: the OpenSSH reverse tunnel peer (its own sshd on a test port, never 22)
   [wrk]=wrk                    # make bench: the load generator lighter than the servers it measures
   [jq]=jq                      # the API tokens test runs docs/api.md's CI script, which reads answers with jq
+  [nginx]=nginx                # a service that reads the PROXY protocol, behind tcp and http tunnels
 )
 missing=()
 for cmd in "${!need[@]}"; do

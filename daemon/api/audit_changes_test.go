@@ -137,14 +137,21 @@ func TestAuditTunnelChangesSayWhat(t *testing.T) {
 			{"tcp made public", "/api/tunnels/2", `{"public":true}`,
 				[]auditRow{{"TUNNEL_UPDATED", `tunnel "db" of machine "pi" changed: public no → yes`}}},
 			{"a refused change", "/api/tunnels/2", `{"access":"operator"}`, nil},
+			{"a PROXY protocol header", "/api/tunnels/2", `{"proxy_protocol":"v2"}`,
+				[]auditRow{{"TUNNEL_UPDATED", `tunnel "db" of machine "pi" changed: PROXY protocol off → v2`}}},
+			{"a refused PROXY protocol", "/api/tunnels/2", `{"proxy_protocol":"v3"}`, nil},
+			{"PROXY protocol v1 on the site", "/api/tunnels/1", `{"proxy_protocol":"v1"}`,
+				[]auditRow{{"TUNNEL_UPDATED", `tunnel "docs" of machine "pi" changed: PROXY protocol off → v1`}}},
 			{"machine renamed", "/api/machines/1", `{"name":"garage-pi"}`,
 				[]auditRow{{"MACHINE_RENAMED", `machine renamed: "pi" → "garage-pi"`}}},
 			{"machine renamed to its name", "/api/machines/1", `{"name":"garage-pi"}`, nil},
 		}
+		refusals := map[string]string{"a refused change": "access is only for http tunnels",
+			"a refused PROXY protocol": `proxy_protocol must be "" (none), "v1" or "v2"`}
 		for _, c := range cases {
 			r := e.do(req{method: "PATCH", path: c.path, body: c.body, cookie: e.cookie})
-			if c.name == "a refused change" {
-				wantError(t, r, 400, "access is only for http tunnels")
+			if refusal, ok := refusals[c.name]; ok {
+				wantError(t, r, 400, refusal)
 			} else if r.Code != 200 {
 				t.Fatalf("%s: %d %s", c.name, r.Code, r.Body)
 			}

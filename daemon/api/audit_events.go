@@ -166,7 +166,16 @@ func tunnelChanges(old, t machines.Tunnel, in machines.TunnelInput) string {
 	c.add("balance", old.Balance, t.Balance)
 	c.add("health check", healthWords(old.Health), healthWords(t.Health))
 	c.add("own domains", domainWords(old.Domains), domainWords(t.Domains))
+	c.add("PROXY protocol", proxyProtocolWords(old.ProxyProtocol), proxyProtocolWords(t.ProxyProtocol))
 	return c.String()
+}
+
+// proxyProtocolWords is a tunnel's PROXY protocol setting in words.
+func proxyProtocolWords(v string) string {
+	if v == "" {
+		return "off"
+	}
+	return v
 }
 
 // targetWords lists the machines serving a site besides its own

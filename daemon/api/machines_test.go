@@ -942,3 +942,77 @@ func TestTunnelListPages(t *testing.T) {
 		}
 	}
 }
+
+// TestTunnelProxyProtocol: proxy_protocol through the API. What is refused
+// changes nothing; a tcp or udp tunnel's header is asked of the machine's
+// tunnel client, an http tunnel's is not (the edge writes it).
+func TestTunnelProxyProtocol(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	mid, _ := e.machine(t)
+	post := func(body string) resp {
+		return e.do(req{method: "POST", path: "/api/tunnels", body: body, cookie: e.cookie})
+	}
+	for _, c := range []struct{ body, msg string }{
+		{`{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"proxy_protocol":"v3"}`, `proxy_protocol must be "" (none), "v1" or "v2"`},
+		{`{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"proxy_protocol":"V2"}`, `proxy_protocol must be "" (none), "v1" or "v2"`},
+		{`{"machine_id":` + mid + `,"name":"dns","kind":"udp","local_port":53,"proxy_protocol":"v1"}`, `proxy_protocol "v1" cannot carry udp datagrams: use "v2", or "" for none`},
+		{`{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"proxy_protocol":2}`, ""},
+	} {
+		wantError(t, post(c.body), 400, c.msg)
+	}
+	if ts := e.list(t, "/api/tunnels"); len(ts) != 0 {
+		t.Fatalf("refused tunnels were stored: %v", ts)
+	}
+	db := e.data(t, post(`{"machine_id":`+mid+`,"name":"db","kind":"tcp","local_port":5432,"proxy_protocol":"v1"}`), 201)
+	dns := e.data(t, post(`{"machine_id":`+mid+`,"name":"dns","kind":"udp","local_port":53,"proxy_protocol":"v2"}`), 201)
+	web := e.data(t, post(`{"machine_id":`+mid+`,"name":"web","kind":"http","local_port":80,"subdomain":"web","proxy_protocol":"v2"}`), 201)
+	plain := e.data(t, post(`{"machine_id":`+mid+`,"name":"ssh2","kind":"tcp","local_port":2222}`), 201)
+	for _, c := range []struct {
+		tun  map[string]any
+		want string
+	}{{db, "v1"}, {dns, "v2"}, {web, "v2"}, {plain, ""}} {
+		if c.tun["proxy_protocol"] != c.want {
+			t.Fatalf("tunnel %v: proxy_protocol = %#v, want %q", c.tun["name"], c.tun["proxy_protocol"], c.want)
+		}
+	}
+	proxyOf := func(conf string, tun map[string]any) string {
+		name := fmt.Sprintf("name = 'tunnel-%v'", tun["id"])
+		i := strings.Index(conf, name)
+		if i < 0 {
+			t.Fatalf("no proxy %s in:\n%s", name, conf)
+		}
+		rest := conf[i:]
+		if j := strings.Index(rest[1:], "[[proxies]]"); j >= 0 {
+			rest = rest[:j+1]
+		}
+		return rest
+	}
+	conf := e.do(req{method: "GET", path: "/api/machines/" + mid + "/revtunnel-client", cookie: e.cookie}).Body.String()
+	for _, c := range []struct {
+		tun  map[string]any
+		want string
+	}{{db, "proxyProtocolVersion = 'v1'"}, {dns, "proxyProtocolVersion = 'v2'"}} {
+		if p := proxyOf(conf, c.tun); !strings.Contains(p, "[proxies.transport]\n"+c.want+"\n") {
+			t.Fatalf("the client config's proxy for %v lacks %s:\n%s", c.tun["name"], c.want, p)
+		}
+	}
+	for _, tun := range []map[string]any{web, plain} {
+		if p := proxyOf(conf, tun); strings.Contains(p, "proxyProtocolVersion") {
+			t.Fatalf("the client config asks frpc for a header on %v:\n%s", tun["name"], p)
+		}
+	}
+	// A refused PATCH changes nothing; "" turns the header off.
+	dbPath := fmt.Sprintf("/api/tunnels/%v", db["id"])
+	wantError(t, e.do(req{method: "PATCH", path: fmt.Sprintf("/api/tunnels/%v", dns["id"]), body: `{"proxy_protocol":"v1"}`, cookie: e.cookie}), 400,
+		`proxy_protocol "v1" cannot carry udp datagrams: use "v2", or "" for none`)
+	if got := e.data(t, e.do(req{method: "GET", path: fmt.Sprintf("/api/tunnels/%v", dns["id"]), cookie: e.cookie}), 200); got["proxy_protocol"] != "v2" {
+		t.Fatalf("after a refused PATCH: %v", got)
+	}
+	if got := e.data(t, e.do(req{method: "PATCH", path: dbPath, body: `{"proxy_protocol":""}`, cookie: e.cookie}), 200); got["proxy_protocol"] != "" {
+		t.Fatalf("after turning it off: %v", got)
+	}
+	conf = e.do(req{method: "GET", path: "/api/machines/" + mid + "/revtunnel-client", cookie: e.cookie}).Body.String()
+	if p := proxyOf(conf, db); strings.Contains(p, "proxyProtocolVersion") {
+		t.Fatalf("turned off, the header is still asked for:\n%s", p)
+	}
+}

@@ -45,6 +45,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
+	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
 	"github.com/tunnelsvc/tunnelsvc/daemon/wakeup"
 )
 
@@ -130,6 +131,9 @@ type App struct {
 	Prober *probe.Prober
 	// Gate decides who reaches HTTP tunnels; the web proxy asks it.
 	Gate *gate.Gate
+	// Hop writes the visitor's address in a PROXY protocol header before
+	// the requests of http tunnels that ask for one (a host part).
+	Hop *visitorhop.Hop
 
 	// Reach says where machines reach this server; every caller asks it.
 	Reach *reach.Resolver
@@ -338,6 +342,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	// This edge's own host (the tunnel server's config, Caddy, the publish
 	// table, the firewall) is kept as the database says: a change heard of
 	// makes the next pass sooner, and a pass runs every 30 s regardless.
+	a.Hop = &visitorhop.Hop{Log: log}
 	a.follow = &hostsync.Syncer{Edge: cfg.EdgeName, Parts: a.hostParts(), Record: hostRecorder{a.Store}, Log: log}
 	if err := a.gateServices(ctx); err != nil {
 		a.Store.Close()
@@ -436,6 +441,9 @@ const gateReloadTimeout = 10 * time.Second
 func (a *App) Close() {
 	if a.end != nil {
 		a.end()
+	}
+	if a.Hop != nil {
+		a.Hop.Close()
 	}
 	if a.Loops != nil {
 		a.Loops.Stop()

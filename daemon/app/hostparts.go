@@ -4,12 +4,16 @@ import (
 	"context"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/hostsync"
+	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
+	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
 // hostParts are the parts of this edge's own host the daemon renders and
-// keeps as the database says: the tunnel server's config, the Caddyfile,
-// the nft publish table and the firewall ruleset. Each Apply keeps the
+// keeps as the database says: the tunnel server's config, the visitor
+// hop's ports, the Caddyfile, the nft publish table and the firewall
+// ruleset. Each Apply keeps the
 // previous working configuration when its tool refuses the new one.
 func (a *App) hostParts() []hostsync.Part {
 	return []hostsync.Part{
@@ -28,6 +32,23 @@ func (a *App) hostParts() []hostsync.Part {
 			},
 		},
 		{
+			// Before Caddy: the hop listens on a port before Caddy sends
+			// requests there.
+			Name: "visitorhop", Label: "visitor address hop",
+			Desired: func(ctx context.Context) ([]byte, bool, error) {
+				ports, err := a.hopPorts(ctx)
+				return visitorhop.Render(ports), len(ports) > 0, err
+			},
+			Apply: func(ctx context.Context) error {
+				ports, err := a.hopPorts(ctx)
+				if err != nil {
+					return err
+				}
+				return a.Hop.Set(ports)
+			},
+			Observe: func(context.Context) ([]byte, error) { return visitorhop.Render(a.Hop.Ports()), nil },
+		},
+		{
 			Name: "caddy", Label: "Caddy config",
 			Desired: a.Setup.ProxyDesired,
 			Apply:   func(ctx context.Context) error { return a.Setup.DeployProxy(ctx, false) },
@@ -38,6 +59,16 @@ func (a *App) hostParts() []hostsync.Part {
 		{Name: "publish", Label: "publish table", Desired: a.Publish.Desired, Apply: a.Publish.Reconcile},
 		{Name: "firewall", Label: "firewall ruleset", Desired: a.Firewall.Desired, Apply: a.Firewall.Reconcile},
 	}
+}
+
+// hopPorts are the tunnel ports whose requests the visitor hop takes: the
+// http tunnels with a PROXY protocol header, as the Caddyfile sends them.
+func (a *App) hopPorts(ctx context.Context) (map[int]string, error) {
+	ts, err := localsetup.StoreTunnels{Store: a.Store}.HTTPTunnels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return webproxy.HopPorts(ts), nil
 }
 
 // hostRecorder keeps this edge's part states in the database, for every

@@ -44,7 +44,7 @@ const PartTimeout = time.Minute
 
 // Part is one piece of this edge's host.
 type Part struct {
-	// Name is its key ("frps", "caddy", "publish", "firewall"); Label says
+	// Name is its key ("frps", "visitorhop", "caddy", "publish", "firewall"); Label says
 	// it in words ("Caddy config").
 	Name, Label string
 	// Desired renders what the part must be now; inUse false when this

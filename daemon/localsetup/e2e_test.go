@@ -39,6 +39,9 @@ type webApp struct {
 	d      *daemontest.Daemon
 	c      *daemontest.Client
 	tunnel int64
+	// port is the tunnel's port on frps; machine is nas's id.
+	port    int
+	machine int64
 }
 
 func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
@@ -47,6 +50,17 @@ func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
 		fmt.Fprintf(w, "%s, path %s", answer, r.URL.Path)
 	}))
 	t.Cleanup(web.Close)
+	in := map[string]any{"local_port": web.Listener.Addr().(*net.TCPAddr).Port}
+	if len(domains) > 0 {
+		in["domains"] = domains
+	}
+	return newSite(t, sub, in)
+}
+
+// newSite is newWebApp for a service of the test's own: in holds the
+// tunnel's local_port and any other fields of its POST.
+func newSite(t *testing.T, sub string, in map[string]any) *webApp {
+	t.Helper()
 	d := daemontest.Start(t, daemontest.Options{})
 	c := d.Setup(t)
 	d.RunFRPS(t)
@@ -54,10 +68,7 @@ func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
 		t.Fatalf("domain: %d %s", code, body)
 	}
 	nas := d.Join(t, c, "nas")
-	in := map[string]any{"machine_id": nas.ID, "name": sub, "kind": "http", "local_port": web.Listener.Addr().(*net.TCPAddr).Port, "subdomain": sub}
-	if len(domains) > 0 {
-		in["domains"] = domains
-	}
+	in["machine_id"], in["name"], in["kind"], in["subdomain"] = nas.ID, sub, "http", sub
 	var tun struct {
 		ID         int64 `json:"id"`
 		RemotePort int   `json:"remote_port"`
@@ -71,7 +82,7 @@ func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
 	}
 	d.RunFRPC(t, "nas", conf, 0)
 	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
-	return &webApp{d: d, c: c, tunnel: tun.ID}
+	return &webApp{d: d, c: c, tunnel: tun.ID, port: tun.RemotePort, machine: nas.ID}
 }
 
 // daemonCaddyfile is the Caddyfile d renders for its web proxy, with
@@ -155,4 +166,101 @@ func TestCaddyInFrontOfRealTunnel(t *testing.T) {
 		return nil
 	})
 	t.Logf("Caddyfile redeployed %v after the rename", took)
+}
+
+// TestVisitorAddressThroughHTTPTunnels: a visitor in a network namespace
+// the test made reaches sites through real Caddy (the Caddyfile the daemon
+// rendered), frps and frpc, with Debian's nginx as the service.
+//   - Without the PROXY protocol, X-Forwarded-For and X-Real-IP carry the
+//     visitor as Caddy saw it, whatever the visitor sent in them.
+//   - With proxy_protocol "v2" (then "v1"), nginx reads the header the
+//     daemon's visitor hop wrote: its answer and its log name the
+//     visitor's namespace address, not 127.0.0.1, and a forged
+//     X-Tunnelsvc-Visitor changes nothing.
+func TestVisitorAddressThroughHTTPTunnels(t *testing.T) {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+	testutil.NeedNetnsTools(t, map[string]string{"ip": "iproute2", "curl": "curl"})
+	plainPort, ppPort := testutil.FreePort(t), testutil.FreePort(t)
+	nginx := testutil.StartNginx(t, "", testutil.NginxPort{Port: plainPort}, testutil.NginxPort{Port: ppPort, ProxyProtocol: true})
+	w := newSite(t, "plain", map[string]any{"local_port": plainPort})
+	var pp struct {
+		ID         int64 `json:"id"`
+		RemotePort int   `json:"remote_port"`
+	}
+	nas := fmt.Sprint(w.machine)
+	if code, body := w.c.Call("POST", "/api/tunnels", map[string]any{"machine_id": w.machine, "name": "shop", "kind": "http",
+		"subdomain": "shop", "local_port": ppPort, "proxy_protocol": "v2"}, &pp); code != 201 {
+		t.Fatalf("create the PROXY protocol site: %d %s", code, body)
+	}
+	// The hop takes the site's port once the edge's reconcile ran.
+	hop := net.JoinHostPort(webproxy.HopHost, fmt.Sprint(pp.RemotePort))
+	took := testutil.Eventually(t, 45*time.Second, "the visitor hop listening at "+hop, func() error {
+		c, err := net.Dial("tcp", hop)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	t.Logf("the visitor hop took the new site's port %v after its creation", took.Round(time.Millisecond))
+	var conf string
+	if code, _ := w.c.Call("GET", "/api/machines/"+nas+"/revtunnel-client", nil, &conf); code != 200 {
+		t.Fatalf("client config: %d %s", code, conf)
+	}
+	w.d.RunFRPC(t, "nas", conf, 0) // the machine takes its new tunnel
+	testutil.WaitListening(t, pp.RemotePort, 15*time.Second)
+
+	caddyPort := testutil.FreePort(t)
+	file := daemonCaddyfile(t, w.d, func(in *webproxy.Input) { in.PlainHTTPPort, in.WSS = caddyPort, nil })
+	caddyfile := filepath.Join(w.d.Dir, "Caddyfile")
+	os.WriteFile(caddyfile, file, 0o644)
+	t.Setenv("XDG_DATA_HOME", w.d.Dir)
+	t.Setenv("XDG_CONFIG_HOME", w.d.Dir)
+	testutil.Start(t, "caddy", "caddy", "run", "--config", caddyfile, "--adapter", "caddyfile")
+	testutil.WaitListening(t, caddyPort, 10*time.Second)
+
+	v := testutil.NewVisitor(t)
+	get := func(host string, headers ...string) string {
+		t.Helper()
+		args := []string{"-H", "Host: " + host}
+		for _, h := range headers {
+			args = append(args, "-H", h)
+		}
+		out, err := v.Curl(append(args, fmt.Sprintf("http://%s:%d/", v.HostAddr, caddyPort))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	forged := []string{"X-Forwarded-For: 203.0.113.66", "X-Real-IP: 203.0.113.66", webproxy.VisitorHeader + ": 203.0.113.66:1"}
+	want := fmt.Sprintf("pp= remote=127.0.0.1 xff=%[1]s real=%[1]s", v.Addr)
+	for _, h := range [][]string{nil, forged} {
+		if got := get("plain.example.test", h...); got != want {
+			t.Fatalf("without the PROXY protocol, sending %q, nginx saw %q, want %q", h, got, want)
+		}
+	}
+	want = fmt.Sprintf("pp=%[1]s remote=%[1]s xff=%[1]s real=%[1]s", v.Addr)
+	for _, h := range [][]string{nil, forged} {
+		if got := get("shop.example.test", h...); got != want {
+			t.Fatalf("with PROXY protocol v2, sending %q, nginx saw %q, want %q", h, got, want)
+		}
+	}
+	logged := nginx.Logged(t)
+	if strings.Count(logged, "pp="+v.Addr+" ") != 2 || strings.Contains(logged, "pp=127.0.0.1") || strings.Contains(logged, "203.0.113.66") {
+		t.Fatalf("nginx's log:\n%s", logged)
+	}
+	// Version 1: the hop starts the port afresh with the new header.
+	if code, body := w.c.Call("PATCH", fmt.Sprintf("/api/tunnels/%d", pp.ID), map[string]any{"proxy_protocol": "v1"}, nil); code != 200 {
+		t.Fatalf("to v1: %d %s", code, body)
+	}
+	testutil.Eventually(t, 45*time.Second, "the hop writing v1", func() error {
+		if got := w.d.App.Hop.Ports()[pp.RemotePort]; got != "v1" {
+			return fmt.Errorf("the hop writes %q", got)
+		}
+		return nil
+	})
+	if got := get("shop.example.test"); got != want {
+		t.Fatalf("with PROXY protocol v1, nginx saw %q, want %q", got, want)
+	}
 }

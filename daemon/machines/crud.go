@@ -547,6 +547,9 @@ type Tunnel struct {
 	Health  *HealthView  `json:"health,omitempty"`
 	// Domains are its own names besides <subdomain>.<domain> (domains.go).
 	Domains []DomainView `json:"domains,omitempty"`
+	// ProxyProtocol: the PROXY protocol header the service gets before
+	// each connection, with the visitor's address ("" none, "v1", "v2").
+	ProxyProtocol string `json:"proxy_protocol"`
 }
 
 // Reachability is an http tunnel's last probe through the web proxy.
@@ -655,7 +658,8 @@ func (s *Service) tunnelContextOf(ctx context.Context, t store.Tunnel) (tunnelCo
 func (c tunnelContext) view(t store.Tunnel) Tunnel {
 	m := c.machines[t.MachineID]
 	out := Tunnel{ID: t.ID, MachineID: t.MachineID, MachineName: m.Name, Name: t.Name, Kind: t.Kind,
-		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, CreatedAt: t.CreatedAt, Paused: t.Paused}
+		LocalPort: t.LocalPort, Public: t.Public, RemotePort: t.RemotePort, CreatedAt: t.CreatedAt, Paused: t.Paused,
+		ProxyProtocol: t.ProxyProtocol}
 	out.Status, out.StatusReason = tunnelStatus(t, m, c.now)
 	switch t.Kind {
 	case "http":
@@ -767,6 +771,8 @@ type TunnelInput struct {
 	Domains *[]string    `json:"domains"`
 	Balance *string      `json:"balance"`
 	Health  *HealthInput `json:"health"`
+	// ProxyProtocol: "" (off), "v1" or "v2" (udp: "v2" only).
+	ProxyProtocol *string `json:"proxy_protocol"`
 }
 
 // Tunnels lists tunnels, of one machine when machineID is not 0.
@@ -836,7 +842,22 @@ func validateTunnel(t store.Tunnel) error {
 	if t.LocalPort < 1 || t.LocalPort > 65535 {
 		return InputError("local_port must be between 1 and 65535")
 	}
-	return nil
+	return checkProxyProtocol(t.Kind, t.ProxyProtocol)
+}
+
+// checkProxyProtocol: "" (off), "v1" or "v2"; a udp tunnel's datagrams can
+// carry only v2 (v1 is a line of text for a TCP stream).
+func checkProxyProtocol(kind, v string) error {
+	switch v {
+	case "", "v2":
+		return nil
+	case "v1":
+		if kind == "udp" {
+			return InputError(`proxy_protocol "v1" cannot carry udp datagrams: use "v2", or "" for none`)
+		}
+		return nil
+	}
+	return InputError(`proxy_protocol must be "" (none), "v1" or "v2"`)
 }
 
 // checkLabel: a hostname label (spec §4.2 note 3), lower-cased by the caller.
@@ -892,6 +913,9 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	}
 	if in.Paused != nil {
 		t.Paused = *in.Paused
+	}
+	if in.ProxyProtocol != nil {
+		t.ProxyProtocol = *in.ProxyProtocol
 	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
@@ -977,6 +1001,9 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if in.Paused != nil {
 		t.Paused = *in.Paused
 	}
+	if in.ProxyProtocol != nil {
+		t.ProxyProtocol = *in.ProxyProtocol
+	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
@@ -1039,7 +1066,8 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 func onlyPause(in TunnelInput) bool {
 	return in.Paused != nil && in.MachineID == nil && in.Name == nil && in.Kind == nil && in.LocalPort == nil &&
 		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil &&
-		in.Targets == nil && in.Balance == nil && in.Health == nil && in.Domains == nil
+		in.SSOAllow == nil && in.Targets == nil && in.Balance == nil && in.Health == nil && in.Domains == nil &&
+		in.ProxyProtocol == nil
 }
 
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its

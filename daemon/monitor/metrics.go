@@ -110,7 +110,7 @@ var (
 	descDataFree  = prometheus.NewDesc("tunnelsvc_data_free_bytes", "Bytes the daemon may still write on the data directory's file system (as root, ext4's reserve for root included).", nil, nil)
 	descDataSize  = prometheus.NewDesc("tunnelsvc_data_size_bytes", "Size of the data directory's file system in bytes.", nil, nil)
 	descDataFull  = prometheus.NewDesc("tunnelsvc_data_disk_full", "1 while writes to the data directory fail for lack of space (what /healthz answers 503 for).", nil, nil)
-	descHostGen   = prometheus.NewDesc("tunnelsvc_host_part_applied_generation", "How many configurations an edge applied to a part of its own host (frps, caddy, publish, firewall) since it started keeping it.", []string{"edge", "part"}, nil)
+	descHostGen   = prometheus.NewDesc("tunnelsvc_host_part_applied_generation", "How many configurations an edge applied to a part of its own host (frps, visitorhop, caddy, publish, firewall) since it started keeping it.", []string{"edge", "part"}, nil)
 	descTxRetries = prometheus.NewDesc("tunnelsvc_store_transaction_retries_total", "Write transactions run again since the daemon started, after a conflict with another edge's writes (PostgreSQL's serialization failures and deadlocks).", nil, nil)
 	descHostDrift = prometheus.NewDesc("tunnelsvc_host_part_drifted", "1 while a part of an edge's own host is not as the database says it should be (an apply failed, or is due).", []string{"edge", "part"}, nil)
 )

@@ -2,6 +2,7 @@ package publish_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	proxyproto "github.com/pires/go-proxyproto"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/cmdrun"
 	"github.com/tunnelsvc/tunnelsvc/daemon/firewall"
@@ -64,6 +67,17 @@ func TestMain(m *testing.M) {
 	case "probe":
 		probeHelper(strings.Split(os.Getenv("TARGETS"), ","))
 		return
+	case "ppudp":
+		if err := udpProxyProtocolServer("127.0.0.1:" + os.Getenv("PORT")); err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("ready")
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		return
+	case "udpask":
+		fmt.Print(udpAsk(os.Getenv("TARGET")))
+		return
 	}
 	flag.Parse()
 	frps, frpc = testutil.FRP()
@@ -99,6 +113,49 @@ func udpEcho(addr string) error {
 		}
 	}()
 	return nil
+}
+
+// udpProxyProtocolServer answers each datagram on addr with the source its
+// PROXY protocol v2 header names ("pp=<ip>"), or "pp=none" without one:
+// frpc puts the header before the first datagram of each flow.
+func udpProxyProtocolServer(addr string) error {
+	c, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			answer := "pp=none"
+			if h, err := proxyproto.Read(bufio.NewReader(bytes.NewReader(buf[:n]))); err == nil {
+				answer = fmt.Sprintf("pp=%s v%d", h.SourceAddr.(*net.UDPAddr).IP, h.Version)
+			}
+			c.WriteTo([]byte(answer), from)
+		}
+	}()
+	return nil
+}
+
+// udpAsk sends a datagram to target and returns the answer (three tries).
+func udpAsk(target string) string {
+	c, err := net.Dial("udp", target)
+	if err != nil {
+		return "error " + err.Error()
+	}
+	defer c.Close()
+	buf := make([]byte, 256)
+	for try := 0; try < 3; try++ {
+		c.Write([]byte("who am I?"))
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if n, err := c.Read(buf); err == nil {
+			return string(buf[:n])
+		}
+	}
+	return "no answer"
 }
 
 // udpOpen says whether a datagram sent to addr comes back, trying three
@@ -276,20 +333,29 @@ func expect(t *testing.T, ns, when string, want map[string]string) {
 	}
 }
 
-// TestOnlyPublicTunnelsListenOutside runs real frps and frpc, with configs
-// from the daemon's renderer, in a "vps" network namespace and probes from
-// a "client" namespace joined to it by veth: a machine's SSH and agent ports
-// and a private tunnel are never reachable from outside, whatever bind_ip
-// says, and are on 127.0.0.1 where the daemon reaches them; a public tcp
-// or udp tunnel is reachable on every address, or only on bind_ip when it is set,
-// and no longer once it is not public.
-func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
-	needTools(t)
+// The rig's fixed ports, inside its own namespaces.
+const echoPort, pluginPort, frpsPort = 9000, 7381, 7000
+const sshPort, agentPort = 20001, 20002
+
+// vpsRig is a "vps" network namespace running real frps and frpc, with
+// the daemon's configs for machine 1 and the tunnels given, and an
+// allow-all plugin; a "client" namespace (10.199.77.2, on its link vc)
+// reaches the vps at 10.199.77.1 and 10.199.77.3 by veth.
+type vpsRig struct {
+	vps, cli, vc, dir string
+	st                *store.Store
+}
+
+// startVPS starts the rig; services starts the tunnels' services in the
+// vps namespace and returns the tunnels. It returns once frps listens.
+func startVPS(t *testing.T, services func(vps string) []store.Tunnel) *vpsRig {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	vps, cli := newNetns(t), newNetns(t)
+	r := &vpsRig{dir: t.TempDir(), vps: newNetns(t), cli: newNetns(t)}
+	dir, vps, cli := r.dir, r.vps, r.cli
 	n := testutil.NetnsSeq()
 	vs, vc := fmt.Sprintf("tpb%ds%d", os.Getpid()%10000, n), fmt.Sprintf("tpb%dc%d", os.Getpid()%10000, n)
+	r.vc = vc
 	run(t, "ip", "link", "add", vs, "type", "veth", "peer", "name", vc)
 	run(t, "ip", "link", "set", vs, "netns", vps)
 	run(t, "ip", "link", "set", vc, "netns", cli)
@@ -303,6 +369,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.st = st
 	t.Cleanup(func() { st.Close() })
 	sealer, err := seal.LoadOrCreate(filepath.Join(dir, "data"))
 	if err != nil {
@@ -320,10 +387,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	os.WriteFile(certFile, certPEM, 0o600)
 	os.WriteFile(keyFile, keyPEM, 0o600)
 
-	const echoPort, pluginPort, frpsPort = 9000, 7381, 7000
-	const sshPort, agentPort, privPort, pubPort = 20001, 20002, 20003, 20004
-	const udpPriv, udpPub = 20005, 20006
-	helper(t, vps, "echo", echoPort)
+	tunnels := services(vps)
 	helper(t, vps, "plugin", pluginPort)
 	server, err := frpconf.ServerConfig(frpconf.ServerParams{BindPort: frpsPort, PluginAddr: fmt.Sprintf("127.0.0.1:%d", pluginPort),
 		Ports: store.PortRange{Lo: 20000, Hi: 20010}, CertFile: certFile, KeyFile: keyFile}, "")
@@ -335,13 +399,7 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 	client, err := frpconf.ClientConfig(frpconf.ClientParams{
 		ServerAddr: "127.0.0.1", ServerPort: frpsPort, MachineID: 1, Secret: "secret-of-machine-1",
 		SSHLocalPort: echoPort, TunnelPort: sshPort, AgentLocalPort: echoPort, AgentPort: agentPort, AdminPort: 7400,
-		Tunnels: []store.Tunnel{
-			{ID: 3, MachineID: 1, Kind: "tcp", LocalPort: echoPort, RemotePort: privPort},
-			{ID: 4, MachineID: 1, Kind: "tcp", Public: true, LocalPort: echoPort, RemotePort: pubPort},
-			{ID: 5, MachineID: 1, Kind: "udp", LocalPort: echoPort, RemotePort: udpPriv},
-			{ID: 6, MachineID: 1, Kind: "udp", Public: true, LocalPort: echoPort, RemotePort: udpPub},
-		},
-		CA: string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: clientPath,
+		Tunnels: tunnels, CA: string(ca.CertPEM), ServerName: tunnelca.ServerName, ConfigPath: clientPath,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -355,6 +413,31 @@ func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
 		return nil
 	})
 	testutil.Start(t, "frpc", "ip", "netns", "exec", vps, frpc, "-c", clientPath)
+	return r
+}
+
+// TestOnlyPublicTunnelsListenOutside runs real frps and frpc, with configs
+// from the daemon's renderer, in a "vps" network namespace and probes from
+// a "client" namespace joined to it by veth: a machine's SSH and agent ports
+// and a private tunnel are never reachable from outside, whatever bind_ip
+// says, and are on 127.0.0.1 where the daemon reaches them; a public tcp
+// or udp tunnel is reachable on every address, or only on bind_ip when it is set,
+// and no longer once it is not public.
+func TestOnlyPublicTunnelsListenOutside(t *testing.T) {
+	needTools(t)
+	ctx := context.Background()
+	const privPort, pubPort = 20003, 20004
+	const udpPriv, udpPub = 20005, 20006
+	r := startVPS(t, func(vps string) []store.Tunnel {
+		helper(t, vps, "echo", echoPort)
+		return []store.Tunnel{
+			{ID: 3, MachineID: 1, Kind: "tcp", LocalPort: echoPort, RemotePort: privPort},
+			{ID: 4, MachineID: 1, Kind: "tcp", Public: true, LocalPort: echoPort, RemotePort: pubPort},
+			{ID: 5, MachineID: 1, Kind: "udp", LocalPort: echoPort, RemotePort: udpPriv},
+			{ID: 6, MachineID: 1, Kind: "udp", Public: true, LocalPort: echoPort, RemotePort: udpPub},
+		}
+	})
+	vps, cli, vc, dir, st := r.vps, r.cli, r.vc, r.dir, r.st
 
 	lo := func(p int) string { return fmt.Sprintf("127.0.0.1:%d", p) }
 	at := func(ip string, p int) string { return fmt.Sprintf("%s:%d", ip, p) }
@@ -514,5 +597,70 @@ func TestUnpublishScript(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("ruleset file left: %v", err)
+	}
+}
+
+// TestProxyProtocolThroughPublicTunnels: public tcp and udp tunnels with a
+// PROXY protocol header, through real frps and frpc and the kernel's
+// DNAT, to Debian's nginx (tcp, v1 and v2) and a udp service reading v2:
+// each names the client's own address in the other namespace, not
+// 127.0.0.1, in its answer and in its log.
+func TestProxyProtocolThroughPublicTunnels(t *testing.T) {
+	needTools(t)
+	const v1Port, v2Port, udpPort = 20007, 20008, 20009
+	const nginxV1, nginxV2, udpService = 9101, 9102, 9103
+	var nginx *testutil.Nginx
+	r := startVPS(t, func(vps string) []store.Tunnel {
+		helper(t, vps, "echo", echoPort)
+		nginx = testutil.StartNginx(t, vps, testutil.NginxPort{Port: nginxV1, ProxyProtocol: true}, testutil.NginxPort{Port: nginxV2, ProxyProtocol: true})
+		helper(t, vps, "ppudp", udpService)
+		return []store.Tunnel{
+			{ID: 7, MachineID: 1, Kind: "tcp", Public: true, LocalPort: nginxV1, RemotePort: v1Port, ProxyProtocol: "v1"},
+			{ID: 8, MachineID: 1, Kind: "tcp", Public: true, LocalPort: nginxV2, RemotePort: v2Port, ProxyProtocol: "v2"},
+			{ID: 9, MachineID: 1, Kind: "udp", Public: true, LocalPort: udpService, RemotePort: udpPort, ProxyProtocol: "v2"},
+		}
+	})
+	svc := publish.New(publish.Options{
+		Store: r.st, Run: cmdrun.Exec{Prefix: []string{"ip", "netns", "exec", r.vps}, Timeout: 20 * time.Second},
+		RulesetPath: filepath.Join(r.dir, "publish.nft"),
+		Params: func(context.Context) (publish.Params, error) {
+			return publish.Params{Ports: []int{v1Port, v2Port}, UDPPorts: []int{udpPort}}, nil
+		},
+	})
+	run(t, "ip", "netns", "exec", r.vps, "sysctl", "-q", "-w", publish.Sysctl+"=0")
+	if err := svc.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const client = "10.199.77.2"
+	for _, port := range []int{v1Port, v2Port} {
+		url := fmt.Sprintf("http://10.199.77.1:%d/", port)
+		var got string
+		testutil.Eventually(t, 15*time.Second, "nginx through the tcp tunnel at "+url, func() error {
+			out, err := exec.Command("ip", "netns", "exec", r.cli, "curl", "-sS", "--max-time", "3", url).CombinedOutput()
+			got = strings.TrimSpace(string(out))
+			if err != nil {
+				return fmt.Errorf("%v: %s", err, out)
+			}
+			return nil
+		})
+		if !strings.HasPrefix(got, "pp="+client+" remote="+client+" ") {
+			t.Fatalf("through port %d nginx saw %q, want the client %s", port, got, client)
+		}
+	}
+	if logged := nginx.Logged(t); strings.Count(logged, "pp="+client+" ") != 2 || strings.Contains(logged, "pp=127.0.0.1") {
+		t.Fatalf("nginx's log:\n%s", logged)
+	}
+	var got string
+	testutil.Eventually(t, 15*time.Second, "the udp service through the tunnel", func() error {
+		cmd := exec.Command("ip", "netns", "exec", r.cli, os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"=udpask", fmt.Sprintf("TARGET=10.199.77.1:%d", udpPort))
+		out, _ := cmd.Output()
+		if got = string(out); !strings.HasPrefix(got, "pp=") {
+			return fmt.Errorf("%q", got)
+		}
+		return nil
+	})
+	if got != "pp="+client+" v2" {
+		t.Fatalf("the udp service saw %q, want pp=%s v2", got, client)
 	}
 }

@@ -93,6 +93,13 @@ func TestClientConfigGolden(t *testing.T) {
 			{ID: 5, MachineID: 7, Name: "old", Kind: "http", LocalPort: 9090, Subdomain: "old", RemotePort: 20005, Paused: true},
 			{ID: 6, MachineID: 7, Name: "ftp", Kind: "tcp", LocalPort: 21, RemotePort: 20006, Paused: true},
 		}, "", false},
+		// PROXY protocol headers: frpc writes a tcp and a udp tunnel's;
+		// an http tunnel's proxy has none (the edge writes its header).
+		{"client-proxy-protocol", []store.Tunnel{
+			{ID: 3, MachineID: 7, Name: "mail", Kind: "tcp", LocalPort: 25, Public: true, RemotePort: 20003, ProxyProtocol: "v1"},
+			{ID: 4, MachineID: 7, Name: "game", Kind: "udp", LocalPort: 2456, Public: true, RemotePort: 20004, ProxyProtocol: "v2"},
+			{ID: 5, MachineID: 7, Name: "shop", Kind: "http", LocalPort: 8080, Subdomain: "shop", RemotePort: 20005, ProxyProtocol: "v2"},
+		}, "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p.Tunnels, p.Transport, p.ServerPort, p.WireV2 = c.tunnels, c.transport, 7000, c.wireV2

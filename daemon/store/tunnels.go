@@ -29,6 +29,9 @@ type Tunnel struct {
 	// Health is the web proxy's active health check of each target
 	// (Path "" for none).
 	Health Health
+	// ProxyProtocol is the PROXY protocol header the tunnel's service gets
+	// before each connection: "" (none), "v1" or "v2".
+	ProxyProtocol string
 }
 
 // Health is an http tunnel's active health check: GET Path on each target
@@ -40,13 +43,13 @@ type Health struct {
 	ExpectStatus int
 }
 
-const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused, balance, health_path, health_interval_s, health_expect_status FROM tunnels"
+const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused, balance, health_path, health_interval_s, health_expect_status, proxy_protocol FROM tunnels"
 
 func scanTunnel(r rowScanner) (Tunnel, error) {
 	var t Tunnel
 	var created int64
 	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created, &t.Paused,
-		&t.Balance, &t.Health.Path, &t.Health.IntervalS, &t.Health.ExpectStatus)
+		&t.Balance, &t.Health.Path, &t.Health.IntervalS, &t.Health.ExpectStatus, &t.ProxyProtocol)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -99,9 +102,9 @@ func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelA
 			return err
 		}
 		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused,
-				balance, health_path, health_interval_s, health_expect_status)
-			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
-			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus)
+				balance, health_path, health_interval_s, health_expect_status, proxy_protocol)
+			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
+			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol)
 		if err != nil {
 			return tunnelConflict(err)
 		}
@@ -129,10 +132,10 @@ func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelA
 }
 
 const updateTunnel = `UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ?,
-	balance = ?, health_path = ?, health_interval_s = ?, health_expect_status = ? WHERE id = ?`
+	balance = ?, health_path = ?, health_interval_s = ?, health_expect_status = ?, proxy_protocol = ? WHERE id = ?`
 
 func updateTunnelArgs(t Tunnel) []any {
-	return []any{t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ID}
+	return []any{t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.ID}
 }
 
 // balanceOr is b, or the default balance when it is empty.
@@ -143,8 +146,8 @@ func balanceOr(b string) string {
 	return b
 }
 
-// UpdateTunnel writes name, local_port, subdomain, public, paused, balance
-// and health of t.
+// UpdateTunnel writes name, local_port, subdomain, public, paused, balance,
+// health and proxy_protocol of t.
 func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
 	res, err := s.exec(ctx, updateTunnel, updateTunnelArgs(t)...)
 	if err != nil {

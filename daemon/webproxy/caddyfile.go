@@ -13,6 +13,7 @@ import (
 	"text/template"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
 )
 
 // The custom-block markers (spec §4.4). What the operator writes between
@@ -38,6 +39,11 @@ type HTTPTunnel struct {
 	// Domains are the tunnel's own names, served (and certified) besides
 	// <Subdomain>.<domain>.
 	Domains []string
+	// ProxyProtocol ("v1" or "v2"): the service gets the visitor's address
+	// in a PROXY protocol header, which the daemon's hop writes (package
+	// visitorhop): Caddy sends the requests to the hop, on the same ports
+	// at visitorhop.Addr, with the visitor it saw.
+	ProxyProtocol string
 }
 
 // Health is an active health check: GET Path with the site's Host every
@@ -228,17 +234,53 @@ const TunnelIdleConns = TunnelMaxConns
 // instead. Upgraded connections (WebSocket) count until they close.
 const TunnelMaxConns = 256
 
+// UpstreamHost is where frps listens for tunnel connections; HopHost is
+// where the daemon's visitor hop takes a PROXY-protocol tunnel's requests,
+// on the same ports, with the visitor in VisitorHeader.
+const (
+	UpstreamHost  = visitorhop.FrpsAddr
+	HopHost       = visitorhop.Addr
+	VisitorHeader = visitorhop.VisitorHeader
+)
+
+// HopPorts are the tunnel ports Caddy sends to the visitor hop (HopHost),
+// with the header version each: every target of the http tunnels that ask
+// for a PROXY protocol header.
+func HopPorts(ts []HTTPTunnel) map[int]string {
+	out := map[int]string{}
+	for _, t := range ts {
+		if t.ProxyProtocol == "" {
+			continue
+		}
+		out[t.Port] = t.ProxyProtocol
+		for _, p := range t.More {
+			out[p] = t.ProxyProtocol
+		}
+	}
+	return out
+}
+
 // Proxy is t's reverse_proxy directive, its lines after the first at
 // indentation ind: the tunnel's own port, then its other targets' with
 // how to balance and retry among them, then the health check.
 func (v view) Proxy(t HTTPTunnel, ind string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "reverse_proxy 127.0.0.1:%d", t.Port)
+	host := UpstreamHost
+	if t.ProxyProtocol != "" {
+		host = HopHost
+	}
+	fmt.Fprintf(&b, "reverse_proxy %s:%d", host, t.Port)
 	for _, p := range t.More {
-		fmt.Fprintf(&b, " 127.0.0.1:%d", p)
+		fmt.Fprintf(&b, " %s:%d", host, p)
 	}
 	b.WriteString(" {\n")
 	line := func(f string, a ...any) { b.WriteString(ind + "\t" + fmt.Sprintf(f, a...) + "\n") }
+	// The visitor as Caddy saw it, replacing whatever a visitor sent
+	// (Caddy sets X-Forwarded-For alike, trusting no client's).
+	line("header_up X-Real-IP {remote_host}")
+	if t.ProxyProtocol != "" {
+		line("header_up %s {remote}", VisitorHeader)
+	}
 	if len(t.More) > 0 {
 		policy := "first"
 		if t.Balance == "round_robin" {
@@ -351,6 +393,9 @@ func (in Input) check() error {
 			if err := validate.Domain(d); err != nil || !strings.Contains(d, ".") {
 				return fmt.Errorf("tunnel %s: domain %q is not a fully qualified domain name", t.Subdomain, d)
 			}
+		}
+		if t.ProxyProtocol != "" && t.ProxyProtocol != "v1" && t.ProxyProtocol != "v2" {
+			return fmt.Errorf("tunnel %s: PROXY protocol %q", t.Subdomain, t.ProxyProtocol)
 		}
 		if t.Balance != "" && t.Balance != "failover" && t.Balance != "round_robin" {
 			return fmt.Errorf("tunnel %s: balance %q", t.Subdomain, t.Balance)

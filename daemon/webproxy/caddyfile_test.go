@@ -105,6 +105,15 @@ func TestGoldenCaddyfiles(t *testing.T) {
 		// validate loads it).
 		"wss": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Tunnels: tunnels[:1],
 			WSS: &WSSSite{Name: "revtunnel-server.tunnelsvc.invalid", CertFile: "testdata/wss.crt", KeyFile: "testdata/wss.key", Serial: "1f2e3d"}},
+		// The visitor's address in a PROXY protocol header: the site's
+		// requests go to the daemon's hop, on every target's port, with
+		// the visitor Caddy saw; one gated, one not.
+		"proxy-protocol": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"shop": GateCheck},
+			Tunnels: []HTTPTunnel{
+				{Subdomain: "shop", Port: 20011, More: []int{20012}, ProxyProtocol: "v2"},
+				{Subdomain: "mail", Port: 20013, ProxyProtocol: "v1"},
+				{Subdomain: "wiki", Port: 20014},
+			}},
 		// Tunnels with their own domains, one of them gated.
 		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck, "blog": GateSSO},
 			Tunnels: []HTTPTunnel{
@@ -124,8 +133,8 @@ func TestGoldenCaddyfiles(t *testing.T) {
 	}
 }
 
-// TestRenderRefusesBadTargets: a health check or balance the API would
-// refuse never reaches the Caddyfile.
+// TestRenderRefusesBadTargets: a health check, balance or PROXY protocol
+// the API would refuse never reaches the Caddyfile.
 func TestRenderRefusesBadTargets(t *testing.T) {
 	for _, c := range []struct {
 		t    HTTPTunnel
@@ -135,6 +144,7 @@ func TestRenderRefusesBadTargets(t *testing.T) {
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Domains: []string{"x.org {"}}, `tunnel a: domain "x.org {" is not a fully qualified domain name`},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Domains: []string{"localhost"}}, `tunnel a: domain "localhost" is not a fully qualified domain name`},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Balance: "random"}, `tunnel a: balance "random"`},
+		{HTTPTunnel{Subdomain: "a", Port: 20001, ProxyProtocol: "v3"}, `tunnel a: PROXY protocol "v3"`},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/x {", IntervalS: 5}}, "health.path must start with /"},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "healthz", IntervalS: 5}}, "health.path must start with /"},
 		{HTTPTunnel{Subdomain: "a", Port: 20001, Health: Health{Path: "/h", IntervalS: 0}}, "health.interval_s must be between 1 and 3600"},
@@ -436,5 +446,19 @@ func TestRealCaddyBoundsConnectionsToATunnel(t *testing.T) {
 	}
 	if n != TunnelMaxConns {
 		t.Fatalf("%d requests at once made caddy open %d connections to the tunnel's port, want %d", clients, n, TunnelMaxConns)
+	}
+}
+
+// TestHopPorts: every port of a PROXY-protocol site goes to the hop, with
+// its version, and no other.
+func TestHopPorts(t *testing.T) {
+	got := HopPorts([]HTTPTunnel{
+		{Subdomain: "shop", Port: 20011, More: []int{20012}, ProxyProtocol: "v2"},
+		{Subdomain: "mail", Port: 20013, ProxyProtocol: "v1"},
+		{Subdomain: "wiki", Port: 20014, More: []int{20015}},
+	})
+	want := map[int]string{20011: "v2", 20012: "v2", 20013: "v1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("HopPorts = %v, want %v", got, want)
 	}
 }

@@ -396,6 +396,8 @@ export interface Tunnel {
   health?: { path: string; interval_s: number; expect_status: number };
   // HTTP: its own names besides url, each with the DNS record it needs.
   domains?: { name: string; url: string; dns: string }[];
+  // The PROXY protocol header the service gets ('' none; udp: v2 only).
+  proxy_protocol?: '' | 'v1' | 'v2';
 }
 export interface TunnelTarget {
   machine_id: number; machine_name: string; local_port: number; remote_port: number;

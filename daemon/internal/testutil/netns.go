@@ -50,3 +50,38 @@ func NewNetns(t testing.TB, prefix string) string {
 // NetnsSeq is a number unique in this test process, for naming the links
 // (veth pairs) a test adds between its namespaces.
 func NetnsSeq() int32 { return nsSeq.Add(1) }
+
+// Visitor is a network namespace joined to this one by a veth pair: a
+// client on the internet, as a VPS's services see one. Addr is its
+// address, HostAddr this side's, which it reaches.
+type Visitor struct{ NS, Addr, HostAddr string }
+
+// NewVisitor makes a Visitor on 10.199.<n>.0/30, n from 100 up by test
+// process and call; its namespace and both ends of the link go when the
+// test ends.
+func NewVisitor(t testing.TB) Visitor {
+	t.Helper()
+	ns := NewNetns(t, "tsvcvis")
+	n := NetnsSeq()
+	sub := 100 + (int(n)+os.Getpid())%150
+	host, peer := fmt.Sprintf("tsv%dh%d", os.Getpid()%10000, n), fmt.Sprintf("tsv%dp%d", os.Getpid()%10000, n)
+	v := Visitor{NS: ns, Addr: fmt.Sprintf("10.199.%d.2", sub), HostAddr: fmt.Sprintf("10.199.%d.1", sub)}
+	Run(t, "ip", "link", "add", host, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", host).Run() })
+	Run(t, "ip", "link", "set", peer, "netns", ns)
+	Run(t, "ip", "addr", "add", v.HostAddr+"/30", "dev", host)
+	Run(t, "ip", "-n", ns, "addr", "add", v.Addr+"/30", "dev", peer)
+	Run(t, "ip", "link", "set", host, "up")
+	Run(t, "ip", "-n", ns, "link", "set", peer, "up")
+	return v
+}
+
+// Curl runs curl in the visitor's namespace with args, and returns its
+// output, or the error with it.
+func (v Visitor) Curl(args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", v.NS, "curl", "-sS", "--max-time", "5"}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}

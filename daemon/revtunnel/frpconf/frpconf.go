@@ -364,11 +364,29 @@ type clientTLS struct {
 }
 
 type proxy struct {
-	Name       string `toml:"name"`
-	Type       string `toml:"type"`
-	LocalIP    string `toml:"localIP"`
-	LocalPort  int    `toml:"localPort"`
-	RemotePort int    `toml:"remotePort"`
+	Name       string          `toml:"name"`
+	Type       string          `toml:"type"`
+	LocalIP    string          `toml:"localIP"`
+	LocalPort  int             `toml:"localPort"`
+	RemotePort int             `toml:"remotePort"`
+	Transport  *proxyTransport `toml:"transport,omitempty"`
+}
+
+type proxyTransport struct {
+	ProxyProtocolVersion string `toml:"proxyProtocolVersion"`
+}
+
+// proxyProtocol is a tunnel proxy's transport: frpc's PROXY protocol
+// header, with the address frps took the connection from, for a tcp or
+// udp tunnel that asks for one. An http tunnel's proxy has none: frps
+// takes its connections from the web proxy, so the edge writes the header
+// itself, with the visitor the web proxy saw (package visitorhop), and
+// frpc carries it on as the connection's first bytes.
+func proxyProtocol(t store.Tunnel) *proxyTransport {
+	if t.ProxyProtocol == "" || t.Kind == "http" {
+		return nil
+	}
+	return &proxyTransport{ProxyProtocolVersion: t.ProxyProtocol}
 }
 
 // check refuses a value that fails its validator (see ServerConfig on why
@@ -402,6 +420,9 @@ func (p ClientParams) check() error {
 	for _, t := range p.Tunnels {
 		ports = append(ports, namedPort{fmt.Sprintf("tunnel %d local port", t.ID), t.LocalPort},
 			namedPort{fmt.Sprintf("tunnel %d remote port", t.ID), t.RemotePort})
+		if v := t.ProxyProtocol; v != "" && v != "v1" && v != "v2" || v == "v1" && t.Kind == "udp" {
+			return fmt.Errorf("tunnel %d: PROXY protocol %q", t.ID, v)
+		}
 	}
 	for _, t := range p.Targets {
 		ports = append(ports, namedPort{fmt.Sprintf("target %d local port", t.ID), t.LocalPort},
@@ -475,7 +496,8 @@ func ClientConfig(p ClientParams) (string, error) {
 			paused = append(paused, TunnelProxy(t.ID))
 			continue
 		}
-		f.Proxies = append(f.Proxies, proxy{Name: TunnelProxy(t.ID), Type: ProxyType(t.Kind), LocalIP: "127.0.0.1", LocalPort: t.LocalPort, RemotePort: t.RemotePort})
+		f.Proxies = append(f.Proxies, proxy{Name: TunnelProxy(t.ID), Type: ProxyType(t.Kind), LocalIP: "127.0.0.1", LocalPort: t.LocalPort, RemotePort: t.RemotePort,
+			Transport: proxyProtocol(t)})
 	}
 	for _, t := range p.Targets {
 		if t.Paused {

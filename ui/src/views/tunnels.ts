@@ -50,7 +50,8 @@ export function tunnelState(t: Tunnel): Child | null {
 /** What the last probe through the web proxy found (HTTP tunnels). */
 function probeResult(t: Tunnel): Child {
   const r = t.reachability;
-  if (t.kind !== 'http') return h('div', { class: 'small' }, t.public ? 'public port' : 'VPS only');
+  const pp = t.proxy_protocol ? `, PROXY ${t.proxy_protocol}` : '';
+  if (t.kind !== 'http') return h('div', { class: 'small' }, (t.public ? 'public port' : 'VPS only') + pp);
   if (!r || r.state === 'unknown') return h('div', null, badge('not checked yet'));
   const when = r.checked_at ? h('span', { class: 'muted small' }, ' checked ', time(r.checked_at)) : null;
   // The certificate the web proxy served: issuer, expiry, and what is
@@ -86,6 +87,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   const pub = checkbox('Public: reachable from the internet (otherwise only from the VPS)', { name: 'public', checked: t.public });
   const access = accessControl(t);
   const targets = targetsControl(t, kindFixed);
+  const pp = proxyProtocolControl(t);
   const domains = field('Own domains', { type: 'text', name: 'domains', autocomplete: 'off', spellcheck: 'false', placeholder: 'app.example.org, www.example.org',
     value: (t.domains ?? []).map((d) => d.name).join(', ') },
   'Optional: names of your own domains this site is also served at, comma-separated. Point each at this server in DNS (a CNAME to router.<domain>); certificates follow.');
@@ -105,6 +107,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
     access.sync(http);
     targets.sync(http);
     domains.row.hidden = !http;
+    pp.sync(kind.input.value);
   };
   kind.input.addEventListener('change', sync);
   sync();
@@ -117,6 +120,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
       if (ds.length || kindFixed) b.domains = ds;
     }
     else b.public = pub.input.checked;
+    b.proxy_protocol = pp.value();
     if (!kindFixed) b.kind = kind.input.value;
     return b;
   };
@@ -125,13 +129,35 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   const reset = () => {
     for (const i of [name.input, port.input, sub.input, domains.input]) i.value = '';
     pub.input.checked = false;
+    pp.reset();
     access.reset();
     targets.reset();
   };
   // Editing only: paused or served.
   const paused = kindFixed ? checkbox('Paused: not served until resumed (the machine keeps the tunnel)', { name: 'paused', checked: !!t.paused }) : null;
   const bodyWithPause = () => (paused ? { ...body(), paused: paused.input.checked } : body());
-  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows, paused?.row ?? null], body: bodyWithPause, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
+  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows, pp.row, paused?.row ?? null], body: bodyWithPause, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
+}
+
+/** The PROXY protocol header, under the form's advanced options: off, v1
+ * or v2 (a udp tunnel's datagrams take only v2). */
+function proxyProtocolControl(t: Partial<Tunnel>) {
+  const f = select('PROXY protocol', [['', 'Off: the service sees the tunnel\'s own address'], ['v1', 'v1 (text)'], ['v2', 'v2 (binary)']],
+    { name: 'proxy_protocol' },
+    'The service gets each visitor\'s own address in a PROXY protocol header before the connection\'s first bytes. Turn it on only for a service set up to expect it (nginx: listen … proxy_protocol; HAProxy: accept-proxy): any other reads the header as garbage and fails.');
+  f.input.value = t.proxy_protocol ?? '';
+  const v1 = f.input.querySelector<HTMLOptionElement>('option[value="v1"]');
+  const row = h('details', { class: 'advanced', open: !!t.proxy_protocol }, h('summary', null, 'Advanced options'), f.row);
+  return {
+    row,
+    value: () => f.input.value,
+    reset: () => { f.input.value = ''; row.open = false; },
+    sync: (kind: string) => {
+      const udp = kind === 'udp';
+      if (v1) v1.disabled = udp;
+      if (udp && f.input.value === 'v1') f.input.value = 'v2';
+    },
+  };
 }
 
 function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
