@@ -31,7 +31,8 @@ set -euo pipefail
 
 # Units masked inside every host: the network (apt, time sync, avahi), ttys,
 # udev (it would rewrite the outer /dev, which is bind-mounted in), periodic
-# housekeeping and servers the tests do not use.
+# housekeeping and servers the tests do not use (nginx, which the outer
+# machine has for the PROXY protocol tests, would take port 80 from Caddy).
 MASK=(
   apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-daily-upgrade.service
   dpkg-db-backup.timer man-db.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer
@@ -40,6 +41,7 @@ MASK=(
   systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service
   systemd-udevd-control.socket systemd-udevd-kernel.socket systemd-pstore.service
   postgresql.service cron.service remote-fs.target ssh.service ssh.socket
+  nginx.service
 )
 # Generators masked inside every host: each daemon-reload (dpkg and the
 # daemon make about 150 in a run of the system tests) runs every generator,
