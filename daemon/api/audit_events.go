@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // Audit kinds of dashboard changes (authentication kinds live with auth,
@@ -162,12 +164,52 @@ func tunnelChanges(old, t machines.Tunnel, in machines.TunnelInput) string {
 		c.note("password removed")
 	}
 	c.add("allow list", allowWords(old.AllowIPs), allowWords(t.AllowIPs))
+	c.add("path rules", ruleWords(old.Rules), ruleWords(t.Rules))
+	c.add("sign-ins last", rememberWords(old.RememberDays), rememberWords(t.RememberDays))
 	c.add("other machines", targetWords(old.Targets), targetWords(t.Targets))
 	c.add("balance", old.Balance, t.Balance)
 	c.add("health check", healthWords(old.Health), healthWords(t.Health))
 	c.add("own domains", domainWords(old.Domains), domainWords(t.Domains))
 	c.add("PROXY protocol", proxyProtocolWords(old.ProxyProtocol), proxyProtocolWords(t.ProxyProtocol))
+	c.add("fallback page", fallbackWords(old.Fallback), fallbackWords(t.Fallback))
 	return c.String()
+}
+
+// ruleWords lists path rules in order ("/api/* allow, /admin* deny";
+// "none").
+func ruleWords(rules []store.AccessRule) string {
+	if len(rules) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = r.Path + " " + r.Action
+	}
+	return strings.Join(parts, ", ")
+}
+
+// rememberWords is how long a gate's sign-in lasts.
+func rememberWords(days int) string {
+	switch days {
+	case 0:
+		return "a day"
+	case 1:
+		return "1 day"
+	}
+	return fmt.Sprintf("%d days", days)
+}
+
+// fallbackWords is a fallback page in words: its message, quoted and cut
+// at 60 characters, or "none".
+func fallbackWords(f *machines.FallbackView) string {
+	if f == nil || f.Message == "" {
+		return "none"
+	}
+	m := []rune(strings.ReplaceAll(f.Message, "\n", " "))
+	if len(m) > 60 {
+		return strconv.Quote(string(m[:60]) + "…")
+	}
+	return strconv.Quote(string(m))
 }
 
 // proxyProtocolWords is a tunnel's PROXY protocol setting in words.

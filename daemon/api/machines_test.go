@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1014,5 +1015,97 @@ func TestTunnelProxyProtocol(t *testing.T) {
 	conf = e.do(req{method: "GET", path: "/api/machines/" + mid + "/revtunnel-client", cookie: e.cookie}).Body.String()
 	if p := proxyOf(conf, db); strings.Contains(p, "proxyProtocolVersion") {
 		t.Fatalf("turned off, the header is still asked for:\n%s", p)
+	}
+}
+
+// TestBypassTokensAPI: an http tunnel's bypass tokens through the API.
+// What is refused changes nothing; the secret is in the creating answer
+// only; each change is audited by name.
+func TestBypassTokensAPI(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	mid, _ := e.machine(t)
+	web := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie,
+		body: `{"machine_id":` + mid + `,"name":"app","kind":"http","local_port":80,"subdomain":"app","access":"password","password":"a long shared passphrase"}`}), 201)
+	db := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie,
+		body: `{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432}`}), 201)
+	path := fmt.Sprintf("/api/tunnels/%v/bypass-tokens", web["id"])
+	post := func(body string) resp { return e.do(req{method: "POST", path: path, body: body, cookie: e.cookie}) }
+	_, last := auditAfter(t, e.testEnv, e.cookie, 0)
+	for _, c := range []struct {
+		path, body string
+		status     int
+		msg        string
+	}{
+		{path, `{"name":""}`, 400, "name must be 1 to 64 letters, digits, '.', '_' or '-'"},
+		{path, `{"name":"my app"}`, 400, "name must be 1 to 64 letters, digits, '.', '_' or '-'"},
+		{path, `{"name":"ios","expires_in_days":0}`, 400, "expires_in_days must be between 1 and 730"},
+		{path, `{"name":"ios","expires_in_days":731}`, 400, "expires_in_days must be between 1 and 730"},
+		{path, `{"name":"ios","scope":"all"}`, 400, ""},
+		{fmt.Sprintf("/api/tunnels/%v/bypass-tokens", db["id"]), `{"name":"ios"}`, 400,
+			`tunnel "db" is a tcp tunnel: bypass tokens and visitor sessions are for http tunnels`},
+		{"/api/tunnels/999/bypass-tokens", `{"name":"ios"}`, 404, "tunnel not found"},
+	} {
+		wantError(t, e.do(req{method: "POST", path: c.path, body: c.body, cookie: e.cookie}), c.status, c.msg)
+	}
+	if list := e.list(t, path); len(list) != 0 {
+		t.Fatalf("refused tokens were stored: %v", list)
+	}
+	made := e.data(t, post(`{"name":"ios","expires_in_days":30}`), 201)
+	secret, _ := made["token"].(string)
+	if !strings.HasPrefix(secret, "tsvcbt_") || made["name"] != "ios" || made["expired"] != false {
+		t.Fatalf("made %v", made)
+	}
+	wantError(t, post(`{"name":"ios"}`), 409, `tunnel "app" already has a bypass token named "ios"`)
+	list := e.list(t, path)
+	if len(list) != 1 || list[0].(map[string]any)["token"] != nil {
+		t.Fatalf("the list shows a secret or the wrong tokens: %v", list)
+	}
+	if logs := e.do(req{method: "GET", path: "/api/security/logs", cookie: e.cookie}); logs.Code != 200 || strings.Contains(logs.Body.String(), secret) {
+		t.Fatal("the audit log holds the secret")
+	}
+	id := fmt.Sprint(list[0].(map[string]any)["id"])
+	wantError(t, e.do(req{method: "DELETE", path: path + "/999", cookie: e.cookie}), 404, "bypass token not found")
+	if r := e.do(req{method: "DELETE", path: path + "/" + id, cookie: e.cookie}); r.Code != 200 {
+		t.Fatalf("revoke: %d %s", r.Code, r.Body)
+	}
+	if r := e.do(req{method: "DELETE", path: fmt.Sprintf("/api/tunnels/%v/sessions", web["id"]), cookie: e.cookie}); r.Code != 200 {
+		t.Fatalf("sign everyone out: %d %s", r.Code, r.Body)
+	}
+	got, _ := auditAfter(t, e.testEnv, e.cookie, last)
+	want := []auditRow{
+		{"BYPASS_TOKEN_CREATED", `bypass token "ios" for tunnel "app", expires ` + made["expires_at"].(string)[:10]},
+		{"BYPASS_TOKEN_REVOKED", `bypass token "ios" of tunnel "app" revoked`},
+		{"TUNNEL_VISITORS_SIGNED_OUT", `every visitor of tunnel "app" signed out`},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("audit rows\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestTunnelFallback: an http tunnel's fallback page through the API;
+// what is refused changes nothing, and "" removes it.
+func TestTunnelFallback(t *testing.T) {
+	e := newMachinesEnv(t, wide)
+	mid, _ := e.machine(t)
+	web := e.data(t, e.do(req{method: "POST", path: "/api/tunnels", cookie: e.cookie,
+		body: `{"machine_id":` + mid + `,"name":"shop","kind":"http","local_port":80,"subdomain":"shop","fallback":{"message":"Back soon.\nThanks."}}`}), 201)
+	if fmt.Sprint(web["fallback"]) != "map[message:Back soon.\nThanks.]" {
+		t.Fatalf("made %v", web)
+	}
+	path := fmt.Sprintf("/api/tunnels/%v", web["id"])
+	long := strings.Repeat("é", 501)
+	for _, c := range []struct{ path, method, body, msg string }{
+		{"/api/tunnels", "POST", `{"machine_id":` + mid + `,"name":"db","kind":"tcp","local_port":5432,"fallback":{"message":"x"}}`, "fallback is only for http tunnels"},
+		{path, "PATCH", `{"fallback":{"message":"` + long + `"}}`, "fallback.message must be text of at most 500 characters"},
+		{path, "PATCH", `{"fallback":{"message":"a\u0007b"}}`, "fallback.message may hold letters, punctuation and line breaks, not control characters"},
+		{path, "PATCH", `{"fallback":{"text":"x"}}`, ""},
+	} {
+		wantError(t, e.do(req{method: c.method, path: c.path, body: c.body, cookie: e.cookie}), 400, c.msg)
+	}
+	if got := e.data(t, e.do(req{method: "GET", path: path, cookie: e.cookie}), 200); fmt.Sprint(got["fallback"]) != "map[message:Back soon.\nThanks.]" {
+		t.Fatalf("after refused changes: %v", got["fallback"])
+	}
+	if got := e.data(t, e.do(req{method: "PATCH", path: path, body: `{"fallback":{"message":""}}`, cookie: e.cookie}), 200); got["fallback"] != nil {
+		t.Fatalf("removed, it still shows: %v", got["fallback"])
 	}
 }

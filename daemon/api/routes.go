@@ -208,6 +208,10 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/tunnels/{tunnel_id}/probe", write, s.probeTunnel)
 	api("GET", "/api/tunnels/{tunnel_id}/dns", read, s.checkTunnelDNS)
 	api("DELETE", "/api/tunnels/{tunnel_id}", write, s.deleteTunnel)
+	api("GET", "/api/tunnels/{tunnel_id}/bypass-tokens", read, s.listBypassTokens)
+	api("POST", "/api/tunnels/{tunnel_id}/bypass-tokens", write, s.createBypassToken)
+	api("DELETE", "/api/tunnels/{tunnel_id}/bypass-tokens/{token_id}", write, s.revokeBypassToken)
+	api("DELETE", "/api/tunnels/{tunnel_id}/sessions", write, s.endVisitorSessions)
 	// Operator access to a gated tunnel: public, since a browser without a
 	// dashboard session is told to sign in first rather than sent a 401.
 	api("GET", "/api/gate/authorize", public, s.gateAuthorize)

@@ -81,6 +81,13 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 			a.Delivery.Nudge(machineID)
 		},
 		OnPing: func(machineID int64) { a.Delivery.Nudge(machineID) },
+		// A target's proxy opening or closing: its health is looked at
+		// now, not at the check's next turn.
+		OnProxy: func(tunnelID int64, port int, up bool) {
+			if a.targetChecks != nil {
+				a.targetChecks.ProxyChanged(tunnelID, port, up)
+			}
+		},
 	}
 	a.Revtunnel = &revtunnel.Deployer{
 		Path:  cfg.SystemPath(revtunnel.ServerConfigPath),

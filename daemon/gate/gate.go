@@ -92,6 +92,20 @@ type site struct {
 	own bool
 	// ssoAllow: who may enter in sso mode (ParseSSOAllow's forms).
 	ssoAllow []string
+	// rules: path rules before the gate, first match wins (Rule).
+	rules []store.AccessRule
+	// ttl is a session's lifetime here (SessionTTL, or remember_days).
+	ttl time.Duration
+	// epoch grows when the operator ends the tunnel's visitor sessions.
+	epoch int64
+	// tokens: the tunnel's bypass tokens, by tokenKey of the secret.
+	tokens map[[32]byte]bypass
+}
+
+// bypass is a bypass token as the check needs it.
+type bypass struct {
+	name    string
+	expires time.Time
 }
 
 type table struct {
@@ -161,10 +175,15 @@ func (g *Gate) Reload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gate: reading tunnel domains: %w", err)
 	}
+	tokens, err := g.tokensByTunnel(ctx)
+	if err != nil {
+		return err
+	}
 	next := &table{domain: strings.ToLower(domain), sites: make(map[string]*site, len(list))}
 	byID := make(map[int64]*site, len(list))
 	for _, a := range list {
-		s := &site{id: a.TunnelID, host: a.Subdomain + "." + next.domain, access: a.Access, hash: a.PasswordHash, ssoAllow: a.SSOAllow}
+		s := &site{id: a.TunnelID, host: a.Subdomain + "." + next.domain, access: a.Access, hash: a.PasswordHash, ssoAllow: a.SSOAllow,
+			rules: a.Rules, ttl: RememberFor(a.RememberDays), epoch: a.Epoch, tokens: tokens[a.TunnelID]}
 		for _, p := range a.AllowIPs {
 			pr, err := ParseAllow(p)
 			if err != nil {
@@ -190,7 +209,7 @@ func (g *Gate) Reload(ctx context.Context) error {
 			continue // its tunnel's own entry says
 		}
 		now, ok := byID[old.id]
-		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host ||
+		if !ok || now.access != old.access || now.hash != old.hash || now.host != old.host || now.epoch != old.epoch ||
 			strings.Join(now.ssoAllow, ",") != strings.Join(old.ssoAllow, ",") {
 			ended[old.id] = true
 		}
@@ -220,6 +239,36 @@ func (g *Gate) Reload(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// tokensByTunnel reads every tunnel's bypass tokens.
+func (g *Gate) tokensByTunnel(ctx context.Context) (map[int64]map[[32]byte]bypass, error) {
+	list, err := g.o.Store.BypassTokens(ctx, 0)
+	if err != nil {
+		return nil, fmt.Errorf("gate: reading bypass tokens: %w", err)
+	}
+	out := map[int64]map[[32]byte]bypass{}
+	for _, b := range list {
+		var k [32]byte
+		if raw, err := hex.DecodeString(b.Hash); err != nil || len(raw) != len(k) {
+			return nil, fmt.Errorf("gate: bypass token %d of tunnel %d has a malformed hash", b.ID, b.TunnelID)
+		} else {
+			copy(k[:], raw)
+		}
+		if out[b.TunnelID] == nil {
+			out[b.TunnelID] = map[[32]byte]bypass{}
+		}
+		out[b.TunnelID][k] = bypass{name: b.Name, expires: b.ExpiresAt}
+	}
+	return out, nil
+}
+
+// RememberFor is a session's lifetime for a tunnel's remember_days.
+func RememberFor(days int) time.Duration {
+	if days <= 0 {
+		return SessionTTL
+	}
+	return time.Duration(days) * 24 * time.Hour
 }
 
 // ParseAllow parses one allow_ips entry: an address or a CIDR, returned
@@ -389,9 +438,9 @@ func (g *Gate) newSessionAs(s *site, who Who) (string, error) {
 		}
 	}
 	k := tokenKey(token)
-	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(SessionTTL), who: who}
+	g.sessions[k] = session{tunnelID: s.id, expires: now.Add(s.ttl), who: who}
 	g.mu.Unlock()
-	g.share(k, store.GateSession, s.id, now.Add(SessionTTL), who)
+	g.share(k, store.GateSession, s.id, now.Add(s.ttl), who)
 	return token, nil
 }
 

@@ -61,7 +61,8 @@ func scheme(r *http.Request) string {
 
 // check answers the proxy: 2xx lets the request through to the app (with
 // the Cookie header the app gets and, in operator mode, the user), any
-// other answer goes back to the browser as it is.
+// other answer goes back to the browser as it is. In order: the address
+// list, the path rules, a bypass token, then the session.
 func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
 	s := g.tbl.Load().lookup(r.Host)
 	if s == nil {
@@ -73,11 +74,23 @@ func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Your address ("+addr.String()+") may not reach this site.", http.StatusForbidden)
 		return
 	}
-	cookies := r.Header["Cookie"]
-	sess, live := session{}, s.access == Public
-	if !live {
-		sess, live = g.liveSession(cookies, s, g.o.Now())
+	switch actionFor(s.rules, r) {
+	case RuleDeny:
+		http.Error(w, "This path of the site is closed.", http.StatusForbidden)
+		return
+	case RuleAllow:
+		g.pass(w, r, s, Who{})
+		return
 	}
+	if s.access == Public {
+		g.pass(w, r, s, Who{})
+		return
+	}
+	if token, ok := bypassToken(r); ok {
+		g.checkToken(w, r, s, token)
+		return
+	}
+	sess, live := g.liveSession(r.Header["Cookie"], s, g.o.Now())
 	if !live {
 		m := r.Header.Get("X-Forwarded-Method")
 		if m == "" || m == http.MethodGet || m == http.MethodHead {
@@ -89,18 +102,54 @@ func (g *Gate) check(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Sign in at "+Prefix+"login first.", http.StatusUnauthorized)
 		return
 	}
+	g.pass(w, r, s, sess.who)
+}
+
+// pass lets the request through: the app gets the Cookie header without
+// the gate's cookie and who it is: an operator, who signed in through the
+// provider, or "token:<name>". Both headers are always answered, empty
+// when not known: the web proxy copies them in operator and sso mode, and
+// a mode changed a moment before its Caddyfile was reloaded must not leave
+// it copying nothing (Caddy then sends its placeholder's name).
+func (g *Gate) pass(w http.ResponseWriter, r *http.Request, s *site, who Who) {
 	h := w.Header()
-	h["Cookie"] = []string{StripCookie(cookies)}
-	switch s.access {
-	case Operator:
-		h[UserHeader] = []string{"operator"}
-	case SSO:
-		// Who signed in, as the provider said; always set (empty when
-		// not known here), so that nothing the client sent stands in.
-		h[UserHeader] = []string{sess.who.User}
-		h[EmailHeader] = []string{sess.who.Email}
+	h["Cookie"] = []string{StripCookie(r.Header["Cookie"])}
+	if s.access == Operator && who.User == "" {
+		who.User = "operator"
 	}
+	h[UserHeader] = []string{who.User}
+	h[EmailHeader] = []string{who.Email}
 	w.WriteHeader(http.StatusOK)
+}
+
+// KindTokenFailed is the audit kind of a wrong, revoked or expired bypass
+// token; it counts toward the address's limit like a wrong password.
+const KindTokenFailed = "GATE_TOKEN_FAILED"
+
+func init() { audit.RegisterFailureKind(KindTokenFailed) }
+
+// checkToken lets in a request that carries one of the site's bypass
+// tokens, unexpired. A wrong one is refused with 401 (an app's client
+// cannot follow a sign-in page), recorded, and counted toward the
+// address's limit, shared with the dashboard's and the gates' logins.
+func (g *Gate) checkToken(w http.ResponseWriter, r *http.Request, s *site, token string) {
+	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
+	ctx := context.WithoutCancel(r.Context())
+	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
+		g.record(ctx, audit.LoginRateLimited, c, s.host)
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+		http.Error(w, "Too many wrong tunnel tokens from your address; try again in "+strconv.Itoa(wait)+" seconds.", http.StatusTooManyRequests)
+		return
+	}
+	b, ok := s.tokens[tokenKey(token)]
+	if !ok || !g.o.Now().Before(b.expires) {
+		g.o.Limiter.Fail(c.Addr)
+		g.record(ctx, KindTokenFailed, c, s.host)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="`+s.host+`"`)
+		http.Error(w, "This tunnel token is not valid here: it is wrong, revoked or expired.", http.StatusUnauthorized)
+		return
+	}
+	g.pass(w, r, s, Who{User: "token:" + b.name})
 }
 
 // site finds the request's site and applies its address list; it writes
@@ -240,7 +289,7 @@ func (g *Gate) signInAs(w http.ResponseWriter, r *http.Request, s *site, c auth.
 	}
 	g.record(context.WithoutCancel(r.Context()), KindLogin, c, s.host)
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: token, Path: "/", MaxAge: int(SessionTTL.Seconds()),
+		Name: CookieName, Value: token, Path: "/", MaxAge: int(s.ttl.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: scheme(r) == "https",
 	})
 	w.Header().Set("Cache-Control", "no-store")

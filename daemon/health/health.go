@@ -60,6 +60,10 @@ type Checker struct {
 
 	checked store.Memo[struct{}, []store.Tunnel]
 
+	// poked wakes Run for a tunnel whose proxy opened or closed.
+	pokeOnce sync.Once
+	poked    chan struct{}
+
 	mu      sync.Mutex
 	results map[key]Result
 	next    map[int64]time.Time // when each tunnel is checked next
@@ -119,7 +123,43 @@ func (c *Checker) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.pokes():
+			// frps asks its plugin before it opens a proxy's port, and
+			// tells it as it closes one: the check waits for frps to
+			// have done so.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(PokeDelay):
+			}
 		}
+	}
+}
+
+// PokeDelay is how long after a proxy opened or closed its targets are
+// checked.
+const PokeDelay = 300 * time.Millisecond
+
+func (c *Checker) pokes() chan struct{} {
+	c.pokeOnce.Do(func() { c.poked = make(chan struct{}, 1) })
+	return c.poked
+}
+
+// ProxyChanged is frps's word, through its plugin, that the proxy of a
+// tunnel's target on port opened or closed: the tunnel's targets are
+// checked PokeDelay later instead of at their next turn. A closed proxy's port no
+// longer listens, so its target is down within that check, with no wait
+// for the interval; an opened one is up once the check passes. It does
+// not block.
+func (c *Checker) ProxyChanged(tunnel int64, port int, up bool) {
+	c.mu.Lock()
+	if c.next != nil {
+		delete(c.next, tunnel)
+	}
+	c.mu.Unlock()
+	select {
+	case c.pokes() <- struct{}{}:
+	default: // a turn is coming already
 	}
 }
 

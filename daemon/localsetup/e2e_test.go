@@ -18,6 +18,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/daemontest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
@@ -39,9 +40,11 @@ type webApp struct {
 	d      *daemontest.Daemon
 	c      *daemontest.Client
 	tunnel int64
-	// port is the tunnel's port on frps; machine is nas's id.
+	// port is the tunnel's port on frps; machine is nas's id, frpc its
+	// tunnel client.
 	port    int
 	machine int64
+	frpc    *testutil.Proc
 }
 
 func newWebApp(t *testing.T, sub, answer string, domains ...string) *webApp {
@@ -80,9 +83,9 @@ func newSite(t *testing.T, sub string, in map[string]any) *webApp {
 	if code, _ := c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", nas.ID), nil, &conf); code != 200 {
 		t.Fatalf("client config: %d %s", code, conf)
 	}
-	d.RunFRPC(t, "nas", conf, 0)
+	frpc := d.RunFRPC(t, "nas", conf, 0)
 	testutil.WaitListening(t, tun.RemotePort, 10*time.Second)
-	return &webApp{d: d, c: c, tunnel: tun.ID, port: tun.RemotePort, machine: nas.ID}
+	return &webApp{d: d, c: c, tunnel: tun.ID, port: tun.RemotePort, machine: nas.ID, frpc: frpc}
 }
 
 // daemonCaddyfile is the Caddyfile d renders for its web proxy, with
@@ -263,4 +266,126 @@ func TestVisitorAddressThroughHTTPTunnels(t *testing.T) {
 	if got := get("shop.example.test"); got != want {
 		t.Fatalf("with PROXY protocol v1, nginx saw %q, want %q", got, want)
 	}
+}
+
+// TestFailoverAndFallback: a site served by two machines through real
+// Caddy (the daemon's Caddyfile), frps and two frpc. Visitors ask every
+// 10 ms. When the first machine's frpc is killed, the next answers come
+// from the second machine, and its target shows down on the tunnel at
+// once (frps's CloseProxy, through the plugin), not at the health check's
+// next turn a minute later; when the second's is killed too, visitors get
+// the tunnel's fallback page: 503, the operator's message, Retry-After, on
+// the site's own name. It logs both times.
+func TestFailoverAndFallback(t *testing.T) {
+	if _, err := exec.LookPath("caddy"); err != nil {
+		t.Skip("caddy is not installed (scripts/install-deps.sh installs it)")
+	}
+	origin := func(name string) int {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
+		t.Cleanup(srv.Close)
+		return srv.Listener.Addr().(*net.TCPAddr).Port
+	}
+	portA, portB := origin("A"), origin("B")
+	w := newSite(t, "shop", map[string]any{"local_port": portA})
+	standby := w.d.Join(t, w.c, "standby")
+	const message = "The shop is being restocked. Back at 14:00."
+	var tun machines.Tunnel
+	if code, body := w.c.Call("PATCH", fmt.Sprintf("/api/tunnels/%d", w.tunnel), map[string]any{
+		"targets":  []map[string]any{{"machine_id": w.machine, "local_port": portA}, {"machine_id": standby.ID, "local_port": portB}},
+		"balance":  "failover",
+		"health":   map[string]any{"path": "/", "interval_s": 60},
+		"fallback": map[string]any{"message": message},
+	}, &tun); code != 200 || tun.Fallback == nil || tun.Fallback.Message != message {
+		t.Fatalf("two machines and a fallback: %d %s", code, body)
+	}
+	var conf string
+	if code, body := w.c.Call("GET", fmt.Sprintf("/api/machines/%d/revtunnel-client", standby.ID), nil, &conf); code != 200 {
+		t.Fatalf("standby's client config: %d %s", code, body)
+	}
+	standbyFRPC := w.d.RunFRPC(t, "standby", conf, 0)
+	testutil.WaitListening(t, tun.Targets[1].RemotePort, 15*time.Second)
+
+	caddyPort := testutil.FreePort(t)
+	file := daemonCaddyfile(t, w.d, func(in *webproxy.Input) { in.PlainHTTPPort, in.WSS = caddyPort, nil })
+	testutil.StartCaddy(t, file, caddyPort)
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func() (int, string, http.Header) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/", caddyPort), nil)
+		req.Host = "shop.example.test"
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error(), nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	testutil.Eventually(t, 15*time.Second, "the first machine answering through Caddy", func() error {
+		if code, body, _ := get(); code != 200 || body != "A" {
+			return fmt.Errorf("%d %q", code, body)
+		}
+		return nil
+	})
+	targetState := func(i int) string {
+		var now machines.Tunnel
+		w.c.Call("GET", fmt.Sprintf("/api/tunnels/%d", w.tunnel), nil, &now)
+		if len(now.Targets) <= i {
+			return ""
+		}
+		return now.Targets[i].Health.State
+	}
+	testutil.Eventually(t, 15*time.Second, "both targets checked up", func() error {
+		if a, b := targetState(0), targetState(1); a != "up" || b != "up" {
+			return fmt.Errorf("%s %s", a, b)
+		}
+		return nil
+	})
+
+	// Until the second machine answers: every visitor's request is
+	// answered, by one machine or the other.
+	killed := time.Now()
+	w.frpc.Stop()
+	var failover time.Duration
+	failed := 0
+	for deadline := killed.Add(20 * time.Second); failover == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second machine did not answer within 20 s of the first's frpc being killed")
+		}
+		switch code, body, _ := get(); {
+		case code == 200 && body == "B":
+			failover = time.Since(killed)
+		case code != 200:
+			failed++
+		}
+	}
+	down := testutil.Eventually(t, 20*time.Second, "the first machine's target down on the tunnel", func() error {
+		if s := targetState(0); s != "down" {
+			return fmt.Errorf("state %q", s)
+		}
+		return nil
+	})
+	t.Logf("frpc killed: the second machine answered %v later (%d visitor requests failed meanwhile); the target showed down %v after that (its health check's interval is 60 s)",
+		failover.Round(time.Millisecond), failed, down.Round(time.Millisecond))
+
+	killed = time.Now()
+	standbyFRPC.Stop()
+	var fallback time.Duration
+	var body string
+	var header http.Header
+	for deadline := killed.Add(30 * time.Second); fallback == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no fallback page within 30 s of the last machine's frpc being killed (last: %q)", body)
+		}
+		var code int
+		if code, body, header = get(); code == http.StatusServiceUnavailable {
+			fallback = time.Since(killed)
+		} else if code != 200 {
+			t.Fatalf("while the last machine went away, a visitor got %d %q", code, body)
+		}
+	}
+	if !strings.Contains(body, message) || !strings.Contains(body, "shop.example.test is unavailable") ||
+		header.Get("Retry-After") != "30" || !strings.HasPrefix(header.Get("Content-Type"), "text/html") {
+		t.Fatalf("the fallback page: %v %q", header, body)
+	}
+	t.Logf("the last frpc killed: the fallback page came %v later", fallback.Round(time.Millisecond))
 }

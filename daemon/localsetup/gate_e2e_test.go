@@ -28,6 +28,9 @@ type seen struct {
 	Path   string   `json:"path"`
 	Cookie []string `json:"cookie"`
 	User   []string `json:"user"`
+	// Auth and Token: the Authorization and X-Tunnel-Token headers.
+	Auth  []string `json:"auth"`
+	Token []string `json:"token"`
 }
 
 // gateBed is a real caddy, on the Caddyfile the daemon renders, in front
@@ -124,7 +127,8 @@ func newGateBedOn(t *testing.T, databaseURL string) *gateBed {
 
 	// The machine's app.
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(seen{Path: r.URL.RequestURI(), Cookie: r.Header.Values("Cookie"), User: r.Header.Values("X-Forwarded-User")})
+		json.NewEncoder(w).Encode(seen{Path: r.URL.RequestURI(), Cookie: r.Header.Values("Cookie"), User: r.Header.Values("X-Forwarded-User"),
+			Auth: r.Header.Values("Authorization"), Token: r.Header.Values(gate.TokenHeader)})
 	}))
 	t.Cleanup(web.Close)
 	webPort := web.Listener.Addr().(*net.TCPAddr).Port
@@ -377,6 +381,65 @@ func TestGateThroughRealProxy(t *testing.T) {
 		// The budget is the dashboard's: that address is locked out there too.
 		if ok, _ := b.d.App.Auth.Limiter.Check(netip.MustParseAddr("127.0.0.3")); ok {
 			t.Fatal("gate failures did not count against the dashboard login")
+		}
+	})
+
+	// An app's client that follows no sign-in page (Go's http.Client, no
+	// cookie jar, no JavaScript) gets past gates with a bypass token;
+	// path rules open or close parts of a site; a remembered sign-in lasts
+	// its days until the operator signs everyone out.
+	t.Run("apps", func(t *testing.T) {
+		const from = "127.0.0.5"
+		path := fmt.Sprintf("/api/tunnels/%d/bypass-tokens", b.tunnels["op"].ID)
+		var tok machines.BypassToken
+		if code, body := b.op.Call("POST", path, map[string]any{"name": "ios-app", "expires_in_days": 30}, &tok); code != http.StatusCreated || tok.Token == "" {
+			t.Fatalf("make a bypass token: %d %s", code, body)
+		}
+		for _, hdr := range []map[string]string{{"Authorization": "Bearer " + tok.Token}, {gate.TokenHeader: tok.Token}} {
+			got := b.do(from, "POST", "op.example.test", "/api/sync", hdr, url.Values{"n": {"1"}}).app(t)
+			if len(got.Auth) != 0 || len(got.Token) != 0 || strings.Join(got.User, "") != "token:ios-app" {
+				t.Fatalf("with %v the app saw %+v: the token must not reach it, and it is named", hdr, got)
+			}
+		}
+		if a := b.do(from, "GET", "op.example.test", "/", map[string]string{gate.TokenHeader: gate.TokenPrefix + "wrong"}, nil); a.status != http.StatusUnauthorized ||
+			a.reachedApp() || !strings.Contains(a.body, "tunnel token is not valid") {
+			t.Fatalf("a wrong token: %d %q", a.status, a.body)
+		}
+		var list []machines.BypassToken
+		b.op.Call("GET", path, nil, &list)
+		if len(list) != 1 || list[0].Name != "ios-app" || list[0].Token != "" {
+			t.Fatalf("the list: %+v", list)
+		}
+		if code, body := b.op.Call("DELETE", fmt.Sprintf("%s/%d", path, list[0].ID), nil, nil); code != 200 {
+			t.Fatalf("revoke: %d %s", code, body)
+		}
+		if a := b.do(from, "GET", "op.example.test", "/", map[string]string{"Authorization": "Bearer " + tok.Token}, nil); a.status != http.StatusUnauthorized || a.reachedApp() {
+			t.Fatalf("a revoked token: %d %q", a.status, a.body)
+		}
+
+		// Path rules: the API open, /admin closed to everyone.
+		b.update("pw", map[string]any{"rules": []map[string]string{{"path": "/admin*", "action": "deny"}, {"path": "/api/*", "action": "allow"}},
+			"remember_days": 30})
+		if got := b.do(from, "GET", "pw.example.test", "/api/items?x=1", nil, nil).app(t); got.Path != "/api/items?x=1" {
+			t.Fatalf("an allowed path: %+v", got)
+		}
+		a := b.do(from, "POST", "pw.example.test", "/.tunnelsvc/login", nil, url.Values{"password": {"another stapled battery horse"}})
+		cookie := a.gateCookie(t)
+		if !strings.Contains(a.header.Get("Set-Cookie"), "Max-Age=2592000") {
+			t.Fatalf("a sign-in remembered for 30 days: %v", a.header.Values("Set-Cookie"))
+		}
+		with := map[string]string{"Cookie": gate.CookieName + "=" + cookie, "Authorization": "Bearer the-app's-own"}
+		if got := b.do(from, "GET", "pw.example.test", "/docs", with, nil).app(t); strings.Join(got.Auth, "") != "Bearer the-app's-own" {
+			t.Fatalf("the app's own Authorization header must reach it: %+v", got)
+		}
+		if a := b.do(from, "GET", "pw.example.test", "/admin/users", with, nil); a.status != http.StatusForbidden || a.reachedApp() {
+			t.Fatalf("a denied path, signed in: %d %q", a.status, a.body)
+		}
+		if code, body := b.op.Call("DELETE", fmt.Sprintf("/api/tunnels/%d/sessions", b.tunnels["pw"].ID), nil, nil); code != 200 {
+			t.Fatalf("sign everyone out: %d %s", code, body)
+		}
+		if a := b.do(from, "GET", "pw.example.test", "/docs", with, nil); a.status != http.StatusFound || a.reachedApp() {
+			t.Fatalf("a remembered sign-in after everyone was signed out: %d %q", a.status, a.body)
 		}
 	})
 }

@@ -63,7 +63,8 @@ func (t StoreTunnels) HTTPTunnels(ctx context.Context) ([]webproxy.HTTPTunnel, e
 	for _, tn := range ts {
 		if tn.Kind == "http" && tn.Subdomain != "" && !tn.Paused {
 			out = append(out, webproxy.HTTPTunnel{Subdomain: tn.Subdomain, Port: tn.RemotePort, More: more[tn.ID], Balance: tn.Balance,
-				Health: webproxy.Health(tn.Health), Domains: domains[tn.ID], ProxyProtocol: tn.ProxyProtocol})
+				Health: webproxy.Health(tn.Health), Domains: domains[tn.ID], ProxyProtocol: tn.ProxyProtocol,
+				Fallback: tn.Fallback})
 		}
 	}
 	return out, nil

@@ -14,6 +14,9 @@ import (
 // MaxAllowIPs bounds a tunnel's allow_ips list.
 const MaxAllowIPs = 64
 
+// MaxRememberDays bounds remember_days.
+const MaxRememberDays = 90
+
 // accessChange is a validated change of a tunnel's access settings; the
 // password is hashed only once every field has been accepted.
 type accessChange struct {
@@ -30,21 +33,11 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 	if ch.next.Access == "" {
 		ch.next.Access = gate.Public
 	}
-	if in.Access == nil && in.Password == nil && in.AllowIPs == nil && in.SSOAllow == nil {
+	if in.Access == nil && in.Password == nil && in.AllowIPs == nil && in.SSOAllow == nil && in.Rules == nil && in.RememberDays == nil {
 		return ch, nil
 	}
 	if t.Kind != "http" {
-		switch {
-		case in.Access != nil && strings.TrimSpace(*in.Access) != gate.Public:
-			return ch, InputError("access is only for http tunnels")
-		case in.Password != nil && *in.Password != "":
-			return ch, InputError("password is only for http tunnels")
-		case in.AllowIPs != nil && len(*in.AllowIPs) > 0:
-			return ch, InputError("allow_ips is only for http tunnels")
-		case in.SSOAllow != nil && len(*in.SSOAllow) > 0:
-			return ch, InputError("sso_allow is only for http tunnels")
-		}
-		return ch, nil
+		return ch, onlyHTTP(in)
 	}
 	if in.Access != nil {
 		switch a := strings.TrimSpace(*in.Access); a {
@@ -81,9 +74,58 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 	} else if ch.password == "" && (cur.Access != gate.Password || cur.PasswordHash == "") {
 		return ch, InputError(`password is required for access "password"`)
 	}
+	if err := ch.planLists(in); err != nil {
+		return ch, err
+	}
+	ch.changed = true
+	return ch, nil
+}
+
+// onlyHTTP refuses the access fields of a tcp or udp tunnel, but for
+// their defaults.
+func onlyHTTP(in TunnelInput) error {
+	switch {
+	case in.Access != nil && strings.TrimSpace(*in.Access) != gate.Public:
+		return InputError("access is only for http tunnels")
+	case in.Password != nil && *in.Password != "":
+		return InputError("password is only for http tunnels")
+	case in.AllowIPs != nil && len(*in.AllowIPs) > 0:
+		return InputError("allow_ips is only for http tunnels")
+	case in.SSOAllow != nil && len(*in.SSOAllow) > 0:
+		return InputError("sso_allow is only for http tunnels")
+	case in.Rules != nil && len(*in.Rules) > 0:
+		return InputError("rules are only for http tunnels")
+	case in.RememberDays != nil && *in.RememberDays != 0:
+		return InputError("remember_days is only for http tunnels")
+	}
+	return nil
+}
+
+// planLists checks the allow list, the path rules and remember_days of
+// ch's next access.
+func (ch *accessChange) planLists(in TunnelInput) error {
+	if in.Rules != nil {
+		rules, err := gate.ParseRules(*in.Rules)
+		if err != nil {
+			return InputError(err.Error())
+		}
+		ch.next.Rules = rules
+	}
+	if in.RememberDays != nil {
+		if d := *in.RememberDays; d < 0 || d > MaxRememberDays {
+			return InputError(fmt.Sprintf("remember_days must be between 0 (a day) and %d", MaxRememberDays))
+		}
+		ch.next.RememberDays = *in.RememberDays
+	}
+	if ch.next.RememberDays != 0 && ch.next.Access != gate.Password && ch.next.Access != gate.SSO {
+		if in.RememberDays != nil {
+			return InputError(`remember_days is only for access "password" and "sso"`)
+		}
+		ch.next.RememberDays = 0 // the gate it was for is gone
+	}
 	if in.AllowIPs != nil {
 		if len(*in.AllowIPs) > MaxAllowIPs {
-			return ch, InputError(fmt.Sprintf("allow_ips may hold at most %d entries", MaxAllowIPs))
+			return InputError(fmt.Sprintf("allow_ips may hold at most %d entries", MaxAllowIPs))
 		}
 		seen := map[string]bool{}
 		var bad []string
@@ -103,13 +145,12 @@ func planAccess(t store.Tunnel, cur store.TunnelAccess, in TunnelInput) (accessC
 		switch len(bad) {
 		case 0:
 		case 1:
-			return ch, InputError("allow_ips: " + bad[0] + " is not an address or CIDR")
+			return InputError("allow_ips: " + bad[0] + " is not an address or CIDR")
 		default:
-			return ch, InputError("allow_ips: " + strings.Join(bad[:len(bad)-1], ", ") + " and " + bad[len(bad)-1] + " are not addresses or CIDRs")
+			return InputError("allow_ips: " + strings.Join(bad[:len(bad)-1], ", ") + " and " + bad[len(bad)-1] + " are not addresses or CIDRs")
 		}
 	}
-	ch.changed = true
-	return ch, nil
+	return nil
 }
 
 // hash turns the accepted password into its argon2id hash.
@@ -156,4 +197,6 @@ func (t *Tunnel) setAccess(a store.TunnelAccess) {
 	t.AllowIPs = append([]string{}, a.AllowIPs...)
 	t.HasPassword = a.PasswordHash != ""
 	t.SSOAllow = append([]string{}, a.SSOAllow...)
+	t.Rules = append([]store.AccessRule{}, a.Rules...)
+	t.RememberDays = a.RememberDays
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/alessio/shellescape"
 
@@ -540,6 +541,10 @@ type Tunnel struct {
 	AllowIPs    []string `json:"allow_ips,omitempty"`
 	HasPassword bool     `json:"has_password,omitempty"`
 	SSOAllow    []string `json:"sso_allow,omitempty"`
+	// Rules are the path rules before the gate, first match wins;
+	// RememberDays how long a password or sso sign-in lasts (0: a day).
+	Rules        []store.AccessRule `json:"rules,omitempty"`
+	RememberDays int                `json:"remember_days,omitempty"`
 	// Targets, Balance and Health (http tunnels only): the machines
 	// serving the site, its own first (targets.go).
 	Targets []TargetView `json:"targets,omitempty"`
@@ -550,6 +555,14 @@ type Tunnel struct {
 	// ProxyProtocol: the PROXY protocol header the service gets before
 	// each connection, with the visitor's address ("" none, "v1", "v2").
 	ProxyProtocol string `json:"proxy_protocol"`
+	// Fallback is what the site answers while every machine serving it
+	// is down (http tunnels; absent when not set).
+	Fallback *FallbackView `json:"fallback,omitempty"`
+}
+
+// FallbackView is an http tunnel's fallback page.
+type FallbackView struct {
+	Message string `json:"message"`
 }
 
 // Reachability is an http tunnel's last probe through the web proxy.
@@ -686,6 +699,9 @@ func (c tunnelContext) view(t store.Tunnel) Tunnel {
 			out.Health = &HealthView{Path: t.Health.Path, IntervalS: t.Health.IntervalS, ExpectStatus: t.Health.ExpectStatus}
 		}
 		out.Targets = c.targetViews(t, out)
+		if t.Fallback != "" {
+			out.Fallback = &FallbackView{Message: t.Fallback}
+		}
 		out.Domains = c.domainViews(t)
 	case "tcp", "udp":
 		a := net.JoinHostPort(c.x.tcpHost(t), strconv.Itoa(t.RemotePort))
@@ -765,6 +781,11 @@ type TunnelInput struct {
 	// SSOAllow: who may enter in access "sso" (emails, @domains,
 	// group:names).
 	SSOAllow *[]string `json:"sso_allow"`
+	// Rules: path rules before the gate ({path, action}, first match
+	// wins); RememberDays: a sign-in lasts this many days (password and
+	// sso access).
+	Rules        *[]store.AccessRule `json:"rules"`
+	RememberDays *int                `json:"remember_days"`
 	// Several machines serving an http tunnel (targets.go).
 	Targets *[]TargetInput `json:"targets"`
 	// Domains are an http tunnel's own names (domains.go).
@@ -773,6 +794,9 @@ type TunnelInput struct {
 	Health  *HealthInput `json:"health"`
 	// ProxyProtocol: "" (off), "v1" or "v2" (udp: "v2" only).
 	ProxyProtocol *string `json:"proxy_protocol"`
+	// Fallback: the message of the 503 page while every machine is down
+	// ({"message": ""} removes it; http tunnels).
+	Fallback *FallbackView `json:"fallback"`
 }
 
 // Tunnels lists tunnels, of one machine when machineID is not 0.
@@ -842,7 +866,33 @@ func validateTunnel(t store.Tunnel) error {
 	if t.LocalPort < 1 || t.LocalPort > 65535 {
 		return InputError("local_port must be between 1 and 65535")
 	}
-	return checkProxyProtocol(t.Kind, t.ProxyProtocol)
+	if err := checkProxyProtocol(t.Kind, t.ProxyProtocol); err != nil {
+		return err
+	}
+	return checkFallback(t)
+}
+
+// MaxFallbackChars bounds a fallback page's message.
+const MaxFallbackChars = 500
+
+// checkFallback: an http tunnel's fallback message is text, lines
+// included, of at most MaxFallbackChars characters.
+func checkFallback(t store.Tunnel) error {
+	if t.Fallback == "" {
+		return nil
+	}
+	if t.Kind != "http" {
+		return InputError("fallback is only for http tunnels")
+	}
+	if !utf8.ValidString(t.Fallback) || utf8.RuneCountInString(t.Fallback) > MaxFallbackChars {
+		return InputError(fmt.Sprintf("fallback.message must be text of at most %d characters", MaxFallbackChars))
+	}
+	for _, r := range t.Fallback {
+		if r < 0x20 && r != '\n' || r == 0x7f {
+			return InputError("fallback.message may hold letters, punctuation and line breaks, not control characters")
+		}
+	}
+	return nil
 }
 
 // checkProxyProtocol: "" (off), "v1" or "v2"; a udp tunnel's datagrams can
@@ -916,6 +966,9 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	}
 	if in.ProxyProtocol != nil {
 		t.ProxyProtocol = *in.ProxyProtocol
+	}
+	if in.Fallback != nil {
+		t.Fallback = in.Fallback.Message
 	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
@@ -1004,6 +1057,9 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if in.ProxyProtocol != nil {
 		t.ProxyProtocol = *in.ProxyProtocol
 	}
+	if in.Fallback != nil {
+		t.Fallback = in.Fallback.Message
+	}
 	if err := validateTunnel(t); err != nil {
 		return Tunnel{}, err
 	}
@@ -1067,7 +1123,7 @@ func onlyPause(in TunnelInput) bool {
 	return in.Paused != nil && in.MachineID == nil && in.Name == nil && in.Kind == nil && in.LocalPort == nil &&
 		in.Subdomain == nil && in.Public == nil && in.Access == nil && in.Password == nil && in.AllowIPs == nil &&
 		in.SSOAllow == nil && in.Targets == nil && in.Balance == nil && in.Health == nil && in.Domains == nil &&
-		in.ProxyProtocol == nil
+		in.ProxyProtocol == nil && in.Rules == nil && in.RememberDays == nil && in.Fallback == nil
 }
 
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its

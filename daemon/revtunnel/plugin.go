@@ -50,6 +50,11 @@ type Plugin struct {
 	// is not known yet): a machine's status is then recorded per edge, and
 	// it is online while one edge that is up has it.
 	Edge func() (id int64, name string)
+	// OnProxy, when set, hears of every tunnel or target proxy frps opens
+	// (up) or closes, by the tunnel it serves and its port: the health
+	// checks look at it at once instead of at their next turn. It must not
+	// block.
+	OnProxy func(tunnelID int64, port int, up bool)
 	// Bridge, when set, is the wss bridge: a Login from one of its
 	// connections is a machine on the wss transport, from the address the
 	// bridge knows (frps reports the bridge's own).
@@ -443,6 +448,10 @@ func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remote
 type owner struct {
 	tunnelID, targetID int64
 	typ                string
+	// site is the tunnel the proxy serves (its own, or a target's), port
+	// its remote port: the pair the health checks know it by.
+	site int64
+	port int
 }
 
 // ownedAs is owned, with the whole owner.
@@ -452,7 +461,7 @@ func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remo
 		return owner{}, refusal(fmt.Sprintf("proxy %q is not named for machine %d", name, m.ID))
 	}
 	short := strings.TrimPrefix(name, prefix)
-	want, tunnelID, targetID, typ := 0, int64(0), int64(0), "tcp"
+	want, tunnelID, targetID, typ, site := 0, int64(0), int64(0), "tcp", int64(0)
 	switch {
 	case short == frpconf.ProxySSH:
 		want = m.TunnelPort
@@ -474,6 +483,7 @@ func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remo
 			return owner{}, refusal(fmt.Sprintf("proxy %q: tunnel %d of machine %d is paused", name, t.ID, m.ID))
 		}
 		want, tunnelID, typ = t.RemotePort, t.ID, frpconf.ProxyType(t.Kind)
+		site = t.ID
 	case strings.HasPrefix(short, "target-"):
 		id, err := strconv.ParseInt(strings.TrimPrefix(short, "target-"), 10, 64)
 		if err != nil {
@@ -489,14 +499,14 @@ func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remo
 		if t.Paused && u == opening {
 			return owner{}, refusal(fmt.Sprintf("proxy %q: tunnel %d, which machine %d serves, is paused", name, t.TunnelID, m.ID))
 		}
-		want, targetID = t.RemotePort, t.ID
+		want, targetID, site = t.RemotePort, t.ID, t.TunnelID
 	default:
 		return owner{}, refusal(fmt.Sprintf("proxy %q is not a tunnel of machine %d", name, m.ID))
 	}
 	if checkPort && remotePort != want {
 		return owner{}, refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
 	}
-	return owner{tunnelID: tunnelID, targetID: targetID, typ: typ}, nil
+	return owner{tunnelID: tunnelID, targetID: targetID, typ: typ, site: site, port: want}, nil
 }
 
 func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
@@ -524,6 +534,7 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return err
 	}
+	p.proxyChanged(o, true)
 	if o.targetID != 0 {
 		return p.targetStatus(ctx, m, o.targetID, "online", c.RemotePort)
 	}
@@ -549,6 +560,14 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 		}
 	}
 	return nil
+}
+
+// proxyChanged tells OnProxy of a tunnel or target proxy opening or
+// closing.
+func (p *Plugin) proxyChanged(o owner, up bool) {
+	if p.OnProxy != nil && o.site != 0 {
+		p.OnProxy(o.site, o.port, up)
+	}
 }
 
 // targetStatus records a target's proxy opening (online) or closing
@@ -591,6 +610,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return nil
 	}
+	p.proxyChanged(o, false)
 	if o.targetID != 0 {
 		return p.targetStatus(ctx, m, o.targetID, "offline", 0)
 	}

@@ -17,6 +17,7 @@ var copyTables = []string{
 	"settings", "sessions", "audit_log",
 	"totp_devices", "totp_enrollment", "backup_codes", "login_pending",
 	"ssh_keys", "bootstrap_tokens", "machines", "ports", "tunnels", "tunnel_probes", "tunnel_targets", "tunnel_domains",
+	"tunnel_bypass_tokens",
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
 	"api_tokens", "passkeys", "webauthn_ceremonies", "oidc_flows", "host_parts",
@@ -28,7 +29,7 @@ var identityTables = map[string]bool{
 	"audit_log": true, "backup_codes": true, "bootstrap_tokens": true, "machines": true,
 	"tunnels": true, "tunnel_targets": true, "stale_token_attempts": true, "activity_events": true,
 	"edges": true, "edge_tokens": true, "auth_failures": true, "api_tokens": true,
-	"rollouts": true,
+	"rollouts": true, "tunnel_bypass_tokens": true,
 }
 
 // TableCopy is what Copy moved of one table and what both sides hold

@@ -87,6 +87,8 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	_, err = s.LeaseFence(ctx, "notify", "edge-a", time.Minute, now)
 	must(err)
 	must(s.PutGateToken(ctx, "gate-session", GateSession, tu.ID, now.Add(time.Hour), GateWho{User: "ana", Email: "ana@example.com"}))
+	_, err = s.InsertBypassToken(ctx, BypassToken{TunnelID: tu.ID, Name: "ios-app", Hash: strings.Repeat("ab", 32), CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour)})
+	must(err)
 	_, err = s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now)
 	must(err)
 	m, err = s.GetMachine(ctx, m.ID)

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -20,16 +22,38 @@ type TunnelAccess struct {
 	// SSOAllow lists who may enter in mode "sso": emails, "@domain"s and
 	// "group:name"s.
 	SSOAllow []string
+	// Rules are checked in order before the gate; the first whose path
+	// matches decides (none: the gate).
+	Rules []AccessRule
+	// RememberDays is how long a password or sso gate's session lasts,
+	// in days (0: a day).
+	RememberDays int
+	// Epoch grows each time the operator ends the tunnel's visitor
+	// sessions (EndVisitorSessions).
+	Epoch int64
 }
 
-const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips, sso_allow FROM tunnels"
+// AccessRule is one path rule of a gated site: requests whose path is
+// Path (or, when Path ends with "*", starts with what precedes it) are let
+// through ("allow"), asked of the gate ("gate") or refused ("deny").
+type AccessRule struct {
+	Path   string `json:"path"`
+	Action string `json:"action"`
+}
+
+const accessSelect = "SELECT id, COALESCE(subdomain, ''), access, access_password_hash, allow_ips, sso_allow, access_rules, remember_days, gate_epoch FROM tunnels"
 
 func scanAccess(r rowScanner) (TunnelAccess, error) {
 	var a TunnelAccess
-	var ips, sso string
-	err := r.Scan(&a.TunnelID, &a.Subdomain, &a.Access, &a.PasswordHash, &ips, &sso)
+	var ips, sso, rules string
+	err := r.Scan(&a.TunnelID, &a.Subdomain, &a.Access, &a.PasswordHash, &ips, &sso, &rules, &a.RememberDays, &a.Epoch)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, ErrNotFound
+	}
+	if err == nil && rules != "" {
+		if err = json.Unmarshal([]byte(rules), &a.Rules); err != nil {
+			return a, fmt.Errorf("tunnel %d: its stored access rules: %w", a.TunnelID, err)
+		}
 	}
 	if ips != "" {
 		a.AllowIPs = strings.Split(ips, ",")
@@ -65,8 +89,28 @@ func (s *Store) HTTPTunnelAccess(ctx context.Context) ([]TunnelAccess, error) {
 
 // setTunnelAccess writes a tunnel's access settings (its Subdomain is
 // ignored), within the transaction that writes the tunnel.
-const setTunnelAccess = "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ? WHERE id = ?"
+const setTunnelAccess = "UPDATE tunnels SET access = ?, access_password_hash = ?, allow_ips = ?, sso_allow = ?, access_rules = ?, remember_days = ? WHERE id = ?"
 
 func setTunnelAccessArgs(a TunnelAccess) []any {
-	return []any{a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), strings.Join(a.SSOAllow, ","), a.TunnelID}
+	rules := ""
+	if len(a.Rules) > 0 {
+		b, _ := json.Marshal(a.Rules)
+		rules = string(b)
+	}
+	return []any{a.Access, a.PasswordHash, strings.Join(a.AllowIPs, ","), strings.Join(a.SSOAllow, ","), rules, a.RememberDays, a.TunnelID}
+}
+
+// EndVisitorSessions ends every visitor session and sign-in code of a
+// tunnel's gate, on every edge: the shared ones go now, and each edge's
+// gate ends those it holds in memory at its next reload, seeing the
+// tunnel's epoch grow.
+func (s *Store) EndVisitorSessions(ctx context.Context, tunnelID int64) error {
+	err := s.Tx(ctx, func(tx *Tx) error {
+		if err := affectOne(tx.exec(ctx, "UPDATE tunnels SET gate_epoch = gate_epoch + 1 WHERE id = ?", tunnelID)); err != nil {
+			return err
+		}
+		_, err := tx.exec(ctx, "DELETE FROM gate_tokens WHERE tunnel_id = ?", tunnelID)
+		return err
+	})
+	return s.announce(err, TopicTunnels)
 }

@@ -32,6 +32,9 @@ type Tunnel struct {
 	// ProxyProtocol is the PROXY protocol header the tunnel's service gets
 	// before each connection: "" (none), "v1" or "v2".
 	ProxyProtocol string
+	// Fallback is the message an http tunnel's site answers with (503)
+	// while every machine serving it is down ("" none).
+	Fallback string
 }
 
 // Health is an http tunnel's active health check: GET Path on each target
@@ -43,13 +46,13 @@ type Health struct {
 	ExpectStatus int
 }
 
-const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused, balance, health_path, health_interval_s, health_expect_status, proxy_protocol FROM tunnels"
+const tunnelSelect = "SELECT id, machine_id, name, kind, local_port, COALESCE(subdomain, ''), public, remote_port, status, created_at, paused, balance, health_path, health_interval_s, health_expect_status, proxy_protocol, fallback_message FROM tunnels"
 
 func scanTunnel(r rowScanner) (Tunnel, error) {
 	var t Tunnel
 	var created int64
 	err := r.Scan(&t.ID, &t.MachineID, &t.Name, &t.Kind, &t.LocalPort, &t.Subdomain, &t.Public, &t.RemotePort, &t.Status, &created, &t.Paused,
-		&t.Balance, &t.Health.Path, &t.Health.IntervalS, &t.Health.ExpectStatus, &t.ProxyProtocol)
+		&t.Balance, &t.Health.Path, &t.Health.IntervalS, &t.Health.ExpectStatus, &t.ProxyProtocol, &t.Fallback)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, ErrNotFound
 	}
@@ -102,9 +105,9 @@ func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelA
 			return err
 		}
 		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused,
-				balance, health_path, health_interval_s, health_expect_status, proxy_protocol)
-			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
-			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol)
+				balance, health_path, health_interval_s, health_expect_status, proxy_protocol, fallback_message)
+			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
+			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.Fallback)
 		if err != nil {
 			return tunnelConflict(err)
 		}
@@ -132,10 +135,10 @@ func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelA
 }
 
 const updateTunnel = `UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ?,
-	balance = ?, health_path = ?, health_interval_s = ?, health_expect_status = ?, proxy_protocol = ? WHERE id = ?`
+	balance = ?, health_path = ?, health_interval_s = ?, health_expect_status = ?, proxy_protocol = ?, fallback_message = ? WHERE id = ?`
 
 func updateTunnelArgs(t Tunnel) []any {
-	return []any{t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.ID}
+	return []any{t.Name, t.LocalPort, t.Subdomain, t.Public, t.Paused, balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.Fallback, t.ID}
 }
 
 // balanceOr is b, or the default balance when it is empty.
@@ -147,7 +150,7 @@ func balanceOr(b string) string {
 }
 
 // UpdateTunnel writes name, local_port, subdomain, public, paused, balance,
-// health and proxy_protocol of t.
+// health, proxy_protocol and fallback of t.
 func (s *Store) UpdateTunnel(ctx context.Context, t Tunnel) error {
 	res, err := s.exec(ctx, updateTunnel, updateTunnelArgs(t)...)
 	if err != nil {

@@ -6,6 +6,7 @@ package webproxy
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"regexp"
 	"slices"
 	"sort"
@@ -44,6 +45,10 @@ type HTTPTunnel struct {
 	// visitorhop): Caddy sends the requests to the hop, on the same ports
 	// at visitorhop.Addr, with the visitor it saw.
 	ProxyProtocol string
+	// Fallback, when set, is the message of the page the site answers
+	// (503, Retry-After) while no machine serving it answers, instead of
+	// Caddy's bare 502.
+	Fallback string
 }
 
 // Health is an active health check: GET Path with the site's Host every
@@ -63,6 +68,17 @@ const FailDuration = "10s"
 // TryDuration bounds how long Caddy keeps trying other targets for one
 // request (GET and HEAD, and any request whose connection failed).
 const TryDuration = "5s"
+
+// TryInterval is how long Caddy waits before trying the next target after
+// one failed (its default, 250 ms, was most of the time a visitor waited
+// when a machine went away).
+const TryInterval = "50ms"
+
+// FallbackTryDuration is TryDuration for a site with a fallback page: when
+// every machine is down, the visitor waits this long for one to come back
+// before the page, instead of TryDuration. A machine that goes away is
+// passed over at once either way (its port on frps refuses at once).
+const FallbackTryDuration = "1s"
 
 // Input is everything the Caddyfile is made from.
 type Input struct {
@@ -197,6 +213,9 @@ http://router.{{.Domain}}, http://*.{{.Domain}} {
 	request_header -X-Forwarded-User
 	{{$.Proxy . "\t"}}
 {{- end}}
+{{- if .Fallback}}
+	{{$.FallbackPage .}}
+{{- end}}
 }
 {{- end}}
 {{- if .Paused}}
@@ -287,7 +306,12 @@ func (v view) Proxy(t HTTPTunnel, ind string) string {
 			policy = "round_robin"
 		}
 		line("lb_policy %s", policy)
-		line("lb_try_duration %s", TryDuration)
+		try := TryDuration
+		if t.Fallback != "" {
+			try = FallbackTryDuration
+		}
+		line("lb_try_duration %s", try)
+		line("lb_try_interval %s", TryInterval)
 		line("fail_duration %s", FailDuration)
 	}
 	if h := t.Health; h.Path != "" {
@@ -309,6 +333,34 @@ func (v view) Proxy(t HTTPTunnel, ind string) string {
 	line("}")
 	b.WriteString(ind + "}")
 	return b.String()
+}
+
+// FallbackRetryAfter is the Retry-After of a fallback page, in seconds.
+const FallbackRetryAfter = 30
+
+// FallbackPage is t's handle_errors block: when the proxy cannot reach any
+// machine of the site (a 502, 503 or 504 of Caddy's own: the app's own
+// answers are not errors), the visitor gets a 503 page with the
+// operator's message, on the site's own name, and Retry-After. The page
+// is written whole into the Caddyfile: the message is HTML-escaped, and
+// the characters a Caddyfile string gives meaning to ({ } \ ") become
+// character references, so no message can change the file.
+func (v view) FallbackPage(t HTTPTunnel) string {
+	msg := html.EscapeString(t.Fallback)
+	msg = strings.NewReplacer("{", "&#123;", "}", "&#125;", "\\", "&#92;", "\r", "", "\n", "<br>").Replace(msg)
+	page := "<!doctype html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>" +
+		"<title>" + html.EscapeString(v.Host(t.Subdomain)) + " is unavailable</title></head>" +
+		"<body style='font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;line-height:1.5'>" +
+		"<h1>Unavailable for now</h1><p>" + msg + "</p></body></html>"
+	return fmt.Sprintf(`handle_errors {
+		@unreachable expression `+"`"+`{err.status_code} >= 502 && {err.status_code} <= 504`+"`"+`
+		handle @unreachable {
+			header Content-Type "text/html; charset=utf-8"
+			header Cache-Control no-store
+			header Retry-After %d
+			respond "%s" 503
+		}
+	}`, FallbackRetryAfter, page)
 }
 
 // IdleConns is TunnelIdleConns, for the template.
@@ -393,6 +445,9 @@ func (in Input) check() error {
 			if err := validate.Domain(d); err != nil || !strings.Contains(d, ".") {
 				return fmt.Errorf("tunnel %s: domain %q is not a fully qualified domain name", t.Subdomain, d)
 			}
+		}
+		if len(t.Fallback) > 4*500 {
+			return fmt.Errorf("tunnel %s: a fallback message of %d bytes", t.Subdomain, len(t.Fallback))
 		}
 		if t.ProxyProtocol != "" && t.ProxyProtocol != "v1" && t.ProxyProtocol != "v2" {
 			return fmt.Errorf("tunnel %s: PROXY protocol %q", t.Subdomain, t.ProxyProtocol)

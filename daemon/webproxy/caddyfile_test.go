@@ -114,6 +114,14 @@ func TestGoldenCaddyfiles(t *testing.T) {
 				{Subdomain: "mail", Port: 20013, ProxyProtocol: "v1"},
 				{Subdomain: "wiki", Port: 20014},
 			}},
+		// A fallback page while no machine answers, one site gated; the
+		// message's characters that mean something in HTML or in a
+		// Caddyfile are written as character references.
+		"fallback": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"shop": GateCheck},
+			Tunnels: []HTTPTunnel{
+				{Subdomain: "shop", Port: 20011, More: []int{20012}, Fallback: "Back soon: \"maintenance\" {until} 14:00 <b>UTC</b> \\ & thanks.\nCall us."},
+				{Subdomain: "wiki", Port: 20014, Fallback: "The wiki is asleep."},
+			}},
 		// Tunnels with their own domains, one of them gated.
 		"domains": {Domain: "example.com", Dashboard: "127.0.0.1:7380", Gate: "127.0.0.1:7382", Gates: map[string]GateMode{"wiki": GateCheck, "blog": GateSSO},
 			Tunnels: []HTTPTunnel{

@@ -7,7 +7,10 @@ package webproxy
 // browser as it is), its Cookie header (the request's, without the gate's
 // cookie) replaces the request's (and is dropped when nothing is left), in
 // operator mode its X-Forwarded-User is added, and in sso mode its
-// X-Forwarded-User and X-Forwarded-Email (who signed in).
+// X-Forwarded-User and X-Forwarded-Email (who signed in). A bypass token
+// never reaches the app: X-Tunnel-Token is dropped, and so is an
+// Authorization header carrying one (gate.TokenPrefix); an app's own
+// Authorization header is left alone.
 const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 		reverse_proxy {{.V.Gate}}
 	}
@@ -21,6 +24,9 @@ const gateTmpl = `{{define "gate"}}handle /.tunnelsvc/* {
 			}
 			@nocookie header_regexp Cookie ^$
 			request_header @nocookie -Cookie
+			request_header -X-Tunnel-Token
+			@tunneltoken header_regexp Authorization "^Bearer +tsvcbt_"
+			request_header @tunneltoken -Authorization
 			{{.V.Proxy .T "\t\t\t"}}
 		}
 	}{{end}}`

@@ -391,6 +391,9 @@ export interface Tunnel {
   paused?: boolean;
   url?: string; address?: string; reachability?: Reachability;
   access?: 'public' | 'operator' | 'password' | 'sso'; allow_ips?: string[]; has_password?: boolean; sso_allow?: string[];
+  // HTTP: path rules before the gate (first match wins); how many days a
+  // password or sso sign-in lasts (absent: a day).
+  rules?: { path: string; action: 'allow' | 'gate' | 'deny' }[]; remember_days?: number;
   // HTTP: the machines serving it, its own first; how to pick; the check.
   targets?: TunnelTarget[]; balance?: 'failover' | 'round_robin';
   health?: { path: string; interval_s: number; expect_status: number };
@@ -398,7 +401,11 @@ export interface Tunnel {
   domains?: { name: string; url: string; dns: string }[];
   // The PROXY protocol header the service gets ('' none; udp: v2 only).
   proxy_protocol?: '' | 'v1' | 'v2';
+  // HTTP: the page visitors get while no machine of the site answers.
+  fallback?: { message: string };
 }
+/** An http tunnel's bypass token; token (the secret) only when made. */
+export interface BypassToken { id: number; tunnel_id: number; name: string; created_at: string; expires_at: string; expired: boolean; token?: string }
 export interface TunnelTarget {
   machine_id: number; machine_name: string; local_port: number; remote_port: number;
   status: 'active' | 'pending' | 'error' | 'offline' | 'paused';

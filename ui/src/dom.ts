@@ -60,7 +60,7 @@ export function refill(el: Element, ...children: (Child | Child[])[]): void {
 let uid = 0;
 export const nextId = (p = 'f') => `${p}${++uid}`;
 
-export interface Field<T extends HTMLInputElement | HTMLSelectElement = HTMLInputElement> {
+export interface Field<T extends HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement = HTMLInputElement> {
   row: HTMLDivElement;
   input: T;
   /** Shows msg under the field and ties it to the input; null clears it. */
@@ -69,7 +69,7 @@ export interface Field<T extends HTMLInputElement | HTMLSelectElement = HTMLInpu
 
 type FieldOpts = string | { hint?: string; invalid?: string };
 
-function makeField<T extends HTMLInputElement | HTMLSelectElement>(label: string, input: T, opts: FieldOpts = {}, check = false): Field<T> {
+function makeField<T extends HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement>(label: string, input: T, opts: FieldOpts = {}, check = false): Field<T> {
   const o = typeof opts === 'string' ? { hint: opts } : opts;
   const id = input.id || nextId();
   input.id = id;
@@ -99,6 +99,11 @@ const fieldErrors = new WeakMap<Element, (msg: string | null) => void>();
 /** A labelled input. Required fields are marked in their label. */
 export function field(label: string, props: Props = {}, opts?: FieldOpts): Field {
   return makeField(label, h('input', props), opts);
+}
+
+/** A labelled text area (several lines). */
+export function textarea(label: string, props: Props = {}, opts?: FieldOpts): Field<HTMLTextAreaElement> {
+  return makeField(label, h('textarea', props), opts);
 }
 
 /**
@@ -232,7 +237,7 @@ function labelOf(c: Element): string {
 export function errorToField(f: HTMLElement, e: unknown): boolean {
   if (!(e instanceof ApiError) || e.status === 0 || e.status === 401 && !f.querySelector('[name=password]')) return false;
   let best: { c: HTMLInputElement; at: number } | null = null;
-  const visible = [...f.querySelectorAll<HTMLInputElement>('input[name], select[name]')]
+  const visible = [...f.querySelectorAll<HTMLInputElement>('input[name], select[name], textarea[name]')]
     .filter((c) => fieldErrors.has(c) && !c.closest('[hidden]'));
   for (const c of visible) {
     const at = e.message.search(new RegExp(`\\b${c.name}\\b`));
@@ -254,7 +259,7 @@ export function errorToField(f: HTMLElement, e: unknown): boolean {
 /** Takes the errors beside a form's fields away (what they were about is
  * gone). */
 export function clearFieldErrors(f: HTMLElement): void {
-  for (const c of f.querySelectorAll('input, select')) fieldErrors.get(c)?.(null);
+  for (const c of f.querySelectorAll('input, select, textarea')) fieldErrors.get(c)?.(null);
 }
 
 /** A form: checked in the page (errors beside their fields), its submit

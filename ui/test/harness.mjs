@@ -243,7 +243,7 @@ export async function clickFor(button, target, tries = 3) {
   for (let i = 1; ; i++) {
     await button.click();
     try {
-      await target.waitFor({ timeout: 3000 });
+      await target.waitFor({ timeout: 8000 });
       return;
     } catch (e) {
       if (i >= tries) throw e;

@@ -3,11 +3,12 @@
 // expiry); every TCP tunnel as host:port. Edited with PATCH in a dialog.
 import { loadTraffic, trafficCell, type TrafficHistory } from './monitoring';
 import { accessControl, accessLabel } from './tunnelAccess';
+import { tunnelApps } from './tunnelApps';
 import { targetsControl, targetsList } from './tunnelTargets';
 import type { AuthStatus, Machine, MachinePage, Message, Tunnel, TunnelPage } from '../api';
 import type { Ctx, View } from '../ctx';
 import { ask, modal } from '../dialog';
-import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, time, type Child, type Head, type Notice } from '../dom';
+import { badge, busy, card, checkbox, clear, field, fmtTime, form, h, notice, refill, rowButton, select, table, textarea, time, type Child, type Head, type Notice } from '../dom';
 import { emit } from '../live';
 import { filterBar } from '../filter';
 import { MAX_PAGE, pages } from '../pages';
@@ -88,6 +89,9 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   const access = accessControl(t);
   const targets = targetsControl(t, kindFixed);
   const pp = proxyProtocolControl(t);
+  const fallback = textarea('Fallback page message', { name: 'fallback', rows: 2, maxlength: 500, placeholder: 'Back at 14:00.' },
+    'Optional: while no machine of this site answers, visitors get a page with this message (503, on the site\'s own name) instead of an error.');
+  fallback.input.value = t.fallback?.message ?? '';
   const domains = field('Own domains', { type: 'text', name: 'domains', autocomplete: 'off', spellcheck: 'false', placeholder: 'app.example.org, www.example.org',
     value: (t.domains ?? []).map((d) => d.name).join(', ') },
   'Optional: names of your own domains this site is also served at, comma-separated. Point each at this server in DNS (a CNAME to router.<domain>); certificates follow.');
@@ -107,6 +111,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
     access.sync(http);
     targets.sync(http);
     domains.row.hidden = !http;
+    fallback.row.hidden = !http;
     pp.sync(kind.input.value);
   };
   kind.input.addEventListener('change', sync);
@@ -118,6 +123,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
       Object.assign(b, { subdomain: sub.input.value.trim() }, access.body(), targets.body({ machine_id: ownMachine(), local_port: Number(port.input.value) }));
       const ds = domains.input.value.split(',').map((s) => s.trim()).filter((s) => s !== '');
       if (ds.length || kindFixed) b.domains = ds;
+      if (fallback.input.value.trim() !== '' || kindFixed) b.fallback = { message: fallback.input.value.trim() };
     }
     else b.public = pub.input.checked;
     b.proxy_protocol = pp.value();
@@ -127,7 +133,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   // After a create: empty again but for the kind (and the machine), so a
   // second submit cannot collide with the tunnel just made.
   const reset = () => {
-    for (const i of [name.input, port.input, sub.input, domains.input]) i.value = '';
+    for (const i of [name.input, port.input, sub.input, domains.input, fallback.input]) i.value = '';
     pub.input.checked = false;
     pp.reset();
     access.reset();
@@ -136,7 +142,7 @@ function tunnelFields(t: Partial<Tunnel>, kindFixed: boolean, ownMachine: () => 
   // Editing only: paused or served.
   const paused = kindFixed ? checkbox('Paused: not served until resumed (the machine keeps the tunnel)', { name: 'paused', checked: !!t.paused }) : null;
   const bodyWithPause = () => (paused ? { ...body(), paused: paused.input.checked } : body());
-  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows, pp.row, paused?.row ?? null], body: bodyWithPause, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
+  return { rows: [name.row, kind.row, port.row, sub.row, domains.row, pub.row, ...access.rows, ...targets.rows, fallback.row, pp.row, paused?.row ?? null], body: bodyWithPause, name, reset, setMachines: targets.setMachines, setSSO: access.setSSO };
 }
 
 /** The PROXY protocol header, under the form's advanced options: off, v1
@@ -174,6 +180,7 @@ function editTunnel(ctx: Ctx, t: Tunnel, n: Notice): void {
     });
     fm.submit.before(cancel);
     box.append(fm.form);
+    if (t.kind === 'http') box.append(tunnelApps(ctx, t));
     f.name.input.focus();
   }, true);
 }
@@ -188,7 +195,11 @@ export function tunnelsTable(ctx: Ctx, ts: Tunnel[], n: Notice, withMachine: boo
   return table(heads, ts.map((t) => {
     // What this row's own buttons answer shows on the row.
     const rowNote = notice();
-    const edit = rowButton('Edit', t.name, () => editTunnel(ctx, t, n));
+    // The tunnel as it is now: the row may be drawn from before a save
+    // whose refresh has not come yet.
+    const edit = rowButton('Edit', t.name, (b) => void busy(b, n, async () => {
+      editTunnel(ctx, (await ctx.api.get<Tunnel>(`/api/tunnels/${t.id}`)) ?? t, n);
+    }));
     const dns = t.domains?.length ? rowButton('Check DNS', t.name, (b) => void busy(b, rowNote, async () => {
       const rs = await ctx.api.get<DomainDNS[]>(`/api/tunnels/${t.id}/dns`);
       const bad = (rs ?? []).filter((r) => !r.ok);
