@@ -76,7 +76,7 @@ func TestMain(m *testing.M) {
 		bufio.NewReader(os.Stdin).ReadString('\n')
 		return
 	case "udpask":
-		fmt.Print(udpAsk(os.Getenv("TARGET")))
+		fmt.Print(udpAsk(os.Getenv("TARGET"), "who am I?"))
 		return
 	}
 	flag.Parse()
@@ -98,27 +98,23 @@ func serveHelper(serve func(net.Listener)) {
 
 // udpEcho sends every datagram arriving on addr back to its sender.
 func udpEcho(addr string) error {
-	c, err := net.ListenPacket("udp", addr)
-	if err != nil {
-		return err
-	}
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := c.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			c.WriteTo(buf[:n], from)
-		}
-	}()
-	return nil
+	return udpServe(addr, func(p []byte) []byte { return p })
 }
 
 // udpProxyProtocolServer answers each datagram on addr with the source its
-// PROXY protocol v2 header names ("pp=<ip>"), or "pp=none" without one:
+// PROXY protocol v2 header names ("pp=<ip> v2"), or "pp=none" without one:
 // frpc puts the header before the first datagram of each flow.
 func udpProxyProtocolServer(addr string) error {
+	return udpServe(addr, func(p []byte) []byte {
+		if h, err := proxyproto.Read(bufio.NewReader(bytes.NewReader(p))); err == nil {
+			return []byte(fmt.Sprintf("pp=%s v%d", h.SourceAddr.(*net.UDPAddr).IP, h.Version))
+		}
+		return []byte("pp=none")
+	})
+}
+
+// udpServe answers each datagram arriving on addr with answer's reply.
+func udpServe(addr string, answer func([]byte) []byte) error {
 	c, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return err
@@ -130,54 +126,36 @@ func udpProxyProtocolServer(addr string) error {
 			if err != nil {
 				return
 			}
-			answer := "pp=none"
-			if h, err := proxyproto.Read(bufio.NewReader(bytes.NewReader(buf[:n]))); err == nil {
-				answer = fmt.Sprintf("pp=%s v%d", h.SourceAddr.(*net.UDPAddr).IP, h.Version)
-			}
-			c.WriteTo([]byte(answer), from)
+			c.WriteTo(answer(buf[:n]), from)
 		}
 	}()
 	return nil
 }
 
-// udpAsk sends a datagram to target and returns the answer (three tries).
-func udpAsk(target string) string {
+// udpAsk sends a datagram to target and returns the answer, trying three
+// times (a datagram may be lost; three in a row on a veth are not); "" when
+// none came.
+func udpAsk(target, payload string) string {
 	c, err := net.Dial("udp", target)
 	if err != nil {
-		return "error " + err.Error()
+		return ""
 	}
 	defer c.Close()
 	buf := make([]byte, 256)
 	for try := 0; try < 3; try++ {
-		c.Write([]byte("who am I?"))
-		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte(payload)); err != nil {
+			return ""
+		}
+		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 		if n, err := c.Read(buf); err == nil {
 			return string(buf[:n])
 		}
 	}
-	return "no answer"
+	return ""
 }
 
-// udpOpen says whether a datagram sent to addr comes back, trying three
-// times (a datagram may be lost; three in a row on a veth are not).
-func udpOpen(addr string) bool {
-	c, err := net.Dial("udp", addr)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	buf := make([]byte, 64)
-	for try := 0; try < 3; try++ {
-		if _, err := c.Write([]byte("ping\n")); err != nil {
-			return false
-		}
-		c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		if n, err := c.Read(buf); err == nil && string(buf[:n]) == "ping\n" {
-			return true
-		}
-	}
-	return false
-}
+// udpOpen says whether a datagram sent to addr comes back.
+func udpOpen(addr string) bool { return udpAsk(addr, "ping\n") == "ping\n" }
 
 // probeHelper prints, per target, "open" when a line sent there comes back
 // (through frps, frpc and the echo server), else "closed". A target
