@@ -189,6 +189,9 @@ func TestSystemd(t *testing.T) {
 	})
 
 	t.Run("ready", func(t *testing.T) {
+		// The daemon serves, then tells systemd it is ready; systemd may
+		// take that in after /healthz was answered.
+		v.becomesActive(t, "the first request")
 		st := v.show("tunnelsvc.service", "StatusText", "ActiveState", "SubState", "Type")
 		if st["ActiveState"] != "active" || st["SubState"] != "running" || st["StatusText"] != "serving" || st["Type"] != "notify" {
 			t.Fatalf("after READY: %v", st)
