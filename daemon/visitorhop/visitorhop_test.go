@@ -30,9 +30,22 @@ type frps struct {
 
 func startFrps(t *testing.T) *frps {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A port free on the hop's address too: the test packages run side by
+	// side, and another's hop may hold 127.0.0.2 at a port whose
+	// 127.0.0.1 its frps just let go.
+	var ln net.Listener
+	for try := 0; ln == nil; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hop, err := net.Listen("tcp", net.JoinHostPort(visitorhop.Addr, fmt.Sprint(l.Addr().(*net.TCPAddr).Port)))
+		if err == nil {
+			hop.Close()
+			ln = l
+		} else if l.Close(); try == 20 {
+			t.Fatalf("no port free on both 127.0.0.1 and %s in 20 tries: %v", visitorhop.Addr, err)
+		}
 	}
 	f := &frps{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
 	t.Cleanup(func() { ln.Close() })
@@ -114,7 +127,7 @@ func TestEachVisitorHasItsOwnConnections(t *testing.T) {
 	if err := h.Set(map[int]string{f.port: "v2"}); err != nil {
 		t.Fatal(err)
 	}
-	caddy := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	caddy := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
 	a, b := "198.51.100.7:40001", "[2001:db8::5]:40002"
 	for i := 0; i < 3; i++ {
 		for _, v := range []string{a, b} {
@@ -139,7 +152,7 @@ func TestEachVisitorHasItsOwnConnections(t *testing.T) {
 	if err := h.Set(map[int]string{f.port: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	caddy = &http.Client{Timeout: 5 * time.Second}
+	caddy = &http.Client{Timeout: 15 * time.Second}
 	get(t, caddy, f.port, a)
 	if s := f.seen(); s[len(s)-1] != "v1 "+a {
 		t.Fatalf("after the change to v1: %v", s)
@@ -166,10 +179,11 @@ func TestSetReportsAPortItCannotTake(t *testing.T) {
 	h := &visitorhop.Hop{}
 	t.Cleanup(h.Close)
 	err = h.Set(map[int]string{f.port: "v2", taken: "v2"})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("listening on %s:%d for a tunnel's visitors", visitorhop.Addr, taken)) {
-		t.Fatalf("Set = %v", err)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("listening on %s:%d for a tunnel's visitors", visitorhop.Addr, taken)) ||
+		strings.Contains(err.Error(), fmt.Sprintf(":%d ", f.port)) {
+		t.Fatalf("Set = %v, want an error naming port %d only", err, taken)
 	}
-	if got := get(t, &http.Client{Timeout: 5 * time.Second}, f.port, "192.0.2.1:5"); !strings.HasPrefix(got, "src=192.0.2.1:5 ") {
+	if got := get(t, &http.Client{Timeout: 15 * time.Second}, f.port, "192.0.2.1:5"); !strings.HasPrefix(got, "src=192.0.2.1:5 ") {
 		t.Fatalf("the other port: %s", got)
 	}
 	if got := string(visitorhop.Render(h.Ports())); got != fmt.Sprintf("%d v2\n", f.port) {
