@@ -98,8 +98,9 @@ type site struct {
 	ttl time.Duration
 	// epoch grows when the operator ends the tunnel's visitor sessions.
 	epoch int64
-	// tokens: the tunnel's bypass tokens, by tokenKey of the secret.
-	tokens map[[32]byte]bypass
+	// tokens: the tunnel's bypass tokens, by the secret's hash as the
+	// store keeps it (auth.HashToken).
+	tokens map[string]bypass
 }
 
 // bypass is a bypass token as the check needs it.
@@ -242,23 +243,17 @@ func (g *Gate) Reload(ctx context.Context) error {
 }
 
 // tokensByTunnel reads every tunnel's bypass tokens.
-func (g *Gate) tokensByTunnel(ctx context.Context) (map[int64]map[[32]byte]bypass, error) {
+func (g *Gate) tokensByTunnel(ctx context.Context) (map[int64]map[string]bypass, error) {
 	list, err := g.o.Store.BypassTokens(ctx, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gate: reading bypass tokens: %w", err)
 	}
-	out := map[int64]map[[32]byte]bypass{}
+	out := map[int64]map[string]bypass{}
 	for _, b := range list {
-		var k [32]byte
-		if raw, err := hex.DecodeString(b.Hash); err != nil || len(raw) != len(k) {
-			return nil, fmt.Errorf("gate: bypass token %d of tunnel %d has a malformed hash", b.ID, b.TunnelID)
-		} else {
-			copy(k[:], raw)
-		}
 		if out[b.TunnelID] == nil {
-			out[b.TunnelID] = map[[32]byte]bypass{}
+			out[b.TunnelID] = map[string]bypass{}
 		}
-		out[b.TunnelID][k] = bypass{name: b.Name, expires: b.ExpiresAt}
+		out[b.TunnelID][b.Hash] = bypass{name: b.Name, expires: b.ExpiresAt}
 	}
 	return out, nil
 }

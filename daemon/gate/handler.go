@@ -135,16 +135,13 @@ func init() { audit.RegisterFailureKind(KindTokenFailed) }
 func (g *Gate) checkToken(w http.ResponseWriter, r *http.Request, s *site, token string) {
 	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
 	ctx := context.WithoutCancel(r.Context())
-	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
-		g.record(ctx, audit.LoginRateLimited, c, s.host)
-		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		http.Error(w, "Too many wrong tunnel tokens from your address; try again in "+strconv.Itoa(wait)+" seconds.", http.StatusTooManyRequests)
+	if wait, over := g.limited(ctx, w, c, s.host); over {
+		http.Error(w, "Too many wrong tunnel tokens from your address; try again in "+wait+" seconds.", http.StatusTooManyRequests)
 		return
 	}
-	b, ok := s.tokens[tokenKey(token)]
+	b, ok := s.tokens[auth.HashToken(token)]
 	if !ok || !g.o.Now().Before(b.expires) {
-		g.o.Limiter.Fail(c.Addr)
-		g.record(ctx, KindTokenFailed, c, s.host)
+		g.failed(ctx, c, KindTokenFailed, s.host)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+s.host+`"`)
 		http.Error(w, "This tunnel token is not valid here: it is wrong, revoked or expired.", http.StatusUnauthorized)
 		return
@@ -242,11 +239,9 @@ func (g *Gate) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	pw := r.PostForm.Get("password")
 	c := auth.Client{Addr: clientAddr(r), UserAgent: r.UserAgent()}
 	ctx := context.WithoutCancel(r.Context())
-	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
-		g.record(ctx, audit.LoginRateLimited, c, s.host)
-		w.Header().Set("Retry-After", strconv.Itoa(wait))
+	if wait, over := g.limited(ctx, w, c, s.host); over {
 		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next,
-			Message: "Too many attempts; try again in " + strconv.Itoa(wait) + " seconds."})
+			Message: "Too many attempts; try again in " + wait + " seconds."})
 		return
 	}
 	if pw == "" || len(pw) > auth.MaxPasswordBytes {
@@ -269,8 +264,7 @@ func (g *Gate) loginSubmit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		// The shared limiter is not reset on success: a password shared
 		// with friends must not buy extra guesses at the dashboard.
-		g.o.Limiter.Fail(c.Addr)
-		g.record(ctx, KindLoginFailed, c, s.host)
+		g.failed(ctx, c, KindLoginFailed, s.host)
 		g.page(w, http.StatusUnauthorized, pageData{Title: "Sign in", Host: s.host, Form: true, Next: next, Message: "Wrong password."})
 		return
 	}
@@ -307,16 +301,13 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 		g.page(w, http.StatusBadRequest, pageData{Title: "Sign in", Message: "This site does not sign in through the dashboard."})
 		return
 	}
-	if ok, wait := g.o.Limiter.Check(c.Addr); !ok {
-		g.record(context.WithoutCancel(r.Context()), audit.LoginRateLimited, c, s.host)
-		w.Header().Set("Retry-After", strconv.Itoa(wait))
-		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Message: "Too many attempts; try again in " + strconv.Itoa(wait) + " seconds."})
+	if wait, over := g.limited(context.WithoutCancel(r.Context()), w, c, s.host); over {
+		g.page(w, http.StatusTooManyRequests, pageData{Title: "Sign in", Message: "Too many attempts; try again in " + wait + " seconds."})
 		return
 	}
 	who, ok := g.redeemAs(q.Get("code"), s)
 	if !ok {
-		g.o.Limiter.Fail(c.Addr)
-		g.record(context.WithoutCancel(r.Context()), KindLoginFailed, c, s.host)
+		g.failed(context.WithoutCancel(r.Context()), c, KindLoginFailed, s.host)
 		g.page(w, http.StatusUnauthorized, pageData{Title: "Sign in", Message: "This sign-in link is invalid or has expired.", Retry: Prefix + "login?next=" + url.QueryEscape(SafeNext(q.Get("next")))})
 		return
 	}
@@ -331,6 +322,27 @@ func (g *Gate) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Add("Set-Cookie", v)
 	g.page(w, http.StatusOK, pageData{Title: "Signed out", Message: "You are signed out of this site.", Retry: Prefix + "login"})
+}
+
+// limited says whether c's address is past the limit it shares with the
+// dashboard's login; when it is, it records that, sets Retry-After, and
+// returns the seconds to wait.
+func (g *Gate) limited(ctx context.Context, w http.ResponseWriter, c auth.Client, host string) (wait string, over bool) {
+	ok, secs := g.o.Limiter.Check(c.Addr)
+	if ok {
+		return "", false
+	}
+	g.record(ctx, audit.LoginRateLimited, c, host)
+	wait = strconv.Itoa(secs)
+	w.Header().Set("Retry-After", wait)
+	return wait, true
+}
+
+// failed counts a failure (kind) toward c's address's limit and records
+// it.
+func (g *Gate) failed(ctx context.Context, c auth.Client, kind, host string) {
+	g.o.Limiter.Fail(c.Addr)
+	g.record(ctx, kind, c, host)
 }
 
 func (g *Gate) record(ctx context.Context, kind string, c auth.Client, host string) {
