@@ -83,9 +83,9 @@ func (a *App) tunnelServices(keys machines.KeySource, units revtunnel.UnitRestar
 		OnPing: func(machineID int64) { a.Delivery.Nudge(machineID) },
 		// A target's proxy opening or closing: its health is looked at
 		// now, not at the check's next turn.
-		OnProxy: func(tunnelID int64, port int, up bool) {
+		OnProxy: func(tunnelID int64) {
 			if a.targetChecks != nil {
-				a.targetChecks.ProxyChanged(tunnelID, port, up)
+				a.targetChecks.ProxyChanged(tunnelID)
 			}
 		},
 	}

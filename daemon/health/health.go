@@ -145,13 +145,13 @@ func (c *Checker) pokes() chan struct{} {
 	return c.poked
 }
 
-// ProxyChanged is frps's word, through its plugin, that the proxy of a
-// tunnel's target on port opened or closed: the tunnel's targets are
-// checked PokeDelay later instead of at their next turn. A closed proxy's port no
-// longer listens, so its target is down within that check, with no wait
-// for the interval; an opened one is up once the check passes. It does
-// not block.
-func (c *Checker) ProxyChanged(tunnel int64, port int, up bool) {
+// ProxyChanged is frps's word, through its plugin, that the proxy of one
+// of a tunnel's targets opened or closed: the tunnel's targets are
+// checked PokeDelay later instead of at their next turn. A closed proxy's
+// port no longer listens, so its target is down within that check, with
+// no wait for the interval; an opened one is up once the check passes. It
+// does not block.
+func (c *Checker) ProxyChanged(tunnel int64) {
 	c.mu.Lock()
 	if c.next != nil {
 		delete(c.next, tunnel)

@@ -51,10 +51,9 @@ type Plugin struct {
 	// it is online while one edge that is up has it.
 	Edge func() (id int64, name string)
 	// OnProxy, when set, hears of every tunnel or target proxy frps opens
-	// (up) or closes, by the tunnel it serves and its port: the health
-	// checks look at it at once instead of at their next turn. It must not
-	// block.
-	OnProxy func(tunnelID int64, port int, up bool)
+	// or closes, by the tunnel it serves: the health checks look at that
+	// site at once instead of at their next turn. It must not block.
+	OnProxy func(tunnelID int64)
 	// Bridge, when set, is the wss bridge: a Login from one of its
 	// connections is a machine on the wss transport, from the address the
 	// bridge knows (frps reports the bridge's own).
@@ -448,10 +447,8 @@ func (p *Plugin) owned(ctx context.Context, m store.Machine, name string, remote
 type owner struct {
 	tunnelID, targetID int64
 	typ                string
-	// site is the tunnel the proxy serves (its own, or a target's), port
-	// its remote port: the pair the health checks know it by.
+	// site is the tunnel the proxy serves (its own, or a target's).
 	site int64
-	port int
 }
 
 // ownedAs is owned, with the whole owner.
@@ -506,7 +503,7 @@ func (p *Plugin) ownedAs(ctx context.Context, m store.Machine, name string, remo
 	if checkPort && remotePort != want {
 		return owner{}, refusal(fmt.Sprintf("proxy %q may not bind port %d (machine %d owns %d for it)", name, remotePort, m.ID, want))
 	}
-	return owner{tunnelID: tunnelID, targetID: targetID, typ: typ, site: site, port: want}, nil
+	return owner{tunnelID: tunnelID, targetID: targetID, typ: typ, site: site}, nil
 }
 
 func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
@@ -534,7 +531,7 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return err
 	}
-	p.proxyChanged(o, true)
+	p.proxyChanged(o)
 	if o.targetID != 0 {
 		return p.targetStatus(ctx, m, o.targetID, "online", c.RemotePort)
 	}
@@ -564,9 +561,9 @@ func (p *Plugin) newProxy(ctx context.Context, c proxyContent) error {
 
 // proxyChanged tells OnProxy of a tunnel or target proxy opening or
 // closing.
-func (p *Plugin) proxyChanged(o owner, up bool) {
+func (p *Plugin) proxyChanged(o owner) {
 	if p.OnProxy != nil && o.site != 0 {
-		p.OnProxy(o.site, o.port, up)
+		p.OnProxy(o.site)
 	}
 }
 
@@ -610,7 +607,7 @@ func (p *Plugin) closeProxy(ctx context.Context, c proxyContent) error {
 	if err != nil {
 		return nil
 	}
-	p.proxyChanged(o, false)
+	p.proxyChanged(o)
 	if o.targetID != 0 {
 		return p.targetStatus(ctx, m, o.targetID, "offline", 0)
 	}
