@@ -81,15 +81,6 @@ func accepting(t *testing.T, handle func(net.Conn)) net.Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			handle(c)
-		}
-	}()
+	testutil.AcceptEach(t, l, handle)
 	return l
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"math/big"
 	"net"
 	"strings"
@@ -57,22 +58,15 @@ func tlsProxy(t *testing.T, cert *tls.Certificate) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
+	testutil.AcceptEach(t, l, func(c net.Conn) {
+		go func() {
+			defer c.Close()
+			buf := make([]byte, 4096)
+			if _, err := c.Read(buf); err == nil {
+				c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 			}
-			go func(c net.Conn) {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				if _, err := c.Read(buf); err == nil {
-					c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
-				}
-			}(c)
-		}
-	}()
+		}()
+	})
 	return l.Addr().String()
 }
 

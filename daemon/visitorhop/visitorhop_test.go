@@ -14,6 +14,7 @@ import (
 
 	proxyproto "github.com/pires/go-proxyproto"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
 )
 
@@ -21,7 +22,6 @@ import (
 // PROXY header is read and recorded, and its requests are answered with
 // the header's source and what they carried.
 type frps struct {
-	ln   net.Listener
 	port int
 	mu   sync.Mutex
 	// conns: the source each connection's header named, in order.
@@ -47,17 +47,8 @@ func startFrps(t *testing.T) *frps {
 			t.Fatalf("no port free on both 127.0.0.1 and %s in 20 tries: %v", visitorhop.Addr, err)
 		}
 	}
-	f := &frps{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go f.serve(c)
-		}
-	}()
+	f := &frps{port: ln.Addr().(*net.TCPAddr).Port}
+	testutil.AcceptEach(t, ln, func(c net.Conn) { go f.serve(c) })
 	return f
 }
 

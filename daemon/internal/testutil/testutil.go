@@ -32,13 +32,10 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
-// EchoServer answers every connection on 127.0.0.1 by echoing what it reads.
-func EchoServer(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+// AcceptEach hands each connection l accepts to handle, in the accepting
+// goroutine (handle starts its own to serve several at once), until the
+// test ends and l is closed.
+func AcceptEach(t testing.TB, l net.Listener, handle func(net.Conn)) {
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -46,9 +43,19 @@ func EchoServer(t testing.TB) int {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
+			handle(c)
 		}
 	}()
+}
+
+// EchoServer answers every connection on 127.0.0.1 by echoing what it reads.
+func EchoServer(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	AcceptEach(t, l, func(c net.Conn) { go func() { defer c.Close(); io.Copy(c, c) }() })
 	return l.Addr().(*net.TCPAddr).Port
 }
 
