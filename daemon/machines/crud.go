@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
 )
 
 // Machine is a machine as the API shows it.
@@ -872,9 +873,6 @@ func validateTunnel(t store.Tunnel) error {
 	return checkFallback(t)
 }
 
-// MaxFallbackChars bounds a fallback page's message.
-const MaxFallbackChars = 500
-
 // checkFallback: an http tunnel's fallback message is text, lines
 // included, of at most MaxFallbackChars characters.
 func checkFallback(t store.Tunnel) error {
@@ -884,8 +882,8 @@ func checkFallback(t store.Tunnel) error {
 	if t.Kind != "http" {
 		return InputError("fallback is only for http tunnels")
 	}
-	if !utf8.ValidString(t.Fallback) || utf8.RuneCountInString(t.Fallback) > MaxFallbackChars {
-		return InputError(fmt.Sprintf("fallback.message must be text of at most %d characters", MaxFallbackChars))
+	if !utf8.ValidString(t.Fallback) || utf8.RuneCountInString(t.Fallback) > webproxy.MaxFallbackChars {
+		return InputError(fmt.Sprintf("fallback.message must be text of at most %d characters", webproxy.MaxFallbackChars))
 	}
 	for _, r := range t.Fallback {
 		if r < 0x20 && r != '\n' || r == 0x7f {

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
 	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
@@ -335,6 +336,10 @@ func (v view) Proxy(t HTTPTunnel, ind string) string {
 	return b.String()
 }
 
+// MaxFallbackChars bounds a fallback page's message (the API refuses a
+// longer one).
+const MaxFallbackChars = 500
+
 // FallbackRetryAfter is the Retry-After of a fallback page, in seconds.
 const FallbackRetryAfter = 30
 
@@ -446,8 +451,8 @@ func (in Input) check() error {
 				return fmt.Errorf("tunnel %s: domain %q is not a fully qualified domain name", t.Subdomain, d)
 			}
 		}
-		if len(t.Fallback) > 4*500 {
-			return fmt.Errorf("tunnel %s: a fallback message of %d bytes", t.Subdomain, len(t.Fallback))
+		if n := utf8.RuneCountInString(t.Fallback); n > MaxFallbackChars {
+			return fmt.Errorf("tunnel %s: a fallback message of %d characters", t.Subdomain, n)
 		}
 		if t.ProxyProtocol != "" && t.ProxyProtocol != "v1" && t.ProxyProtocol != "v2" {
 			return fmt.Errorf("tunnel %s: PROXY protocol %q", t.Subdomain, t.ProxyProtocol)
