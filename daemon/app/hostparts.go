@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/hostsync"
-	"github.com/tunnelsvc/tunnelsvc/daemon/localsetup"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/visitorhop"
 	"github.com/tunnelsvc/tunnelsvc/daemon/webproxy"
@@ -62,9 +61,10 @@ func (a *App) hostParts() []hostsync.Part {
 }
 
 // hopPorts are the tunnel ports whose requests the visitor hop takes: the
-// http tunnels with a PROXY protocol header, as the Caddyfile sends them.
+// http tunnels with a PROXY protocol header, from the list the Caddyfile
+// is rendered from.
 func (a *App) hopPorts(ctx context.Context) (map[int]string, error) {
-	ts, err := localsetup.StoreTunnels{Store: a.Store}.HTTPTunnels(ctx)
+	ts, err := a.Setup.Tunnels.HTTPTunnels(ctx)
 	if err != nil {
 		return nil, err
 	}
