@@ -63,7 +63,7 @@ const MaxVisitors = 4096
 // HTTPS port, which the visitor connected to. The destination address is
 // left unspecified (0.0.0.0 or ::): the web proxy does not say which of
 // the edge's addresses the visitor reached.
-var HTTPSPort = 443
+const HTTPSPort = 443
 
 // Hop serves one listener per tunnel port that asks for a header.
 type Hop struct {
@@ -349,8 +349,8 @@ func (p *pool) close() {
 	}
 }
 
-// Visitors is how many visitors have connections kept on port (tests, and
-// the metrics).
+// Visitors is how many visitors have connections kept on port, for the
+// tests: nothing else reads it yet.
 func (h *Hop) Visitors(port int) int {
 	h.mu.Lock()
 	ph := h.ports[port]
