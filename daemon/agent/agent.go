@@ -111,7 +111,9 @@ type Status struct {
 	// last applied; absent when it applied none since it started.
 	ConfigGeneration int64 `json:"config_generation,omitempty"`
 	// Capabilities lists what this agent can do beyond the routes every
-	// agent has: "update" (POST /update, POST /update/confirm).
+	// agent has: "update" (POST /update, POST /update/confirm),
+	// "speedtest" (the /speedtest/ routes, speedtest.go), and those of
+	// clients.go.
 	Capabilities []string `json:"capabilities"`
 	// Arch is the machine's architecture as bundles name it (GOARCH).
 	Arch string `json:"arch"`
@@ -170,6 +172,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec := newBuffered()
 		writeJSON(rec, http.StatusOK, map[string]string{"challenge": s.challenges.issue(now)})
 		s.reply(w, nonce, rec)
+		return
+	}
+	if r.URL.Path == PathSpeedDownload || r.URL.Path == PathSpeedUpload {
+		s.serveStream(w, r)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxConfigBytes+1))
@@ -263,6 +269,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.postUpdate(w, body)
 	case "POST /update/confirm":
 		s.confirmUpdate(ctx, w, body)
+	case "POST " + PathSpeedMTU:
+		s.speedMTU(w, body)
 	case "POST /uninstall":
 		if err := s.Sys.Uninstall(ctx); err != nil {
 			s.fail(w, "uninstall", err)
@@ -271,7 +279,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, body []byte) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"message": "uninstall started; this agent stops with it"})
 	default:
 		switch r.URL.Path {
-		case "/status", "/restart", "/config", "/clients", "/uninstall", "/challenge", "/update", "/update/confirm":
+		case "/status", "/restart", "/config", "/clients", "/uninstall", "/challenge", "/update", "/update/confirm", PathSpeedMTU:
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method not allowed"})
 		default:
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "not found"})
@@ -294,6 +302,7 @@ func (s *Server) status(ctx context.Context, w http.ResponseWriter) {
 	if _, ok := s.Sys.(ClientSetter); ok {
 		st.Capabilities = append(st.Capabilities, ClientsCapability, ReconnectCapability)
 	}
+	st.Capabilities = append(st.Capabilities, SpeedTestCapability)
 	file, haveFile := readUpdateState(s.lib())
 	st.Update = s.upd.current(file, haveFile)
 	if st.ActiveState == "active" {

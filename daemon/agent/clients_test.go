@@ -42,7 +42,7 @@ func setJSON(t *testing.T, set agent.ClientSet) string {
 func TestPutClients(t *testing.T) {
 	sys := &clientSys{fakeSys: fakeSys{state: map[string]string{"ActiveState": "active"}}}
 	srv := &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: "v1", Sys: sys, Later: func(f func()) { f() }}
-	if code, body := do(t, srv, "GET", "/status", ""); code != 200 || !strings.Contains(body, `"capabilities":["edges","reconnect"]`) {
+	if code, body := do(t, srv, "GET", "/status", ""); code != 200 || !strings.Contains(body, `"capabilities":["edges","reconnect","speedtest"]`) {
 		t.Fatalf("status: %d %s", code, body)
 	}
 	good := agent.ClientSet{Generation: 7, Primary: agent.WithGeneration(goodConfig, 7),

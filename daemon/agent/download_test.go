@@ -140,7 +140,7 @@ func TestStatusUpdateFields(t *testing.T) {
 	lib := t.TempDir()
 	srv, _ := newUpdateServer(t, lib, "A")
 	code, body := do(t, srv, "GET", "/status", "")
-	want := `"capabilities":["update"],"arch":"` + runtime.GOARCH + `","bundle_version":"A"}`
+	want := `"capabilities":["update","speedtest"],"arch":"` + runtime.GOARCH + `","bundle_version":"A"}`
 	if code != 200 || !strings.Contains(body, want) {
 		t.Fatalf("a machine never updated: %d %s, want %s (no \"update\")", code, body, want)
 	}
@@ -153,7 +153,7 @@ func TestStatusUpdateFields(t *testing.T) {
 
 	// An agent whose machine cannot take updates says so, and refuses.
 	old := &agent.Server{Token: token, Unit: "revtunnel-client.service", Version: "A", Sys: &fakeSys{}, Lib: lib}
-	if _, body := do(t, old, "GET", "/status", ""); !strings.Contains(body, `"capabilities":[]`) {
+	if _, body := do(t, old, "GET", "/status", ""); !strings.Contains(body, `"capabilities":["speedtest"]`) {
 		t.Fatalf("no update capability: %s", body)
 	}
 	if code, body := do(t, old, "POST", "/update", updateBody("B", "https://x/b.tar.gz", strings.Repeat("a", 64), 10)); code != 501 {

@@ -135,106 +135,142 @@ func isLegacyAnswer(status int, h http.Header) bool {
 // the exchange (default 30 s); its transport is not used: each exchange
 // dials its own connection.
 func (c *Client) do(ctx context.Context, id int64, method, path string, body []byte, out any) error {
-	acc, err := c.Machines.Agent(ctx, id)
-	if err != nil {
-		return err
-	}
-	if acc.Port == 0 {
-		return &UnreachableError{MachineID: id, Err: fmt.Errorf("no agent port allocated")}
-	}
-	host := c.Host
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	addr := net.JoinHostPort(host, strconv.Itoa(acc.Port))
 	timeout := 30 * time.Second
 	if c.HTTP != nil && c.HTTP.Timeout > 0 {
 		timeout = c.HTTP.Timeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	l, err := c.dial(ctx, id)
 	if err != nil {
-		return &UnreachableError{MachineID: id, Err: err}
+		return err
 	}
-	// One connection for every request: whoever answered the challenge,
-	// and whose socket was checked, gets the request.
-	dialed := false
-	tr := &http.Transport{
-		DialContext: func(context.Context, string, string) (net.Conn, error) {
-			if dialed {
-				return nil, fmt.Errorf("the agent closed the connection after the challenge")
-			}
-			dialed = true
-			return conn, nil
-		},
-		MaxConnsPerHost: 1, DisableCompression: true,
-	}
-	defer tr.CloseIdleConnections()
-	defer conn.Close()
-	hc := &http.Client{Transport: tr}
-	// exchange sends one request; signed says whether the answer was
-	// signed with the agent token, bound to the request's nonce.
-	exchange := func(method, path string, body []byte, header http.Header) (status int, raw []byte, h http.Header, signed bool, err error) {
-		nonce := agent.NewNonce()
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, bytes.NewReader(body))
-		if err != nil {
-			return 0, nil, nil, false, err
-		}
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		req.Header.Set(agent.HeaderNonce, nonce)
-		if ch := header.Get(agent.HeaderChallenge); ch != "" {
-			req.Header.Set(agent.HeaderSignature, agent.RequestSignature(acc.Token, method, req.URL.RequestURI(), body, ch, nonce))
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, nil, nil, false, &UnreachableError{MachineID: id, Err: err}
-		}
-		defer resp.Body.Close()
-		raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if err != nil {
-			return 0, nil, nil, false, &UnreachableError{MachineID: id, Err: err}
-		}
-		signed = agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(acc.Token, nonce, resp.StatusCode, raw))
-		return resp.StatusCode, raw, resp.Header, signed, nil
-	}
-
-	status, raw, h, signed, err := exchange("GET", "/challenge", nil, http.Header{})
+	defer l.close()
+	status, raw, h, signed, err := l.exchange(ctx, "GET", "/challenge", nil, http.Header{})
 	if err != nil {
 		return err
 	}
 	if !signed {
 		if !isLegacyAnswer(status, h) || !legacyRoutes[method+" "+path] {
-			return &NotAgentError{MachineID: id, Port: acc.Port, Status: status, Said: errorText(raw, 200)}
+			return l.notAgent(status, raw)
 		}
-		if err := c.proveServer(ctx, id, acc.Port, conn); err != nil {
+		if err := c.proveServer(ctx, id, l.acc.Port, l.conn); err != nil {
 			return err
 		}
-		c.setOutdated(ctx, id, acc, true)
-		status, raw, _, _, err = exchange(method, path, body, http.Header{"Authorization": {"Bearer " + acc.Token}})
+		c.setOutdated(ctx, id, l.acc, true)
+		status, raw, _, _, err = l.exchange(ctx, method, path, body, http.Header{"Authorization": {"Bearer " + l.acc.Token}})
 		if err != nil {
 			return err
 		}
 		return answer(status, raw, out)
 	}
-	var ch struct {
-		Challenge string `json:"challenge"`
+	ch, err := challengeOf(status, raw)
+	if err != nil {
+		return err
 	}
-	if status != http.StatusOK || json.Unmarshal(raw, &ch) != nil || ch.Challenge == "" {
-		return &AgentError{Status: status, Msg: "no challenge in the answer: " + errorText(raw, 300)}
-	}
-	status, raw, _, signed, err = exchange(method, path, body, http.Header{agent.HeaderChallenge: {ch.Challenge}})
+	status, raw, _, signed, err = l.exchange(ctx, method, path, body, http.Header{agent.HeaderChallenge: {ch}})
 	if err != nil {
 		return err
 	}
 	if !signed {
-		return &NotAgentError{MachineID: id, Port: acc.Port, Status: status, Said: errorText(raw, 200)}
+		return l.notAgent(status, raw)
 	}
-	c.setOutdated(ctx, id, acc, false)
+	c.setOutdated(ctx, id, l.acc, false)
 	return answer(status, raw, out)
+}
+
+// link is one connection to a machine's agent port and the HTTP client
+// that sends on it and on nothing else: whoever answered the challenge,
+// and whose socket was checked, gets the request.
+type link struct {
+	id   int64
+	acc  machines.AgentAccess
+	addr string
+	conn net.Conn
+	tr   *http.Transport
+	hc   *http.Client
+}
+
+// dial connects to machine id's agent port on this server.
+func (c *Client) dial(ctx context.Context, id int64) (*link, error) {
+	acc, err := c.Machines.Agent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if acc.Port == 0 {
+		return nil, &UnreachableError{MachineID: id, Err: fmt.Errorf("no agent port allocated")}
+	}
+	host := c.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	l := &link{id: id, acc: acc, addr: net.JoinHostPort(host, strconv.Itoa(acc.Port))}
+	var d net.Dialer
+	if l.conn, err = d.DialContext(ctx, "tcp", l.addr); err != nil {
+		return nil, &UnreachableError{MachineID: id, Err: err}
+	}
+	dialed := false
+	l.tr = &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if dialed {
+				return nil, fmt.Errorf("the agent closed the connection after the challenge")
+			}
+			dialed = true
+			return l.conn, nil
+		},
+		MaxConnsPerHost: 1, DisableCompression: true,
+	}
+	l.hc = &http.Client{Transport: l.tr}
+	return l, nil
+}
+
+func (l *link) close() {
+	l.tr.CloseIdleConnections()
+	l.conn.Close()
+}
+
+// exchange sends one request; signed says whether the answer was signed
+// with the agent token, bound to the request's nonce.
+func (l *link) exchange(ctx context.Context, method, path string, body []byte, header http.Header) (status int, raw []byte, h http.Header, signed bool, err error) {
+	nonce := agent.NewNonce()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+l.addr+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, nil, false, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set(agent.HeaderNonce, nonce)
+	if ch := header.Get(agent.HeaderChallenge); ch != "" {
+		req.Header.Set(agent.HeaderSignature, agent.RequestSignature(l.acc.Token, method, req.URL.RequestURI(), body, ch, nonce))
+	}
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return 0, nil, nil, false, &UnreachableError{MachineID: l.id, Err: err}
+	}
+	defer resp.Body.Close()
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, nil, nil, false, &UnreachableError{MachineID: l.id, Err: err}
+	}
+	signed = agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(l.acc.Token, nonce, resp.StatusCode, raw))
+	return resp.StatusCode, raw, resp.Header, signed, nil
+}
+
+// notAgent: what answered did not sign its answer with the agent token.
+func (l *link) notAgent(status int, raw []byte) error {
+	return &NotAgentError{MachineID: l.id, Port: l.acc.Port, Status: status, Said: errorText(raw, 200)}
+}
+
+// challengeOf reads a signed answer to GET /challenge.
+func challengeOf(status int, raw []byte) (string, error) {
+	var ch struct {
+		Challenge string `json:"challenge"`
+	}
+	if status != http.StatusOK || json.Unmarshal(raw, &ch) != nil || ch.Challenge == "" {
+		return "", &AgentError{Status: status, Msg: "no challenge in the answer: " + errorText(raw, 300)}
+	}
+	return ch.Challenge, nil
 }
 
 // answer turns an agent's answer into out, or an *AgentError.

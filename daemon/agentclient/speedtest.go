@@ -1,0 +1,205 @@
+package agentclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
+)
+
+// CapSpeedTest is the capability of agents that take the speed test routes
+// (agent/speedtest.go).
+const CapSpeedTest = agent.SpeedTestCapability
+
+// streamLink dials machine id's agent and gets a challenge whose answer
+// is signed with its agent token: only its agent gets a stream request.
+// An agent that predates signed requests takes no speed test either.
+func (c *Client) streamLink(ctx context.Context, id int64) (*link, string, error) {
+	l, err := c.dial(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	status, raw, _, signed, err := l.exchange(ctx, "GET", "/challenge", nil, http.Header{})
+	if err == nil && !signed {
+		err = l.notAgent(status, raw)
+	}
+	var ch string
+	if err == nil {
+		ch, err = challengeOf(status, raw)
+	}
+	if err != nil {
+		l.close()
+		return nil, "", err
+	}
+	return l, ch, nil
+}
+
+// streamRequest is a stream request to l's agent, signed without its
+// body (agent.StreamSignature).
+func (l *link) streamRequest(ctx context.Context, path string, seconds int, limit int64, ch string, body io.Reader) (*http.Request, string, error) {
+	uri := path + "?" + agent.SpeedQuery(seconds, limit)
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+l.addr+uri, body)
+	if err != nil {
+		return nil, "", err
+	}
+	nonce := agent.NewNonce()
+	req.Header.Set(agent.HeaderChallenge, ch)
+	req.Header.Set(agent.HeaderNonce, nonce)
+	req.Header.Set(agent.HeaderSignature, agent.StreamSignature(l.acc.Token, "POST", req.URL.RequestURI(), ch, nonce))
+	return req, nonce, nil
+}
+
+// signedAnswer reads a small answer that must be signed for nonce, into
+// out (an *AgentError when it is not a success).
+func (l *link) signedAnswer(resp *http.Response, nonce string, out any) error {
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return &UnreachableError{MachineID: l.id, Err: err}
+	}
+	if !agent.SignatureOK(resp.Header.Get(agent.HeaderSignature), agent.ResponseSignature(l.acc.Token, nonce, resp.StatusCode, raw)) {
+		return l.notAgent(resp.StatusCode, raw)
+	}
+	return answer(resp.StatusCode, raw, out)
+}
+
+// filler is a download's body: agent.Filler, over and over, until seconds
+// passed since the first read or limit bytes were read.
+type filler struct {
+	seconds time.Duration
+	left    int64
+	start   time.Time
+	sent    *atomic.Int64
+}
+
+func (f *filler) Read(p []byte) (int, error) {
+	if f.start.IsZero() {
+		f.start = time.Now()
+	}
+	if f.left <= 0 || time.Since(f.start) >= f.seconds {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(int64(len(p)), f.left)], agent.Filler)
+	f.left -= int64(n)
+	f.sent.Add(int64(n))
+	return n, nil
+}
+
+// SpeedDownload streams filler to machine id's agent for seconds, or until
+// limit bytes went, and returns what the agent measured receiving it.
+// moved counts the bytes handed to the connection so far. ctx bounds the
+// whole exchange.
+func (c *Client) SpeedDownload(ctx context.Context, id int64, seconds int, limit int64, moved *atomic.Int64) (agent.Transfer, error) {
+	if moved == nil {
+		moved = new(atomic.Int64)
+	}
+	l, ch, err := c.streamLink(ctx, id)
+	if err != nil {
+		return agent.Transfer{}, err
+	}
+	defer l.close()
+	body := &filler{seconds: time.Duration(seconds) * time.Second, left: limit, sent: moved}
+	req, nonce, err := l.streamRequest(ctx, agent.PathSpeedDownload, seconds, limit, ch, body)
+	if err != nil {
+		return agent.Transfer{}, err
+	}
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return agent.Transfer{}, &UnreachableError{MachineID: id, Err: err}
+	}
+	defer resp.Body.Close()
+	var t agent.Transfer
+	err = l.signedAnswer(resp, nonce, &t)
+	return t, err
+}
+
+// SpeedUpload has machine id's agent stream filler for seconds, or until
+// limit bytes went, and measures receiving it here. moved counts the
+// bytes received so far. The agent signs how much it sent in the answer's
+// trailer: a count that differs from what arrived is an error.
+func (c *Client) SpeedUpload(ctx context.Context, id int64, seconds int, limit int64, moved *atomic.Int64) (agent.Transfer, error) {
+	if moved == nil {
+		moved = new(atomic.Int64)
+	}
+	l, ch, err := c.streamLink(ctx, id)
+	if err != nil {
+		return agent.Transfer{}, err
+	}
+	defer l.close()
+	req, nonce, err := l.streamRequest(ctx, agent.PathSpeedUpload, seconds, limit, ch, http.NoBody)
+	if err != nil {
+		return agent.Transfer{}, err
+	}
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		return agent.Transfer{}, &UnreachableError{MachineID: id, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return agent.Transfer{}, l.signedAnswer(resp, nonce, nil)
+	}
+	var m agent.Meter
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			m.Add(n, time.Now())
+			moved.Store(m.Bytes())
+		}
+		if m.Bytes() > limit {
+			return agent.Transfer{}, fmt.Errorf("the agent sent more than the %d bytes asked", limit)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return agent.Transfer{}, &UnreachableError{MachineID: id, Err: fmt.Errorf("the upload broke off after %d bytes: %w", m.Bytes(), err)}
+		}
+	}
+	if !agent.SignatureOK(resp.Trailer.Get(agent.HeaderSignature), agent.UploadSignature(l.acc.Token, nonce, m.Bytes())) {
+		return agent.Transfer{}, &NotAgentError{MachineID: id, Port: l.acc.Port, Status: resp.StatusCode,
+			Said: fmt.Sprintf("%d bytes of upload without the agent's signed count", m.Bytes())}
+	}
+	return m.Result(), nil
+}
+
+// RoundTrips times n exchanges of GET /challenge, a small answer signed by
+// the agent, on one connection through the machine's tunnel, after one
+// that is not counted (it sets up the connection on the way).
+func (c *Client) RoundTrips(ctx context.Context, id int64, n int) ([]time.Duration, error) {
+	l, _, err := c.streamLink(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	out := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		status, raw, _, signed, err := l.exchange(ctx, "GET", "/challenge", nil, http.Header{})
+		d := time.Since(start)
+		if err != nil {
+			return out, err
+		}
+		if !signed {
+			return out, l.notAgent(status, raw)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// PathMTU asks machine id's agent for the path MTU toward host, the
+// address its tunnel client dials for this edge.
+func (c *Client) PathMTU(ctx context.Context, id int64, host string) (agent.PathMTU, error) {
+	body, err := json.Marshal(map[string]string{"host": host})
+	if err != nil {
+		return agent.PathMTU{}, err
+	}
+	var p agent.PathMTU
+	err = c.do(ctx, id, "POST", agent.PathSpeedMTU, body, &p)
+	return p, err
+}
