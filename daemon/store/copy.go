@@ -21,7 +21,7 @@ var copyTables = []string{
 	"stale_token_attempts", "activity_events", "traffic_samples", "traffic_totals",
 	"edges", "edge_tokens", "machine_edges", "leases", "gate_tokens", "auth_failures",
 	"api_tokens", "passkeys", "webauthn_ceremonies", "oidc_flows", "host_parts",
-	"rollouts",
+	"rollouts", "speedtests",
 }
 
 // identityTables are the tables whose id the database hands out.
@@ -29,7 +29,7 @@ var identityTables = map[string]bool{
 	"audit_log": true, "backup_codes": true, "bootstrap_tokens": true, "machines": true,
 	"tunnels": true, "tunnel_targets": true, "stale_token_attempts": true, "activity_events": true,
 	"edges": true, "edge_tokens": true, "auth_failures": true, "api_tokens": true,
-	"rollouts": true, "tunnel_bypass_tokens": true,
+	"rollouts": true, "tunnel_bypass_tokens": true, "speedtests": true,
 }
 
 // TableCopy is what Copy moved of one table and what both sides hold

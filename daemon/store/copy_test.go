@@ -91,6 +91,10 @@ func fill(t *testing.T, s *Store) (Machine, Tunnel) {
 	must(err)
 	_, err = s.InsertAuthFailure(ctx, "edge-a", "192.0.2.7/32", now)
 	must(err)
+	speed, err := s.StartSpeedTest(ctx, SpeedTest{MachineID: m.ID, Edge: "edge-a", Phase: "download", Seconds: 10, StartedAt: now})
+	must(err)
+	kbps := int64(48_123)
+	must(s.FinishSpeedTest(ctx, SpeedTest{ID: speed, State: SpeedTestFailed, FinishedAt: &now, DownloadKbps: &kbps, Error: "the upload broke off"}))
 	m, err = s.GetMachine(ctx, m.ID)
 	must(err)
 	return m, tu
