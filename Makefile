@@ -251,6 +251,7 @@ bench: build
 docs:
 	$(GO) run ./daemon/cmd/tunnelsvc config-reference > docs/configuration.md
 	$(GO) run ./daemon/internal/apidocs docs
+	cp daemon/site/schema.json docs/site.schema.json
 
 clean:
 	rm -rf bin dist ui/dist/assets ui/dist/index.html

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"net/http"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -75,6 +76,14 @@ func (s *Server) guard(a access, next http.Handler) http.Handler {
 // allows (see withAPIToken).
 func (s *Server) requireSession(next http.Handler, a access) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uid, ok := auth.LocalPeer(r.Context()); ok && (a == read || a == write) {
+			if uid != 0 {
+				writeError(w, http.StatusForbidden, "the local socket answers root only: use an API token (TUNNELSVC_URL and TUNNELSVC_TOKEN)")
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(audit.WithActor(r.Context(), "root on this edge (local socket)")))
+			return
+		}
 		tok, err := s.sessionToken(r)
 		if err != nil {
 			s.serveError(w, r, Internal("could not check the session", err))

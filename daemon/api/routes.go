@@ -22,9 +22,11 @@ const (
 	// identity (API tokens, the password, 2FA, passkeys, SSO) and private
 	// keys (generated, uploaded or downloaded).
 	operator
-	// read: a session, or an API token of either scope.
+	// read: a session, an API token of either scope, or root on this
+	// edge through the local socket.
 	read
-	// write: a session, or an API token of scope write.
+	// write: a session, an API token of scope write, or root on this edge
+	// through the local socket.
 	write
 	// recent: a session that logged in or passed a step-up within
 	// auth.RecentAuthWindow ("sudo mode"), never an API token; otherwise
@@ -37,8 +39,8 @@ var accessNames = map[access]string{
 	public:     "anyone",
 	untilSetup: "anyone until setup, then a session",
 	operator:   "session only",
-	read:       "session or API token (read or write)",
-	write:      "session or API token (write)",
+	read:       "session, API token (read or write) or root on the edge (local socket)",
+	write:      "session, API token (write) or root on the edge (local socket)",
 	recent:     "session in sudo mode",
 }
 
@@ -212,6 +214,11 @@ func (s *Server) routes() http.Handler {
 	api("POST", "/api/tunnels/{tunnel_id}/bypass-tokens", write, s.createBypassToken)
 	api("DELETE", "/api/tunnels/{tunnel_id}/bypass-tokens/{token_id}", write, s.revokeBypassToken)
 	api("DELETE", "/api/tunnels/{tunnel_id}/sessions", write, s.endVisitorSessions)
+	// Sites as code: the cluster as a file, and a file applied (all or
+	// none); the file's JSON Schema is public, for editors.
+	api("GET", "/api/export", read, s.exportSite)
+	api("POST", "/api/apply", write, s.applySite)
+	api("GET", "/api/apply/schema.json", public, s.applySchema)
 	// Operator access to a gated tunnel: public, since a browser without a
 	// dashboard session is told to sign in first rather than sent a 401.
 	api("GET", "/api/gate/authorize", public, s.gateAuthorize)

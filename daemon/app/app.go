@@ -203,6 +203,7 @@ const (
 	SocketDashboard = "dashboard"
 	SocketPlugin    = "frps-plugin"
 	SocketGate      = "gate"
+	SocketLocal     = "local"
 )
 
 // Listeners are the daemon's sockets.
@@ -213,6 +214,10 @@ type Listeners struct {
 	Plugin net.Listener
 	// Gate serves the web proxy's access checks.
 	Gate net.Listener
+	// Local serves the API to root on this edge (a Unix socket); nil, with
+	// LocalErr saying why, when it could not be opened.
+	Local    net.Listener
+	LocalErr error
 }
 
 // TakeListeners returns the sockets systemd passed, picked by name, and
@@ -237,6 +242,10 @@ func TakeListeners(cfg *config.Config) (*Listeners, error) {
 			case name == SocketGate && ls.Gate == nil:
 				ls.Gate = l
 			case name == SocketGate:
+				l.Close()
+			case name == SocketLocal && ls.Local == nil:
+				ls.Local = l
+			case name == SocketLocal:
 				l.Close()
 			default:
 				ls.Dashboard = append(ls.Dashboard, l)
@@ -267,6 +276,10 @@ func TakeListeners(cfg *config.Config) (*Listeners, error) {
 		}
 		ls.Gate = l
 	}
+	if ls.Local == nil {
+		// Without it the daemon still serves; Serve says why it is missing.
+		ls.Local, ls.LocalErr = listenLocal(cfg.LocalSocket)
+	}
 	return ls, nil
 }
 
@@ -279,6 +292,9 @@ func (ls *Listeners) close() {
 	}
 	if ls.Gate != nil {
 		ls.Gate.Close()
+	}
+	if ls.Local != nil {
+		ls.Local.Close()
 	}
 }
 
@@ -538,6 +554,14 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
 	gate := serveOn("access gate", a.gateServer(), nil, lis.Gate)
 	log.Info("serving the access gate", "addr", lis.Gate.Addr().String())
+	local := serveOn("local API", a.localServer(), nil)
+	if lis.Local != nil {
+		local = serveOn("local API", a.localServer(), nil, lis.Local)
+		log.Info("serving the API to root on this edge", "socket", lis.Local.Addr().String())
+	} else {
+		log.Warn("the local API socket could not be opened: tunnelsvc export and apply need TUNNELSVC_URL and TUNNELSVC_TOKEN",
+			"socket", cfg.LocalSocket, "err", lis.LocalErr)
+	}
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)
@@ -569,7 +593,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	defer cancel()
 	// All three, side by side within one bound: a visitor's gate check or
 	// a machine's login that frps forwards meanwhile is answered too.
-	stopAll(sctx, log, dashboard, plugin, gate)
+	stopAll(sctx, log, dashboard, plugin, gate, local)
 	log.Info("stopped")
 	return nil
 }

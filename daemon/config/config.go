@@ -59,6 +59,10 @@ type Config struct {
 	// GateListen is the loopback address where the web proxy asks the
 	// access gate of HTTP tunnels (forward_auth).
 	GateListen string
+	// LocalSocket is the Unix socket where root on this edge reaches the
+	// API without a token (tunnelsvc export and apply) when it is not
+	// socket-activated (default: api.sock in DataDir).
+	LocalSocket string
 
 	// Database is the PostgreSQL URL; empty means SQLite in DataDir. It may
 	// hold a password: show it only through RedactDatabaseURL.
@@ -119,6 +123,7 @@ var Flags = []Flag{
 	{"gate-listen", "TUNNELSVC_GATE_LISTEN", "loopback address where the web proxy asks the access gate of HTTP tunnels"},
 	{"frps-dashboard-listen", "TUNNELSVC_FRPS_DASHBOARD_LISTEN", "loopback address of frps's dashboard API, which the daemon polls for tunnel traffic"},
 	{"edge-name", "TUNNELSVC_EDGE_NAME", "this VPS's name among the edges that share one database (default: the host name); see docs/edges.md"},
+	{"local-socket", "TUNNELSVC_LOCAL_SOCKET", "Unix socket where root on this edge calls the API without a token, when not socket-activated (default: api.sock in --data-dir; the package's tunnelsvc-local.socket holds /run/tunnelsvc/api.sock)"},
 	{"database", DatabaseEnv, "PostgreSQL URL (postgres://USER@HOST/DB?sslmode=verify-full); empty: SQLite in --data-dir. Under systemd a non-empty credential `database-url` (/etc/tunnelsvc/database-url) takes the place of the variable; see docs/database.md"},
 }
 
@@ -168,6 +173,8 @@ func register(fs *flag.FlagSet, c *Config, lookup func(string) (string, bool)) *
 	fs.StringVar(&c.GateListen, gate.Name, env(gate.Env, c.GateListen), gate.Help+" [$"+gate.Env+"]")
 	fd := flagByName("frps-dashboard-listen")
 	fs.StringVar(&c.FRPSDashboardListen, fd.Name, env(fd.Env, c.FRPSDashboardListen), fd.Help+" [$"+fd.Env+"]")
+	ls := flagByName("local-socket")
+	fs.StringVar(&c.LocalSocket, ls.Name, env(ls.Env, c.LocalSocket), ls.Help+" [$"+ls.Env+"]")
 	en := flagByName("edge-name")
 	fs.StringVar(&c.EdgeName, en.Name, env(en.Env, c.EdgeName), en.Help+" [$"+en.Env+"]")
 	// A Func flag: its default (which may hold a password) is never
@@ -227,6 +234,9 @@ func (c *Config) Finish(localNets string) error {
 		return err
 	}
 	c.DataDir = abs
+	if c.LocalSocket == "" {
+		c.LocalSocket = filepath.Join(c.DataDir, "api.sock")
+	}
 	if c.SystemRoot == "" {
 		c.SystemRoot = "/"
 	}

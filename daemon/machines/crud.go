@@ -933,10 +933,49 @@ func conflict(err error) error {
 	return err
 }
 
+// tunnelWrite is one tunnel change, checked and ready for the store, with
+// what to tell once it is stored.
+type tunnelWrite struct {
+	store.TunnelWrite
+	in TunnelInput
+	// before: the machines serving the tunnel before the change.
+	before    []int64
+	wasPaused bool
+}
+
 // CreateTunnel validates and stores a tunnel with a newly allocated remote
 // port. frps is not touched: the plugin accepts the new proxy as soon as
 // the machine's frpc asks for it.
 func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, error) {
+	w, err := s.planCreate(ctx, in)
+	if err != nil {
+		return Tunnel{}, err
+	}
+	// One transaction: the tunnel with its gate, domains and targets,
+	// whole or not at all (never public for a moment when asked for with
+	// a gate, never seen half made by another edge).
+	created, err := s.Store.InsertTunnelParts(ctx, w.Tunnel, w.Access, w.Domains, w.Targets, s.Ports, s.now())
+	if err != nil {
+		return Tunnel{}, writeError(err, w.Tunnel)
+	}
+	s.told(ctx, w, created)
+	return s.Tunnel(ctx, created.ID)
+}
+
+// writeError is a store's refusal of a tunnel write in the API's words.
+func writeError(err error, t store.Tunnel) error {
+	var dt *store.DomainTakenError
+	switch {
+	case errors.Is(err, store.ErrNotFound) && t.ID == 0:
+		return InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
+	case errors.As(err, &dt):
+		return domainTaken(err)
+	}
+	return targetsError(domainTaken(err))
+}
+
+// planCreate checks in as a new tunnel.
+func (s *Service) planCreate(ctx context.Context, in TunnelInput) (tunnelWrite, error) {
 	// With targets, the first is the tunnel's own machine and port.
 	if in.Targets != nil && len(*in.Targets) > 0 {
 		first := (*in.Targets)[0]
@@ -948,14 +987,34 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 		}
 	}
 	if in.MachineID == nil {
-		return Tunnel{}, InputError("machine_id is required")
+		return tunnelWrite{}, InputError("machine_id is required")
 	}
-	t := store.Tunnel{MachineID: *in.MachineID, Name: lower(in.Name), Kind: deref(in.Kind), Subdomain: lower(in.Subdomain)}
-	if in.LocalPort != nil {
-		t.LocalPort = *in.LocalPort
-	} else {
-		return Tunnel{}, InputError("local_port is required")
+	if in.LocalPort == nil {
+		return tunnelWrite{}, InputError("local_port is required")
 	}
+	t := store.Tunnel{MachineID: *in.MachineID, Name: lower(in.Name), Kind: deref(in.Kind), Subdomain: lower(in.Subdomain), LocalPort: *in.LocalPort}
+	mergeFlags(&t, in)
+	if err := validateTunnel(t); err != nil {
+		return tunnelWrite{}, err
+	}
+	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteCreate}, in: in}
+	if in.Targets != nil || in.Balance != nil || in.Health != nil {
+		ms, err := s.machineMap(ctx)
+		if err != nil {
+			return w, err
+		}
+		if _, ok := ms[t.MachineID]; !ok {
+			return w, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
+		}
+		if w.Targets, err = planTargets(&t, in, ms); err != nil {
+			return w, err
+		}
+	}
+	return w, s.planParts(ctx, &w, t, store.TunnelAccess{Access: "public"})
+}
+
+// mergeFlags puts in's public, paused, proxy_protocol and fallback on t.
+func mergeFlags(t *store.Tunnel, in TunnelInput) {
 	if in.Public != nil {
 		t.Public = *in.Public
 	}
@@ -968,74 +1027,99 @@ func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, err
 	if in.Fallback != nil {
 		t.Fallback = in.Fallback.Message
 	}
-	if err := validateTunnel(t); err != nil {
-		return Tunnel{}, err
-	}
-	var targets *[]store.TargetSpec
-	if in.Targets != nil || in.Balance != nil || in.Health != nil {
-		ms, err := s.machineMap(ctx)
-		if err != nil {
-			return Tunnel{}, err
-		}
-		if _, ok := ms[t.MachineID]; !ok {
-			return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
-		}
-		if targets, err = planTargets(&t, in, ms); err != nil {
-			return Tunnel{}, err
-		}
-	}
-	domains, err := s.planDomains(ctx, t, in)
+}
+
+// planParts checks the domains and the gate of w, whose tunnel is t (its
+// other fields merged) and whose gate is cur now.
+func (s *Service) planParts(ctx context.Context, w *tunnelWrite, t store.Tunnel, cur store.TunnelAccess) error {
+	domains, err := s.planDomains(ctx, t, w.in)
 	if err != nil {
-		return Tunnel{}, err
+		return err
 	}
-	access, err := planAccess(t, store.TunnelAccess{Access: "public"}, in)
+	access, err := planAccess(t, cur, w.in)
 	if err != nil {
-		return Tunnel{}, err
+		return err
 	}
 	if err := access.hash(ctx); err != nil {
-		return Tunnel{}, err
+		return err
 	}
-	// One transaction: the tunnel with its gate, domains and targets,
-	// whole or not at all (never public for a moment when asked for with
-	// a gate, never seen half made by another edge).
-	var gate *store.TunnelAccess
+	w.Tunnel, w.Domains = t, domains
 	if access.changed {
-		gate = &access.next
+		w.Access = &access.next
 	}
-	created, err := s.Store.InsertTunnelParts(ctx, t, gate, domains, targets, s.Ports, s.now())
-	var dt *store.DomainTakenError
+	return nil
+}
+
+// told records a stored write's event and tells the machines that serve
+// the tunnel, before and after, that their configs changed.
+func (s *Service) told(ctx context.Context, w tunnelWrite, created store.Tunnel) {
+	t := w.Tunnel
+	switch w.Kind {
+	case store.WriteCreate:
+		t = created
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("%s tunnel %q created: local port %d, remote port %d", t.Kind, t.Name, t.LocalPort, t.RemotePort)})
+	case store.WriteDelete:
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "deleted", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q deleted", t.Name)})
+	case store.WriteUpdate:
+		s.updated(ctx, w)
+	}
+	ids := w.before
+	if w.Kind != store.WriteDelete {
+		ids = append(ids, s.targetMachines(ctx, t.ID)...)
+	}
+	for _, id := range ids {
+		s.changed(id)
+	}
+	s.changed(t.MachineID)
+}
+
+// updated records an update's events: paused, resumed, updated.
+func (s *Service) updated(ctx context.Context, w tunnelWrite) {
+	t := w.Tunnel
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Tunnel{}, InputError(fmt.Sprintf("machine %d does not exist", t.MachineID))
-	case errors.As(err, &dt):
-		return Tunnel{}, domainTaken(err)
-	case err != nil:
-		return Tunnel{}, targetsError(err)
+	case t.Paused && !w.wasPaused:
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "paused", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q paused", t.Name)})
+	case !t.Paused && w.wasPaused:
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "resumed", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q resumed", t.Name)})
 	}
-	if targets != nil {
-		for _, tg := range *targets {
-			s.changed(tg.MachineID)
-		}
+	if !onlyPause(w.in) {
+		s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
+			Message: fmt.Sprintf("tunnel %q updated", t.Name)})
 	}
-	s.event(ctx, store.Event{Source: "tunnel", Kind: "created", MachineID: created.MachineID, TunnelID: created.ID,
-		Message: fmt.Sprintf("%s tunnel %q created: local port %d, remote port %d", created.Kind, created.Name, created.LocalPort, created.RemotePort)})
-	s.changed(created.MachineID)
-	return s.Tunnel(ctx, created.ID)
 }
 
 // UpdateTunnel changes name, local_port, subdomain, public, paused or the
 // access gate. kind and machine_id are fixed at creation.
 func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (Tunnel, error) {
-	t, err := s.Store.GetTunnel(ctx, id)
+	w, err := s.planUpdate(ctx, id, in)
 	if err != nil {
 		return Tunnel{}, err
 	}
-	wasPaused := t.Paused
+	// One transaction: the tunnel, its access, domains and targets commit
+	// whole, and other edges hear of them together.
+	if err := s.Store.UpdateTunnelParts(ctx, w.Tunnel, w.Access, w.Targets, w.Domains, s.Ports); err != nil {
+		return Tunnel{}, writeError(err, w.Tunnel)
+	}
+	s.told(ctx, w, store.Tunnel{})
+	return s.Tunnel(ctx, id)
+}
+
+// planUpdate checks in as a change of tunnel id.
+func (s *Service) planUpdate(ctx context.Context, id int64, in TunnelInput) (tunnelWrite, error) {
+	t, err := s.Store.GetTunnel(ctx, id)
+	if err != nil {
+		return tunnelWrite{}, err
+	}
+	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteUpdate}, in: in, wasPaused: t.Paused}
 	if in.Kind != nil && *in.Kind != t.Kind {
-		return Tunnel{}, InputError("kind cannot be changed; delete the tunnel and create another")
+		return w, InputError("kind cannot be changed; delete the tunnel and create another")
 	}
 	if in.MachineID != nil && *in.MachineID != t.MachineID {
-		return Tunnel{}, InputError("machine_id cannot be changed")
+		return w, InputError("machine_id cannot be changed")
 	}
 	if in.Name != nil {
 		t.Name = lower(in.Name)
@@ -1046,74 +1130,25 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	if in.Subdomain != nil {
 		t.Subdomain = lower(in.Subdomain)
 	}
-	if in.Public != nil {
-		t.Public = *in.Public
-	}
-	if in.Paused != nil {
-		t.Paused = *in.Paused
-	}
-	if in.ProxyProtocol != nil {
-		t.ProxyProtocol = *in.ProxyProtocol
-	}
-	if in.Fallback != nil {
-		t.Fallback = in.Fallback.Message
-	}
+	mergeFlags(&t, in)
 	if err := validateTunnel(t); err != nil {
-		return Tunnel{}, err
+		return w, err
 	}
-	var targets *[]store.TargetSpec
 	if in.Targets != nil || in.Balance != nil || in.Health != nil {
 		ms, err := s.machineMap(ctx)
 		if err != nil {
-			return Tunnel{}, err
+			return w, err
 		}
-		if targets, err = planTargets(&t, in, ms); err != nil {
-			return Tunnel{}, err
+		if w.Targets, err = planTargets(&t, in, ms); err != nil {
+			return w, err
 		}
 	}
-	domains, err := s.planDomains(ctx, t, in)
-	if err != nil {
-		return Tunnel{}, err
-	}
-	before := s.targetMachines(ctx, t.ID)
+	w.before = s.targetMachines(ctx, t.ID)
 	cur, err := s.currentAccess(ctx, t.ID)
 	if err != nil {
-		return Tunnel{}, err
+		return w, err
 	}
-	access, err := planAccess(t, cur, in)
-	if err != nil {
-		return Tunnel{}, err
-	}
-	if err := access.hash(ctx); err != nil {
-		return Tunnel{}, err
-	}
-	// One transaction: the tunnel, its access, domains and targets commit
-	// whole, and other edges hear of them together.
-	var next *store.TunnelAccess
-	if access.changed {
-		next = &access.next
-	}
-	if err := s.Store.UpdateTunnelParts(ctx, t, next, targets, domains, s.Ports); err != nil {
-		return Tunnel{}, targetsError(domainTaken(err))
-	}
-	// The machines serving it before and after: their configs name it.
-	for _, id := range append(before, s.targetMachines(ctx, t.ID)...) {
-		s.changed(id)
-	}
-	switch {
-	case t.Paused && !wasPaused:
-		s.event(ctx, store.Event{Source: "tunnel", Kind: "paused", MachineID: t.MachineID, TunnelID: t.ID,
-			Message: fmt.Sprintf("tunnel %q paused", t.Name)})
-	case !t.Paused && wasPaused:
-		s.event(ctx, store.Event{Source: "tunnel", Kind: "resumed", MachineID: t.MachineID, TunnelID: t.ID,
-			Message: fmt.Sprintf("tunnel %q resumed", t.Name)})
-	}
-	if !onlyPause(in) {
-		s.event(ctx, store.Event{Source: "tunnel", Kind: "updated", MachineID: t.MachineID, TunnelID: t.ID,
-			Message: fmt.Sprintf("tunnel %q updated", t.Name)})
-	}
-	s.changed(t.MachineID)
-	return s.Tunnel(ctx, id)
+	return w, s.planParts(ctx, &w, t, cur)
 }
 
 // onlyPause reports whether in changes nothing but paused.
@@ -1127,21 +1162,24 @@ func onlyPause(in TunnelInput) bool {
 // DeleteTunnel removes a tunnel and frees its port; the plugin refuses its
 // connections from then on.
 func (s *Service) DeleteTunnel(ctx context.Context, id int64) error {
-	t, err := s.Store.GetTunnel(ctx, id)
+	w, err := s.planDelete(ctx, id)
 	if err != nil {
 		return err
 	}
-	others := s.targetMachines(ctx, id)
 	if err := s.Store.DeleteTunnel(ctx, id); err != nil {
 		return err
 	}
-	for _, m := range others {
-		s.changed(m)
-	}
-	s.event(ctx, store.Event{Source: "tunnel", Kind: "deleted", MachineID: t.MachineID, TunnelID: t.ID,
-		Message: fmt.Sprintf("tunnel %q deleted", t.Name)})
-	s.changed(t.MachineID)
+	s.told(ctx, w, store.Tunnel{})
 	return nil
+}
+
+// planDelete is the removal of tunnel id.
+func (s *Service) planDelete(ctx context.Context, id int64) (tunnelWrite, error) {
+	t, err := s.Store.GetTunnel(ctx, id)
+	if err != nil {
+		return tunnelWrite{}, err
+	}
+	return tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteDelete, Tunnel: t}, before: s.targetMachines(ctx, id)}, nil
 }
 
 // MachineActivity is one machine's newest events (its tunnels' included),

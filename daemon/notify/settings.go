@@ -93,11 +93,22 @@ func Load(ctx context.Context, st *store.Store) (Settings, error) {
 	return s, nil
 }
 
-// Save validates and stores s.
-func Save(ctx context.Context, st *store.Store, s Settings) (Settings, error) {
+// Setting validates (and normalizes) s and returns the setting Save
+// writes, for a batch that writes it with other changes (a site file's
+// apply).
+func Setting(s *Settings) (store.SettingWrite, error) {
 	if err := s.Validate(); err != nil {
-		return s, err
+		return store.SettingWrite{}, err
 	}
 	b, _ := json.Marshal(s)
-	return s, st.SetSetting(ctx, settingsKey, string(b))
+	return store.SettingWrite{Key: settingsKey, Value: string(b)}, nil
+}
+
+// Save validates and stores s.
+func Save(ctx context.Context, st *store.Store, s Settings) (Settings, error) {
+	kv, err := Setting(&s)
+	if err != nil {
+		return s, err
+	}
+	return s, st.SetSetting(ctx, kv.Key, kv.Value)
 }

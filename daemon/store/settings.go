@@ -102,3 +102,9 @@ func (s *Store) SetSettingIfAbsent(ctx context.Context, key, value string) (bool
 	}
 	return n == 1, err
 }
+
+// setSetting is SetSetting within tx.
+func setSetting(ctx context.Context, tx *Tx, key, value string) error {
+	_, err := tx.exec(ctx, "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", key, value)
+	return err
+}

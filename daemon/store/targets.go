@@ -65,26 +65,31 @@ func (s *Store) SetTargets(ctx context.Context, tunnelID int64, want []TargetSpe
 // SetTargets and SetTunnelDomains, in one transaction: all or nothing.
 func (s *Store) UpdateTunnelParts(ctx context.Context, t Tunnel, access *TunnelAccess, want *[]TargetSpec, domains *[]string, r PortRange) error {
 	err := s.Tx(ctx, func(tx *Tx) error {
-		if err := affectOne(tx.exec(ctx, updateTunnel, updateTunnelArgs(t)...)); err != nil {
-			return tunnelConflict(err)
-		}
-		if access != nil {
-			if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(*access)...)); err != nil {
-				return err
-			}
-		}
-		if domains != nil {
-			if err := setDomains(ctx, tx, t.ID, *domains); err != nil {
-				return err
-			}
-		}
-		if want == nil {
-			return nil
-		}
-		_, err := setTargets(ctx, tx, t.ID, *want, r)
-		return err
+		return updateTunnelParts(ctx, tx, TunnelWrite{Tunnel: t, Access: access, Targets: want, Domains: domains}, r)
 	})
 	return s.announce(err, TopicTunnels)
+}
+
+// updateTunnelParts is UpdateTunnelParts within tx.
+func updateTunnelParts(ctx context.Context, tx *Tx, w TunnelWrite, r PortRange) error {
+	if err := affectOne(tx.exec(ctx, updateTunnel, updateTunnelArgs(w.Tunnel)...)); err != nil {
+		return tunnelConflict(err)
+	}
+	if w.Access != nil {
+		if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(*w.Access)...)); err != nil {
+			return err
+		}
+	}
+	if w.Domains != nil {
+		if err := setDomains(ctx, tx, w.Tunnel.ID, *w.Domains); err != nil {
+			return err
+		}
+	}
+	if w.Targets == nil {
+		return nil
+	}
+	_, err := setTargets(ctx, tx, w.Tunnel.ID, *w.Targets, r)
+	return err
 }
 
 func setTargets(ctx context.Context, tx *Tx, tunnelID int64, want []TargetSpec, r PortRange) ([]Target, error) {

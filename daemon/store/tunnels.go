@@ -92,46 +92,52 @@ func (s *Store) InsertTunnel(ctx context.Context, t Tunnel, r PortRange, now tim
 // sees it half made.
 func (s *Store) InsertTunnelParts(ctx context.Context, t Tunnel, access *TunnelAccess, domains *[]string, targets *[]TargetSpec, r PortRange, now time.Time) (Tunnel, error) {
 	var out Tunnel
-	err := s.Tx(ctx, func(tx *Tx) error {
-		var one int
-		if err := tx.queryRow(ctx, "SELECT 1 FROM machines WHERE id = ?", t.MachineID).Scan(&one); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrNotFound
-			}
-			return err
-		}
-		port, err := allocatePort(ctx, tx, r, t.MachineID, "tunnel")
-		if err != nil {
-			return err
-		}
-		id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused,
-				balance, health_path, health_interval_s, health_expect_status, proxy_protocol, fallback_message)
-			VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
-			balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.Fallback)
-		if err != nil {
-			return tunnelConflict(err)
-		}
-		if access != nil {
-			a := *access
-			a.TunnelID = id
-			if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(a)...)); err != nil {
-				return err
-			}
-		}
-		if domains != nil && len(*domains) > 0 {
-			if err := setDomains(ctx, tx, id, *domains); err != nil {
-				return err
-			}
-		}
-		if targets != nil && len(*targets) > 0 {
-			if _, err := setTargets(ctx, tx, id, *targets, r); err != nil {
-				return err
-			}
-		}
-		out, err = scanTunnel(tx.queryRow(ctx, tunnelSelect+" WHERE id = ?", id))
+	err := s.Tx(ctx, func(tx *Tx) (err error) {
+		out, err = insertTunnelParts(ctx, tx, TunnelWrite{Tunnel: t, Access: access, Domains: domains, Targets: targets}, r, now)
 		return err
 	})
 	return out, s.announce(err, TopicTunnels)
+}
+
+// insertTunnelParts is InsertTunnelParts within tx.
+func insertTunnelParts(ctx context.Context, tx *Tx, w TunnelWrite, r PortRange, now time.Time) (Tunnel, error) {
+	t := w.Tunnel
+	var one int
+	if err := tx.queryRow(ctx, "SELECT 1 FROM machines WHERE id = ?", t.MachineID).Scan(&one); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Tunnel{}, ErrNotFound
+		}
+		return Tunnel{}, err
+	}
+	port, err := allocatePort(ctx, tx, r, t.MachineID, "tunnel")
+	if err != nil {
+		return Tunnel{}, err
+	}
+	id, err := tx.insertID(ctx, `INSERT INTO tunnels(machine_id, name, kind, local_port, subdomain, public, remote_port, created_at, paused,
+			balance, health_path, health_interval_s, health_expect_status, proxy_protocol, fallback_message)
+		VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.MachineID, t.Name, t.Kind, t.LocalPort, t.Subdomain, t.Public, port, now.UnixMilli(), t.Paused,
+		balanceOr(t.Balance), t.Health.Path, t.Health.IntervalS, t.Health.ExpectStatus, t.ProxyProtocol, t.Fallback)
+	if err != nil {
+		return Tunnel{}, tunnelConflict(err)
+	}
+	if w.Access != nil {
+		a := *w.Access
+		a.TunnelID = id
+		if err := affectOne(tx.exec(ctx, setTunnelAccess, setTunnelAccessArgs(a)...)); err != nil {
+			return Tunnel{}, err
+		}
+	}
+	if w.Domains != nil && len(*w.Domains) > 0 {
+		if err := setDomains(ctx, tx, id, *w.Domains); err != nil {
+			return Tunnel{}, err
+		}
+	}
+	if w.Targets != nil && len(*w.Targets) > 0 {
+		if _, err := setTargets(ctx, tx, id, *w.Targets, r); err != nil {
+			return Tunnel{}, err
+		}
+	}
+	return scanTunnel(tx.queryRow(ctx, tunnelSelect+" WHERE id = ?", id))
 }
 
 const updateTunnel = `UPDATE tunnels SET name = ?, local_port = ?, subdomain = NULLIF(?, ''), public = ?, paused = ?,
@@ -206,26 +212,29 @@ func (s *Store) ListCheckedTunnels(ctx context.Context) ([]Tunnel, error) {
 
 // DeleteTunnel removes a tunnel and frees its port.
 func (s *Store) DeleteTunnel(ctx context.Context, id int64) error {
-	err := s.Tx(ctx, func(tx *Tx) error {
-		var port int
-		if err := tx.queryRow(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return ErrNotFound
-			}
-			return err
-		}
-		if err := deleteTargets(ctx, tx, "tunnel_id = ?", id); err != nil {
-			return err
-		}
-		if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {
-			return err
-		}
-		if _, err := tx.exec(ctx, "DELETE FROM ports WHERE port = ?", port); err != nil {
-			return fmt.Errorf("free port %d: %w", port, err)
-		}
-		return nil
-	})
+	err := s.Tx(ctx, func(tx *Tx) error { return deleteTunnel(ctx, tx, id) })
 	return s.announce(err, TopicTunnels)
+}
+
+// deleteTunnel is DeleteTunnel within tx.
+func deleteTunnel(ctx context.Context, tx *Tx, id int64) error {
+	var port int
+	if err := tx.queryRow(ctx, "SELECT remote_port FROM tunnels WHERE id = ?", id).Scan(&port); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return err
+	}
+	if err := deleteTargets(ctx, tx, "tunnel_id = ?", id); err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx, "DELETE FROM tunnels WHERE id = ?", id); err != nil {
+		return err
+	}
+	if _, err := tx.exec(ctx, "DELETE FROM ports WHERE port = ?", port); err != nil {
+		return fmt.Errorf("free port %d: %w", port, err)
+	}
+	return nil
 }
 
 // Event is one machine or tunnel activity event.

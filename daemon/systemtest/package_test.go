@@ -531,6 +531,7 @@ func TestPackage(t *testing.T) {
 			t.Fatalf("the operator's setting is gone from tunnelsvc.env:\n%s", env)
 		}
 		ssh(t)
+		siteAsRoot(t, h)
 	})
 
 	step("upgrade respects policy-rc.d and a disabled socket", func(t *testing.T) {
@@ -578,7 +579,7 @@ func TestPackage(t *testing.T) {
 		if out, err := h.Exec("pgrep", "-a", "frps"); err == nil {
 			t.Fatalf("frps still runs:\n%s", out)
 		}
-		for _, u := range []string{"revtunnel-server.service", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc-firewall.service"} {
+		for _, u := range []string{"revtunnel-server.service", "tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc-local.socket", "tunnelsvc-firewall.service"} {
 			if st := v.show(u, "ActiveState", "LoadState"); st["ActiveState"] != "inactive" || st["LoadState"] != "not-found" {
 				t.Fatalf("%s after remove: %v", u, st)
 			}
@@ -700,7 +701,7 @@ func checkRPM(t *testing.T, path string) {
 		}
 	}
 	// Units in %{_unitdir}, and the package owns its directories.
-	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
+	for _, u := range []string{"tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc-local.socket", "tunnelsvc.service", "tunnelsvc-firewall.service", "revtunnel-server.service", "caddy.service.d/tunnelsvc.conf"} {
 		if files := q("-l"); !strings.Contains(files, "/usr/lib/systemd/system/"+u+"\n") {
 			t.Fatalf("the rpm has no /usr/lib/systemd/system/%s:\n%s", u, files)
 		}
@@ -710,5 +711,34 @@ func checkRPM(t *testing.T, path string) {
 		if !regexp.MustCompile(`(?m)^d\S* ` + regexp.QuoteMeta(d) + `$`).MatchString(dirs) {
 			t.Fatalf("the rpm does not own %s:\n%s", d, dirs)
 		}
+	}
+}
+
+// siteAsRoot: root on the VPS runs export and apply as docs/automation.md
+// says, through the local socket the upgrade brought (enabled, 0600), with
+// no token.
+func siteAsRoot(t *testing.T, h *testbed.Host) {
+	t.Helper()
+	if st := h.Must("systemctl", "show", "-p", "ActiveState", "-p", "UnitFileState", "tunnelsvc-local.socket"); !strings.Contains(st, "ActiveState=active") || !strings.Contains(st, "UnitFileState=enabled") {
+		t.Fatalf("tunnelsvc-local.socket after the upgrade:\n%s", st)
+	}
+	if mode := h.Must("stat", "-c", "%a %U %F", "/run/tunnelsvc/api.sock"); strings.TrimSpace(mode) != "600 root socket" {
+		t.Fatalf("/run/tunnelsvc/api.sock: %s", mode)
+	}
+	exported := h.Must("tunnelsvc", "export")
+	if !strings.Contains(exported, "domain: example.test") || !strings.Contains(exported, "- m1") {
+		t.Fatalf("export:\n%s", exported)
+	}
+	with := strings.Replace(exported, "tunnels: []", "tunnels:\n  - {name: db, machine: m1, kind: tcp, port: 5432}", 1)
+	h.WriteFile("/root/site.yaml", []byte(with), 0o600)
+	if out := h.Must("tunnelsvc", "apply", "-f", "/root/site.yaml"); out != "+ tunnel db on m1 (tcp 5432)\napplied 1 change\n" {
+		t.Fatalf("apply:\n%s", out)
+	}
+	if out := h.Must("tunnelsvc", "apply", "-f", "/root/site.yaml"); out != "no changes\n" {
+		t.Fatalf("apply again:\n%s", out)
+	}
+	h.WriteFile("/root/site.yaml", []byte(exported), 0o600)
+	if out := h.Must("tunnelsvc", "apply", "--prune", "-f", "/root/site.yaml"); out != "- tunnel db on m1 (tcp 5432)\napplied 1 change\n" {
+		t.Fatalf("apply --prune:\n%s", out)
 	}
 }

@@ -5,7 +5,7 @@
 # enables them); an upgrade keeps the admin's choice. An upgrade restarts a
 # running daemon (never its sockets, which hold the ports) and frps when its
 # binary changed.
-UNITS="tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-firewall.service"
+UNITS="tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket tunnelsvc-firewall.service"
 FRPS=/usr/lib/tunnelsvc/frps
 
 if [ -d /run/systemd/system ]; then

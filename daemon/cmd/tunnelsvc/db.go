@@ -23,10 +23,10 @@ import (
 // stopLine stops the daemon and every socket that would start it again
 // (each of the three starts tunnelsvc.service on its first connection: a
 // plugin call from frps would bring the daemon back mid-copy).
-const stopLine = "systemctl stop tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc.service"
+const stopLine = "systemctl stop tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket tunnelsvc.service"
 
 // startLine starts it again, the way the package enables it.
-const startLine = "systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket"
+const startLine = "systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket"
 
 // sqliteTarget is the --from/--to value that names the SQLite database in
 // --data-dir.
@@ -163,7 +163,7 @@ func daemonRunning(ctx context.Context) error {
 			return fmt.Errorf("db copy: systemd does not answer over D-Bus, so whether tunnelsvc runs is not known: %w", err)
 		}
 		defer c.Close()
-		for _, unit := range []string{"tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket"} {
+		for _, unit := range []string{"tunnelsvc.service", "tunnelsvc.socket", "tunnelsvc-plugin.socket", "tunnelsvc-gate.socket", "tunnelsvc-local.socket"} {
 			p, err := c.GetUnitPropertyContext(ctx, unit, "ActiveState")
 			if err != nil {
 				return fmt.Errorf("db copy: the state of %s: %w", unit, err)

@@ -28,6 +28,8 @@ commands:
   reset-password   set a new operator password, end every session, revoke every API token
   disable-2fa      turn two-factor authentication off (lost authenticator)
   machines outdated  list machines whose agent predates fleet updates, with the line to run on each
+  export           print the cluster's tunnels, domain and webhook as a site file (docs/automation.md)
+  apply -f FILE    make the cluster match a site file, all or none (--dry-run, --prune)
   edge join        join this VPS to a cluster as one more edge (docs/edges.md)
   db copy          copy every row to another, empty database (SQLite <-> PostgreSQL); stop the daemon first
   config-reference print every serve flag and variable (docs/configuration.md)
@@ -60,6 +62,10 @@ func main() {
 		err = dbCmd(args, os.Stdout)
 	case "edge":
 		err = edgeCmd(args, os.Stdout)
+	case "export":
+		err = exportCmd(args, os.Stdout)
+	case "apply":
+		err = applyCmd(args, os.Stdout)
 	case "config-reference":
 		err = config.WriteReference(os.Stdout)
 	case "help", "-h", "--help":
