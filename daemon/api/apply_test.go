@@ -172,6 +172,12 @@ func TestApplyChanges(t *testing.T) {
 				"line 7 (tunnels[3]): + tunnel b on pi (http 80): subdomain is already in use"},
 			{file + "  - {name: a, machine: nas, kind: http, port: 0, subdomain: a}\n",
 				"line 6 (tunnels[2]): + tunnel a on nas (http 0): local_port must be between 1 and 65535"},
+			{strings.Replace(file, "tunnels:", "machines: [nas, nas2]\ntunnels:", 1),
+				`line 3 (machines[1]): machine "nas2" has not joined this cluster: apply does not join machines (docs/machines.md)`},
+			{file + "webhook: {url: <kept>}\n",
+				"line 6 (webhook): url <kept> keeps a webhook, and none is set yet: give its URL"},
+			{file + "webhook: {url: 'ftp://x', preset: ntfy}\n",
+				""},
 			{file + "  - {name: grafana, machine: nas, kind: http, port: 1, subdomain: b}\n",
 				`line 6 (tunnels[2]): tunnel "grafana" on "nas" is named twice (also tunnels[0])`},
 		} {
@@ -182,6 +188,16 @@ func TestApplyChanges(t *testing.T) {
 			}
 		}
 
+		hook := pw + "webhook: {url: 'https://ntfy.example.com/secret-topic', preset: ntfy}\n"
+		if _, lines := e.apply(t, hook, false, false); !slices.Equal(lines, []string{"~ webhook: https://ntfy.example.com/…, preset ntfy, offline after 5 min"}) {
+			t.Fatalf("webhook: %q", lines)
+		}
+		if r, lines := e.apply(t, strings.Replace(hook, "'https://ntfy.example.com/secret-topic'", site.Kept, 1), false, false); r.Code != 200 || len(lines) != 0 {
+			t.Fatalf("webhook kept: %d %q", r.Code, lines)
+		}
+		if rows := e.auditOf(t, KindNotifyChanged); len(rows) != 1 || strings.Contains(rows[0], "secret-topic") {
+			t.Fatalf("the webhook's audit rows: %q", rows)
+		}
 		without := "version: 1\ntunnels:\n  - {name: grafana, machine: nas, kind: http, port: 3000, subdomain: grafana, access: password, password: <kept>}\n"
 		if _, lines := e.apply(t, without, false, false); len(lines) != 0 {
 			t.Fatalf("without prune: %q", lines)

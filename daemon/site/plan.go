@@ -112,6 +112,11 @@ func Plan(p Parsed, c Cluster, prune bool, same PasswordCheck) ([]Change, error)
 	for _, m := range c.Machines {
 		ids[strings.ToLower(m.Name)] = m.ID
 	}
+	for i, name := range s.Machines {
+		if _, ok := ids[strings.ToLower(strings.TrimSpace(name))]; !ok && i < len(p.Machines) {
+			return nil, &PlaceError{p.Machines[i], fmt.Errorf("machine %q has not joined this cluster: apply does not join machines (docs/machines.md)", name)}
+		}
+	}
 	have := map[string]machines.Tunnel{}
 	for _, t := range c.Tunnels {
 		have[FromView(t).Key()] = t

@@ -125,6 +125,8 @@ type Parsed struct {
 	Spec Spec
 	// Tunnels[i] is where tunnels[i] begins.
 	Tunnels []Place
+	// Machines[i] is where machines[i] is named.
+	Machines []Place
 	// Webhook and Domain are where those begin.
 	Webhook, Domain Place
 }
@@ -218,6 +220,10 @@ func (p *Parsed) places(doc *yaml.Node) {
 				if j < len(p.Tunnels) {
 					p.Tunnels[j].Line = item.Line
 				}
+			}
+		case "machines":
+			for j, item := range v.Content {
+				p.Machines = append(p.Machines, Place{Line: item.Line, Path: fmt.Sprintf("machines[%d]", j)})
 			}
 		case "webhook":
 			p.Webhook = Place{Line: k.Line, Path: "webhook"}
