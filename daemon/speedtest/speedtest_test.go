@@ -11,7 +11,6 @@ import (
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/agent"
 	"github.com/tunnelsvc/tunnelsvc/daemon/agentclient"
-	"github.com/tunnelsvc/tunnelsvc/daemon/internal/testutil"
 	"github.com/tunnelsvc/tunnelsvc/daemon/speedtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
@@ -84,18 +83,7 @@ func newService(t *testing.T, a speedtest.Agents) (*speedtest.Service, store.Mac
 // finished waits for machine id's newest test to end.
 func finished(t *testing.T, s *speedtest.Service, id int64) speedtest.Test {
 	t.Helper()
-	var last speedtest.Test
-	testutil.Eventually(t, 10*time.Second, "the test ends", func() error {
-		ts, err := s.History(context.Background(), id)
-		if err != nil || len(ts) == 0 {
-			return fmt.Errorf("%v %v", ts, err)
-		}
-		if last = ts[0]; last.State == store.SpeedTestRunning {
-			return fmt.Errorf("still %s at %d %%", last.Phase, last.Progress)
-		}
-		return nil
-	})
-	return last
+	return waitEnd(t, s, id, 10*time.Second)
 }
 
 // A test runs in the background, one at a time per machine, shows its
