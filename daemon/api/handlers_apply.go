@@ -38,6 +38,22 @@ type ApplyResult struct {
 	DryRun  bool          `json:"dry_run"`
 	// Applied: the changes were made (false for a dry run and for none).
 	Applied bool `json:"applied"`
+	// Summary is the last line apply prints: "applied 2 changes", "no
+	// changes", "dry run: 2 changes, none made".
+	Summary string `json:"summary"`
+}
+
+// summarize sets res's Summary.
+func (res *ApplyResult) summarize() {
+	n := len(res.Changes)
+	switch {
+	case n == 0:
+		res.Summary = "no changes"
+	case res.DryRun:
+		res.Summary = fmt.Sprintf("dry run: %d %s, none made", n, plural(n, "change", "changes"))
+	default:
+		res.Summary = fmt.Sprintf("applied %d %s", n, plural(n, "change", "changes"))
+	}
 }
 
 // exportSite: GET /api/export, the cluster as a file.
@@ -116,6 +132,7 @@ func (s *Server) applySite(w http.ResponseWriter, r *http.Request) error {
 	for _, ch := range plan {
 		res.Changes = append(res.Changes, ApplyChange{Op: ch.Op, Text: changeWords(ch), Place: ch.Place.String()})
 	}
+	res.summarize()
 	if len(plan) == 0 {
 		writeData(w, http.StatusOK, res)
 		return nil

@@ -163,7 +163,7 @@ func applyCmd(args []string, out io.Writer) error {
 		Changes []struct {
 			Text string `json:"text"`
 		} `json:"changes"`
-		Applied bool `json:"applied"`
+		Summary string `json:"summary"`
 	}
 	body := map[string]any{"spec": string(text), "dry_run": *dry, "prune": *prune}
 	if err := c.call("POST", "/api/apply", body, &res); err != nil {
@@ -172,14 +172,7 @@ func applyCmd(args []string, out io.Writer) error {
 	for _, ch := range res.Changes {
 		fmt.Fprintln(out, ch.Text)
 	}
-	switch {
-	case len(res.Changes) == 0:
-		fmt.Fprintln(out, "no changes")
-	case *dry:
-		fmt.Fprintf(out, "dry run: %d %s, none made\n", len(res.Changes), plural(len(res.Changes), "change", "changes"))
-	default:
-		fmt.Fprintf(out, "applied %d %s\n", len(res.Changes), plural(len(res.Changes), "change", "changes"))
-	}
+	fmt.Fprintln(out, res.Summary)
 	return nil
 }
 
@@ -199,11 +192,4 @@ func readSiteFile(name string) ([]byte, error) {
 		err = fmt.Errorf("%s is larger than %d bytes", name, site.MaxBytes)
 	}
 	return b, err
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
