@@ -1,11 +1,13 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExportApplyThroughLocalSocket: as root on the box, export and apply
@@ -66,5 +68,23 @@ func TestExportApplyThroughLocalSocket(t *testing.T) {
 	out, err = run([]string{"TUNNELSVC_URL=" + d.base, "TUNNELSVC_TOKEN=tsvc_wrong"}, "", "export")
 	if err == nil || !strings.Contains(out, "(401)") {
 		t.Fatalf("a wrong token: %v\n%s", err, out)
+	}
+
+	// From anywhere: an API token of scope write, made as docs/automation.md
+	// says (the dashboard's Settings → API tokens is this route).
+	c := &http.Client{Timeout: 10 * time.Second}
+	r := call(t, c, "POST", d.base+"/api/auth/setup", `{"password":"`+password+`"}`, nil)
+	session := map[string]string{"Cookie": strings.Split(r.header.Get("Set-Cookie"), ";")[0]}
+	r = call(t, c, "POST", d.base+"/api/tokens", `{"name":"ci","scope":"write"}`, session)
+	token, _ := data(r)["token"].(string)
+	if r.status != 201 || token == "" {
+		t.Fatalf("token: %d %v", r.status, r.body)
+	}
+	viaToken := []string{"TUNNELSVC_URL=" + d.base, "TUNNELSVC_TOKEN=" + token, "TUNNELSVC_LOCAL_SOCKET=/nonexistent"}
+	if out, err := run(viaToken, "", "export"); err != nil || !strings.Contains(out, "version: 1\n") {
+		t.Fatalf("export with a token: %v\n%s", err, out)
+	}
+	if out, err := run(viaToken, "", "apply", "-f", file, "--dry-run"); err != nil || out != "no changes\n" {
+		t.Fatalf("apply with a token: %v\n%s", err, out)
 	}
 }
