@@ -23,6 +23,7 @@ const (
 	auditMachineRejoined   = "MACHINE_REJOINED"
 	auditMachineTransport  = "MACHINE_TRANSPORT_CHOSEN"
 	auditAgentRestart      = "AGENT_TUNNEL_RESTARTED"
+	auditSpeedTest         = "MACHINE_SPEEDTEST_STARTED"
 	auditTunnelCreated     = "TUNNEL_CREATED"
 	auditTunnelUpdated     = "TUNNEL_UPDATED"
 	auditTunnelDeleted     = "TUNNEL_DELETED"

@@ -32,6 +32,7 @@ func optionsFor(a *app.App) Options {
 		Monitoring: Monitoring{Metrics: a.Metrics, Tokens: a.Tokens, Traffic: a.Traffic, Notify: a.Notifier},
 		Fleet:      a.Fleet,
 		Rollouts:   a.Rollouts,
+		SpeedTests: a.SpeedTests,
 		Edges:      a.Edges,
 		Life:       a.Life(),
 	}

@@ -188,6 +188,10 @@ func (s *Server) routes() http.Handler {
 	// The machine's agent, reached through its agent tunnel.
 	api("GET", "/api/machines/{machine_id}/agent/status", read, s.agentStatus)
 	api("POST", "/api/machines/{machine_id}/agent/restart-tunnel", write, s.agentRestartTunnel)
+	// Speed tests through the machine's tunnel: started on request (one at
+	// a time per machine, never scheduled), followed in the history.
+	api("POST", "/api/machines/{machine_id}/speedtest", write, s.startSpeedTest)
+	api("GET", "/api/machines/{machine_id}/speedtests", read, s.speedTests)
 
 	// Files machines download (spec §4.5): public, machines have no session.
 	// Registered before the SPA catch-all.

@@ -28,6 +28,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/netcheck"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
+	"github.com/tunnelsvc/tunnelsvc/daemon/speedtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
 	"github.com/tunnelsvc/tunnelsvc/daemon/units"
@@ -76,6 +77,9 @@ type Options struct {
 	Fleet *fleet.Updater
 	// Rollouts keeps fleet updates as jobs in the database; set with Fleet.
 	Rollouts *fleet.Rollouts
+	// SpeedTests runs speed tests through machines' tunnels; nil answers
+	// 503 on their routes.
+	SpeedTests *speedtest.Service
 	// Edges lists the cluster's edges and lets new ones join; nil builds
 	// one on the store with this daemon as an edge not yet recorded.
 	Edges *edges.Service
@@ -142,6 +146,9 @@ type Server struct {
 
 	// machineList: GET /api/machines's last answer (handlers_machines.go).
 	machineList encodedList
+
+	// speedtests runs speed tests (handlers_speedtest.go).
+	speedtests *speedtest.Service
 }
 
 // New builds the Server and its route table.
@@ -154,6 +161,7 @@ func New(o Options) *Server {
 	s.mon = o.Monitoring
 	s.fleet = o.Fleet
 	s.rollouts = o.Rollouts
+	s.speedtests = o.SpeedTests
 	s.edges = o.Edges
 	s.tokens = o.APITokens
 	s.sso = o.SSO

@@ -41,6 +41,7 @@ import (
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/revtunnel"
 	"github.com/tunnelsvc/tunnelsvc/daemon/seal"
+	"github.com/tunnelsvc/tunnelsvc/daemon/speedtest"
 	"github.com/tunnelsvc/tunnelsvc/daemon/sshkeys"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 	"github.com/tunnelsvc/tunnelsvc/daemon/totp"
@@ -101,6 +102,8 @@ type App struct {
 	Fleet *fleet.Updater
 	// Rollouts runs the fleet updates stored in the database.
 	Rollouts *fleet.Rollouts
+	// SpeedTests runs speed tests through machines' tunnels.
+	SpeedTests *speedtest.Service
 	// caRollout brings machines whose frpc does not pin the tunnel CA to
 	// a config that does; health checks the targets of shared sites.
 	caRollout *agentclient.Rollout
@@ -354,6 +357,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps) (
 	a.guardServices(deps.Dashboard)
 	a.setupServices(deps.Dashboard)
 	a.agentServices()
+	a.speedTestService()
 	a.probeServices()
 	// This edge's own host (the tunnel server's config, Caddy, the publish
 	// table, the firewall) is kept as the database says: a change heard of

@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // Retention: the audit log, the activity feed and the stale-token attempts
 // are pruned at start and then every pruneEvery to cfg.RetentionDays, and
-// to at most MaxRowsPerTable rows each, newest kept.
+// to at most MaxRowsPerTable rows each, newest kept; speed tests to
+// store.SpeedTestRetention.
 const (
 	MaxRowsPerTable = 100_000
 	pruneEvery      = 10 * time.Minute
@@ -38,6 +40,13 @@ func (a *App) prune(ctx context.Context) {
 	}
 	if err := a.Store.PruneGateTokens(ctx, time.Now()); err != nil {
 		a.Log.Warn("retention: pruning failed", "table", "gate_tokens", "err", err)
+	}
+	// Speed tests are kept 90 days, whatever the retention setting: they
+	// are few (each one asked for) and their chart spans that long.
+	if n, err := a.Store.PruneSpeedTests(ctx, time.Now().Add(-store.SpeedTestRetention)); err != nil {
+		a.Log.Warn("retention: pruning failed", "table", "speedtests", "err", err)
+	} else if n > 0 {
+		a.Log.Info("retention: pruned old rows", "table", "speedtests", "rows", n)
 	}
 }
 
