@@ -157,6 +157,20 @@ func TestApplyChanges(t *testing.T) {
 		if r, lines := e.apply(t, pw, false, false); r.Code != 200 || len(lines) != 0 {
 			t.Fatalf("the same password again: %d %q", r.Code, lines)
 		}
+		// Written otherwise than the gate keeps it, the same file is still
+		// "no changes" the second time.
+		loose := strings.Replace(file, "subdomain: grafana}", "subdomain: GRAFANA, access: sso, sso_allow: [' Alice@Example.COM', '@Example.org', '@example.org'], "+
+			"allow_ips: ['203.0.113.5', '2001:DB8::1/32', '203.0.113.5'], rules: [{path: ' /api/*', action: allow}], domains: ['Grafana.Example.ORG.']}", 1)
+		e.ssoOn(t)
+		if r, lines := e.apply(t, loose, false, false); r.Code != 200 || len(lines) != 1 {
+			t.Fatalf("loose: %d %q %s", r.Code, lines, r.Body)
+		}
+		if r, lines := e.apply(t, loose, false, false); r.Code != 200 || len(lines) != 0 {
+			t.Fatalf("the loose file again: %d %q", r.Code, lines)
+		}
+		if _, lines := e.apply(t, pw, false, false); len(lines) != 1 {
+			t.Fatalf("back to the password: %q", lines)
+		}
 		before := e.export(t)
 
 		for _, c := range []struct{ text, msg string }{

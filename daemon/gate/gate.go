@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -289,6 +290,25 @@ func ParseAllow(v string) (netip.Prefix, error) {
 	}
 	a = a.Unmap()
 	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// ParseAllowList is an allow list as the gate keeps it: each entry
+// parsed (ParseAllow) and written canonically, each once, in order; bad
+// holds the entries that are neither an address nor a CIDR, quoted.
+func ParseAllowList(list []string) (out, bad []string) {
+	seen := map[string]bool{}
+	for _, v := range list {
+		p, err := ParseAllow(v)
+		if err != nil {
+			bad = append(bad, strconv.Quote(strings.TrimSpace(v)))
+			continue
+		}
+		if s := p.String(); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out, bad
 }
 
 // lookup finds the site of a Host header value, port and case aside.

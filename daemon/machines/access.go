@@ -3,7 +3,6 @@ package machines
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -127,20 +126,8 @@ func (ch *accessChange) planLists(in TunnelInput) error {
 		if len(*in.AllowIPs) > MaxAllowIPs {
 			return InputError(fmt.Sprintf("allow_ips may hold at most %d entries", MaxAllowIPs))
 		}
-		seen := map[string]bool{}
 		var bad []string
-		ch.next.AllowIPs = nil
-		for _, v := range *in.AllowIPs {
-			p, err := gate.ParseAllow(v)
-			if err != nil {
-				bad = append(bad, strconv.Quote(strings.TrimSpace(v)))
-				continue
-			}
-			if s := p.String(); !seen[s] {
-				seen[s] = true
-				ch.next.AllowIPs = append(ch.next.AllowIPs, s)
-			}
-		}
+		ch.next.AllowIPs, bad = gate.ParseAllowList(*in.AllowIPs)
 		// Every bad entry is named, so one correction fixes them all.
 		switch len(bad) {
 		case 0:

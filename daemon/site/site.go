@@ -18,6 +18,9 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
 // Version is the file format's version; a file names it.
@@ -291,6 +294,7 @@ func (t *Tunnel) Normalize() {
 	for i, d := range t.Domains {
 		t.Domains[i] = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
 	}
+	t.canonicalGate()
 	for _, l := range []*[]string{&t.AllowIPs, &t.SSOAllow, &t.Domains} {
 		if len(*l) == 0 {
 			*l = nil
@@ -332,4 +336,27 @@ func Sorted(ts []Tunnel) []Tunnel {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return out
+}
+
+// canonicalGate writes the gate's lists as the gate keeps them (through
+// its own parsers), so that a file that means the same as the cluster
+// compares equal. Entries the gate refuses are left as written, for the
+// API to refuse in its words.
+func (t *Tunnel) canonicalGate() {
+	if out, bad := gate.ParseAllowList(t.AllowIPs); len(bad) == 0 {
+		t.AllowIPs = out
+	}
+	if out, err := gate.ParseSSOAllow(t.SSOAllow); err == nil {
+		t.SSOAllow = out
+	}
+	rules := make([]store.AccessRule, len(t.Rules))
+	for i, r := range t.Rules {
+		rules[i] = store.AccessRule{Path: r.Path, Action: r.Action}
+	}
+	if out, err := gate.ParseRules(rules); err == nil {
+		t.Rules = t.Rules[:0]
+		for _, r := range out {
+			t.Rules = append(t.Rules, Rule{Path: r.Path, Action: r.Action})
+		}
+	}
 }
