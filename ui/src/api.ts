@@ -416,6 +416,15 @@ export interface StaleTokenAttempt {
   client_addr?: string; reason?: string; count?: number;
 }
 export interface ActivityEvent { id: number; created_at: string; source: string; kind?: string; machine_id?: number | null; tunnel_id?: number | null; message?: string }
+/** A speed test through a machine's tunnel; the measurements are null
+ * until measured (issue 50). */
+export interface SpeedTest {
+  id: number; machine_id: number; edge?: string; state: 'running' | 'done' | 'failed';
+  phase: '' | 'download' | 'upload' | 'rtt' | 'mtu'; progress: number; seconds: number;
+  started_at: string; finished_at?: string | null;
+  download_mbps?: number | null; upload_mbps?: number | null; rtt_ms?: number | null;
+  mtu?: number | null; payload?: number | null; error?: string;
+}
 export interface AgentStatus { unit?: string; active_state?: string; sub_state?: string; uptime_seconds?: number; agent_version?: string; revtunnel_client_version?: string }
 export interface TwoFADevice { id: string; type?: 'totp' | 'passkey'; name: string; created_at?: string; last_used_at?: string | null }
 export interface TwoFAStatus { enabled: boolean; devices: TwoFADevice[]; backup_codes_remaining: number }

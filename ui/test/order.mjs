@@ -9,7 +9,7 @@ import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const longestFirst = ['layout', 'browser', 'trial-d', 'trial-a', 'trial-b', 'machines-pages', 'trial-c',
-  'sso', 'edges', 'update', 'trial-e', 'gate', 'disk', 'monitoring', 'passkeys'];
+  'sso', 'edges', 'update', 'trial-e', 'gate', 'disk', 'monitoring', 'speedtest', 'passkeys'];
 
 export function ordered(dir) {
   const all = readdirSync(dir).filter((f) => f.endsWith('.test.mjs')).sort();

@@ -13,6 +13,7 @@ import { reason } from '../words';
 import { newTunnelForm, tunnelsTable } from './tunnels';
 import { known } from '../fleet';
 import { followUpdate, progress, updateButton, updateState } from './update';
+import { speedTestCard } from './speedtest';
 
 /** Where the SSH command expects the downloaded private key. */
 const KEY_FILE = '~/.ssh/tunnel_id_rsa';
@@ -36,6 +37,7 @@ export const machineView: View = (root, ctx, params) => {
   const softBody = h('div');
   const softNotice = notice();
   const updating = progress();
+  const speed = speedTestCard(ctx, id);
 
   const renameButton = h('button', { type: 'button', class: 'secondary small' }, 'Rename');
   const showRename = () => {
@@ -251,6 +253,7 @@ export const machineView: View = (root, ctx, params) => {
     card('SSH', sshBody),
     card('Agent', agentNotice.el, agentBody, h('div', { class: 'actions' }, restart, config), restartWhy),
     card('Software', softBody, updating.el, softNotice.el),
+    speed.el,
     card('Tunnels', tunnelsNotice.el, tunnelsBody, h('h3', null, 'New tunnel'), newTunnel.el),
     card('Activity', activityBody),
     card('Danger zone', h('p', null, 'Deleting removes its tunnels and its credentials.'), del));
@@ -262,7 +265,7 @@ export const machineView: View = (root, ctx, params) => {
   ctx.sub(['activity'], () => void loadActivity());
   void loadMachine().then(() => m && (void loadKeys(), loadAgent()));
   void loadTunnels().then(loadActivity);
-  return updating.stop;
+  return () => { updating.stop(); speed.stop(); };
 };
 
 /** An agent too old to update itself: the one line that joins the
