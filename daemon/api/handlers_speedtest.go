@@ -15,20 +15,12 @@ type speedTestBody struct {
 	Seconds int `json:"seconds"`
 }
 
-// machineName is "nas" (quoted) for messages, or #id when it cannot be read.
-func (s *Server) machineName(r *http.Request, id int64) string {
-	if s.machines != nil {
-		if m, err := s.machines.Machine(r.Context(), id, ""); err == nil {
-			return fmt.Sprintf("%q", m.Name)
-		}
-	}
-	return fmt.Sprintf("#%d", id)
-}
-
 // startSpeedTest: POST /api/machines/{id}/speedtest. It answers 202 with
-// the test running; GET .../speedtests follows it.
+// the test running; GET .../speedtests follows it. A machine whose tunnel
+// client is not connected is refused at once (409); one whose agent does
+// not answer gets the agent routes' 502.
 func (s *Server) startSpeedTest(w http.ResponseWriter, r *http.Request) error {
-	if s.speedtests == nil {
+	if s.speedtests == nil || s.machines == nil {
 		return Errorf(http.StatusServiceUnavailable, "this daemon does not run speed tests")
 	}
 	id, err := pathID(r, "machine_id")
@@ -39,21 +31,31 @@ func (s *Server) startSpeedTest(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptional(r, &body); err != nil {
 		return err
 	}
+	m, err := s.machines.Machine(r.Context(), id, "")
+	if err != nil {
+		return domainError(err, "machine")
+	}
+	if m.Status != "online" {
+		why := m.StatusReason
+		if why == "" {
+			why = m.Status
+		}
+		return Errorf(http.StatusConflict, "machine %q is not connected (%s): a speed test runs through its tunnel", m.Name, why)
+	}
 	t, err := s.speedtests.Start(r.Context(), id, body.Seconds)
 	var in speedtest.InputError
 	switch {
 	case errors.As(err, &in):
 		return Errorf(http.StatusBadRequest, "%s", in.Error())
 	case errors.Is(err, store.ErrSpeedTestRunning):
-		return Errorf(http.StatusConflict, "a speed test of machine %s is running; wait for it to end (GET /api/machines/%d/speedtests follows it)",
-			s.machineName(r, id), id)
+		return Errorf(http.StatusConflict, "a speed test of machine %q is running; wait for it to end (GET /api/machines/%d/speedtests follows it)", m.Name, id)
 	case errors.Is(err, speedtest.ErrAgentTooOld):
-		return Errorf(http.StatusConflict, "the agent of machine %s predates speed tests: update the machine (Update on its page, or POST /api/machines/%d/update), then test again",
-			s.machineName(r, id), id)
+		return Errorf(http.StatusConflict, "the agent of machine %q predates speed tests: update the machine (Update on its page, or POST /api/machines/%d/update), then test again",
+			m.Name, id)
 	case err != nil:
 		return agentError(err)
 	}
-	s.record(r, auditSpeedTest, fmt.Sprintf("speed test of machine %s started (at most %d s each way)", s.machineName(r, id), t.Seconds))
+	s.record(r, auditSpeedTest, fmt.Sprintf("speed test of machine %q started (at most %d s each way)", m.Name, t.Seconds))
 	writeData(w, http.StatusAccepted, t)
 	return nil
 }

@@ -65,6 +65,14 @@ func TestSpeedTestAPI(t *testing.T) {
 	d.call("POST", "/api/auth/setup", `{"password":"correct horse battery staple"}`, http.StatusOK, nil)
 	id, _ := d.join("nas")
 	path := fmt.Sprintf("/api/machines/%d/speedtest", id)
+	// Its tunnel client has not connected yet.
+	if msg := d.errorOf("POST", path, `{}`, 409); !strings.Contains(msg, `machine \"nas\" is not connected (never connected): a speed test runs through its tunnel`) {
+		t.Fatalf("a machine not connected: %s", msg)
+	}
+	// frps told the daemon it connected.
+	if err := d.a.Store.SetMachineStatus(context.Background(), id, "online", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 
 	if msg := d.errorOf("POST", path, `{"seconds":2,"schedule":"daily"}`, 400); !strings.Contains(msg, `unknown field \"schedule\"`) {
 		t.Fatalf("an unknown field: %s", msg)
@@ -113,13 +121,16 @@ func TestSpeedTestAPI(t *testing.T) {
 		t.Fatalf("an old agent: %s", msg)
 	}
 	// A machine whose agent does not answer (nothing listens on its agent
-	// port: it is offline).
+	// port, though frps said its client connected).
 	d.a.SpeedTests.Agents = d.a.Agents
 	var tok struct {
 		Token string `json:"token"`
 	}
 	d.call("POST", "/api/bootstrap/tokens", `{}`, http.StatusOK, &tok)
 	d.call("POST", "/api/bootstrap", fmt.Sprintf(`{"token":%q,"name":"pi","username":"pi"}`, tok.Token), http.StatusOK, nil)
+	if err := d.a.Store.SetMachineStatus(context.Background(), id+1, "online", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if msg := d.errorOf("POST", fmt.Sprintf("/api/machines/%d/speedtest", id+1), `{}`, 502); !strings.Contains(msg, "is not reachable (machine offline") {
 		t.Fatalf("an offline machine: %s", msg)
 	}
