@@ -108,7 +108,10 @@ func (s *Service) Start(ctx context.Context, id int64, seconds int) (Test, error
 	if _, err := s.Store.GetMachine(ctx, id); err != nil {
 		return Test{}, err
 	}
-	if ts, err := s.History(ctx, id); err != nil {
+	if err := s.abandon(ctx); err != nil {
+		return Test{}, err
+	}
+	if ts, err := s.Store.ListSpeedTests(ctx, id, 1); err != nil {
 		return Test{}, err
 	} else if len(ts) > 0 && ts[0].State == store.SpeedTestRunning {
 		return Test{}, store.ErrSpeedTestRunning
