@@ -87,7 +87,7 @@ func TestDBCopyRefusesWhileRunning(t *testing.T) {
 	var out bytes.Buffer
 	f := &fakeCopy{runningEr: errors.New("db copy: tunnelsvc.socket is active; stop tunnelsvc first: " + stopLine)}
 	err := f.cmd(&out).run(context.Background(), []string{"--data-dir", sqliteDir(t), "--to", pgURL})
-	if err == nil || !strings.Contains(err.Error(), "systemctl stop tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc.service") || f.calls != 0 {
+	if err == nil || !strings.Contains(err.Error(), "systemctl stop tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket tunnelsvc.service") || f.calls != 0 {
 		t.Fatalf("err = %v, copies %d", err, f.calls)
 	}
 }
@@ -130,7 +130,7 @@ settings    12  sha256:9f2c
 machines     3  sha256:01ab
 audit     1042  sha256:77e0
 copied 1057 rows in 3 tables; row counts and hashes match on both ends; secrets are still sealed with ` + dir + `/secret.key
-next: install -m 0600 /dev/stdin /etc/tunnelsvc/database-url (paste the URL, then Ctrl-D), keep ` + dir + `/secret.key beside it, then systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket
+next: install -m 0600 /dev/stdin /etc/tunnelsvc/database-url (paste the URL, then Ctrl-D), keep ` + dir + `/secret.key beside it, then systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket
 `
 	if out.String() != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", out.String(), want)
@@ -148,7 +148,7 @@ next: install -m 0600 /dev/stdin /etc/tunnelsvc/database-url (paste the URL, the
 		t.Fatalf("copy(%q, %q)", f.from, f.to)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if last := lines[len(lines)-1]; last != "next: remove the PostgreSQL URL (/etc/tunnelsvc/database-url, TUNNELSVC_DATABASE in /etc/tunnelsvc/tunnelsvc.env), then systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket" {
+	if last := lines[len(lines)-1]; last != "next: remove the PostgreSQL URL (/etc/tunnelsvc/database-url, TUNNELSVC_DATABASE in /etc/tunnelsvc/tunnelsvc.env), then systemctl start tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket" {
 		t.Fatalf("last line %q", last)
 	}
 	if strings.Contains(out.String(), "hunter2") {
