@@ -163,6 +163,7 @@ test-ui: ui daemon
 # much of it waiting on real frps and frpc), now among the first: its UDP
 # test keeps at most 100 datagrams in flight, so a busy machine delays them
 # and loses none (beside the heavy packages, 5,000 a second unpaced lost 2 %).
+# The speed test's link test (10 s through a shaped link) is among them too.
 # Four packages at once (go test's default is one per processor): the API's
 # database outage, localsetup's timers and the bench's waits hold a slot
 # each while they wait; with three, the machine was 86-91 % busy while only
@@ -170,7 +171,7 @@ test-ui: ui daemon
 GO_TEST_P := 4
 GO_TEST_FIRST := ./daemon/systemtest/... ./daemon/api/... ./daemon/internal/bench/... \
 	./daemon/localsetup/... ./daemon/cmd/tunnelsvc/... ./daemon/app/... ./daemon/store/... \
-	./daemon/banner/... ./daemon/revtunnel/...
+	./daemon/banner/... ./daemon/revtunnel/... ./daemon/speedtest/...
 # Vet and the test binaries are built with -trimpath: without it Go keys
 # each package's compiled code and vet result by its directory, so a new
 # clone recompiled the whole project although the build cache held it.
