@@ -558,14 +558,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger, deps Deps,
 	log.Info("serving frps plugin calls", "addr", lis.Plugin.Addr().String())
 	gate := serveOn("access gate", a.gateServer(), nil, lis.Gate)
 	log.Info("serving the access gate", "addr", lis.Gate.Addr().String())
-	local := serveOn("local API", a.localServer(), nil)
-	if lis.Local != nil {
-		local = serveOn("local API", a.localServer(), nil, lis.Local)
-		log.Info("serving the API to root on this edge", "socket", lis.Local.Addr().String())
-	} else {
-		log.Warn("the local API socket could not be opened: tunnelsvc export and apply need TUNNELSVC_URL and TUNNELSVC_TOKEN",
-			"socket", cfg.LocalSocket, "err", lis.LocalErr)
-	}
+	local := a.serveLocal(cfg, lis)
 	// Our publish table does not survive a reboot: put it back.
 	if err := a.Publish.Reconcile(ctx); err != nil {
 		log.Error("public tcp tunnels could not be published", "err", err)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
+	"github.com/tunnelsvc/tunnelsvc/daemon/config"
 )
 
 // listenLocal listens on the Unix socket path, which only its owner may
@@ -39,6 +40,18 @@ func listenLocal(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// serveLocal serves the API on the local socket, or says why there is
+// none: without it the daemon still serves everything else.
+func (a *App) serveLocal(cfg *config.Config, lis *Listeners) *served {
+	if lis.Local == nil {
+		a.Log.Warn("the local API socket could not be opened: tunnelsvc export and apply need TUNNELSVC_URL and TUNNELSVC_TOKEN",
+			"socket", cfg.LocalSocket, "err", lis.LocalErr)
+		return serveOn("local API", a.localServer(), nil)
+	}
+	a.Log.Info("serving the API to root on this edge", "socket", lis.Local.Addr().String())
+	return serveOn("local API", a.localServer(), nil, lis.Local)
 }
 
 // localServer serves the API on the local socket: each connection carries
