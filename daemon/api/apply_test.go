@@ -171,6 +171,25 @@ func TestApplyChanges(t *testing.T) {
 		if _, lines := e.apply(t, pw, false, false); len(lines) != 1 {
 			t.Fatalf("back to the password: %q", lines)
 		}
+		// Domains in any order, a webhook URL with spaces around it: the
+		// second apply is no change either.
+		more := pw + "  - {name: docs, machine: pi, kind: http, port: 81, subdomain: docs, domains: [z.example.org, a.example.org, Z.example.org.]}\n" +
+			"webhook: {url: ' https://hooks.example.com/x ', preset: json}\n"
+		if r, lines := e.apply(t, more, false, false); r.Code != 200 || len(lines) != 2 {
+			t.Fatalf("more: %d %q %s", r.Code, lines, r.Body)
+		}
+		if r, lines := e.apply(t, more, false, false); r.Code != 200 || len(lines) != 0 {
+			t.Fatalf("more, again: %d %q", r.Code, lines)
+		}
+		// A site moved to another machine in one apply: the removal goes
+		// first, so the subdomain is free for the new one.
+		moved := strings.Replace(more, "{name: docs, machine: pi, kind: http, port: 81", "{name: docs, machine: nas, kind: http, port: 81", 1)
+		if r, lines := e.apply(t, moved, false, true); r.Code != 200 || !slices.Equal(lines, []string{"+ tunnel docs on nas (http 81)", "- tunnel docs on pi (http 81)"}) {
+			t.Fatalf("moved: %d %q %s", r.Code, lines, r.Body)
+		}
+		if _, lines := e.apply(t, pw, false, true); !slices.Equal(lines, []string{"- tunnel docs on nas (http 81)"}) {
+			t.Fatalf("back: %q", lines)
+		}
 		before := e.export(t)
 
 		for _, c := range []struct{ text, msg string }{
@@ -185,11 +204,17 @@ func TestApplyChanges(t *testing.T) {
 			{file + "  - {name: a, machine: nas, kind: http, port: 80, subdomain: dup}\n  - {name: b, machine: pi, kind: http, port: 80, subdomain: dup}\n",
 				"line 7 (tunnels[3]): + tunnel b on pi (http 80): subdomain is already in use"},
 			{file + "  - {name: a, machine: nas, kind: http, port: 0, subdomain: a}\n",
-				"line 6 (tunnels[2]): + tunnel a on nas (http 0): local_port must be between 1 and 65535"},
+				"line 6 (tunnels[2]): + tunnel a on nas (http 0): port must be between 1 and 65535"},
+			{file + "  - {name: a, machine: nas, kind: http, port: 80, subdomain: a, targets: [{machine: pi, port: 80}, {machine: pi, port: 0}]}\n",
+				"line 6 (tunnels[2]): + tunnel a on nas (http 80): targets[1].port must be between 1 and 65535"},
+			{file + "  - {name: b, machine: pi, kind: tcp, port: 80, access: operator, fallback: hi}\n",
+				"line 6 (tunnels[2]): access, fallback: only for http tunnels, and this one is tcp"},
+			{file + "  - {name: b, machine: pi, kind: http, port: 80, subdomain: b, sso_allow: ['@example.com']}\n",
+				`line 6 (tunnels[2]): sso_allow is only for access "sso"`},
 			{strings.Replace(file, "tunnels:", "machines: [nas, nas2]\ntunnels:", 1),
 				`line 3 (machines[1]): machine "nas2" has not joined this cluster: apply does not join machines (docs/machines.md)`},
-			{file + "webhook: {url: <kept>}\n",
-				"line 6 (webhook): url <kept> keeps a webhook, and none is set yet: give its URL"},
+			{file + "webhook: {url: <kept>, preset: slack}\n",
+				"line 6 (webhook): preset must be one of: ntfy, json"},
 			{file + "webhook: {url: 'ftp://x', preset: ntfy}\n",
 				""},
 			{file + "  - {name: grafana, machine: nas, kind: http, port: 1, subdomain: b}\n",
@@ -209,7 +234,7 @@ func TestApplyChanges(t *testing.T) {
 		if r, lines := e.apply(t, strings.Replace(hook, "'https://ntfy.example.com/secret-topic'", site.Kept, 1), false, false); r.Code != 200 || len(lines) != 0 {
 			t.Fatalf("webhook kept: %d %q", r.Code, lines)
 		}
-		if rows := e.auditOf(t, KindNotifyChanged); len(rows) != 1 || strings.Contains(rows[0], "secret-topic") {
+		if rows := e.auditOf(t, KindNotifyChanged); len(rows) != 2 || strings.Contains(strings.Join(rows, " "), "secret-topic") {
 			t.Fatalf("the webhook's audit rows: %q", rows)
 		}
 		without := "version: 1\ntunnels:\n  - {name: grafana, machine: nas, kind: http, port: 3000, subdomain: grafana, access: password, password: <kept>}\n"
@@ -267,4 +292,31 @@ func TestApplySchemaServed(t *testing.T) {
 	if err != nil || string(doc) != string(site.Schema) {
 		t.Fatalf("docs/site.schema.json is not the served schema (%v): run make docs", err)
 	}
+}
+
+// TestApplyDryRunGuesses: a dry run would tell whether a password is the
+// gate's; its comparisons are on record, and wrong ones count against the
+// address like wrong passwords, up to 429.
+func TestApplyDryRunGuesses(t *testing.T) {
+	e := newSiteEnv(t, sqliteEngine)
+	file := "version: 1\ntunnels:\n  - {name: g, machine: nas, kind: http, port: 80, subdomain: g, access: password, password: %s}\n"
+	if r, _ := e.apply(t, fmt.Sprintf(file, "correct horse battery staple"), false, false); r.Code != 200 {
+		t.Fatalf("%d %s", r.Code, r.Body)
+	}
+	for i := range 20 {
+		r, lines := e.apply(t, fmt.Sprintf(file, fmt.Sprintf("wrong guess number %d", i)), true, false)
+		if r.Code == 429 {
+			if i < 5 {
+				t.Fatalf("limited after %d guesses", i)
+			}
+			if rows := e.auditOf(t, auditApply); len(rows) < i || !strings.Contains(rows[0], "dry run of a site file compared 1 gate password") {
+				t.Fatalf("APPLY rows: %q", rows)
+			}
+			return
+		}
+		if r.Code != 200 || !slices.Equal(lines, []string{"~ tunnel g on nas: password changed"}) {
+			t.Fatalf("guess %d: %d %q", i, r.Code, lines)
+		}
+	}
+	t.Fatal("20 wrong guesses in dry runs, and no 429")
 }

@@ -66,6 +66,30 @@ func tokenDetail(what string, id int64, label string) string {
 	return fmt.Sprintf("join token %q %s", label, what)
 }
 
+// tunnelCreated and tunnelDeleted are the audit rows of a tunnel made or
+// removed, through its route or a site file.
+func tunnelCreated(t machines.Tunnel) string {
+	return fmt.Sprintf("%s tunnel %q created on machine %q: %s", t.Kind, t.Name, t.MachineName, tunnelTarget(t))
+}
+
+func tunnelDeleted(t machines.Tunnel) string {
+	return fmt.Sprintf("%s tunnel %q of machine %q deleted", t.Kind, t.Name, t.MachineName)
+}
+
+// recordTunnelUpdate records what an update of old (now t, asked as in)
+// changed, and its pausing or resuming, each as a row of its own.
+func (s *Server) recordTunnelUpdate(r *http.Request, old, t machines.Tunnel, in machines.TunnelInput) {
+	if ch := tunnelChanges(old, t, in); ch != "" {
+		s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, ch))
+	}
+	switch {
+	case t.Paused && !old.Paused:
+		s.record(r, auditTunnelPaused, fmt.Sprintf("%s tunnel %q of machine %q paused", t.Kind, t.Name, t.MachineName))
+	case !t.Paused && old.Paused:
+		s.record(r, auditTunnelResumed, fmt.Sprintf("%s tunnel %q of machine %q resumed", t.Kind, t.Name, t.MachineName))
+	}
+}
+
 // tunnelTarget says where a tunnel leads, for the audit log.
 func tunnelTarget(t machines.Tunnel) string {
 	s := fmt.Sprintf("local port %d", t.LocalPort)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
@@ -118,13 +120,20 @@ func (s *Server) applySite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	compared := 0
 	plan, err := site.Plan(p, c, body.Prune, func(id int64, pw string) (bool, error) {
-		a, err := s.machines.Store.TunnelAccessOf(r.Context(), id)
-		if err != nil || a.PasswordHash == "" {
-			return false, err
-		}
-		return auth.VerifyClientPassword(r.Context(), client(r), a.PasswordHash, pw)
+		compared++
+		return s.samePassword(r, id, pw, body.DryRun)
 	})
+	if compared > 0 && body.DryRun {
+		// A dry run's "no changes" would tell a gate's password: its
+		// comparisons are on record, and wrong ones count as failures.
+		s.record(r, auditApply, fmt.Sprintf("dry run of a site file compared %d gate %s", compared, plural(compared, "password", "passwords")))
+	}
+	var limited *auth.RateLimitedError
+	if errors.As(err, &limited) {
+		return loginError(w, err)
+	}
 	if err != nil {
 		return applyError(err)
 	}
@@ -143,6 +152,29 @@ func (s *Server) applySite(w http.ResponseWriter, r *http.Request) error {
 	res.Applied = !body.DryRun
 	writeData(w, http.StatusOK, res)
 	return nil
+}
+
+// samePassword reports whether pw is tunnel id's gate password. In a dry
+// run, where no change follows, a wrong one counts against the client's
+// address like a wrong password at the login (429 past the limit).
+func (s *Server) samePassword(r *http.Request, id int64, pw string, dryRun bool) (bool, error) {
+	a, err := s.machines.Store.TunnelAccessOf(r.Context(), id)
+	if err != nil || a.PasswordHash == "" {
+		return false, err
+	}
+	c := client(r)
+	if !dryRun || !c.Addr.IsValid() {
+		return auth.VerifyClientPassword(r.Context(), c, a.PasswordHash, pw)
+	}
+	res, err := s.auth.Reserve(r.Context(), c)
+	if err != nil {
+		return false, err
+	}
+	ok, err := auth.VerifyClientPassword(r.Context(), c, a.PasswordHash, pw)
+	if ok {
+		res.Release()
+	}
+	return ok, err
 }
 
 // parseSpec reads the body's spec: the file's text, or the file as an
@@ -181,13 +213,7 @@ func (s *Server) applyPlan(r *http.Request, plan []site.Change, dryRun bool) err
 		if oe.Index < len(opOf) {
 			i = opOf[oe.Index]
 		}
-		ch := plan[i]
-		refused := domainError(oe.Err, "tunnel")
-		var e *Error
-		if errors.As(refused, &e) && e.Status < 500 {
-			return Errorf(e.Status, "%s: %s: %s", ch.Place, changeWords(ch), e.Msg)
-		}
-		return refused
+		return placed(plan[i], domainError(oe.Err, "tunnel"))
 	}
 	if err != nil {
 		return domainError(err, "site")
@@ -228,12 +254,12 @@ func (s *Server) applyOps(r *http.Request, plan []site.Change) ([]machines.Tunne
 			ops = append(ops, machines.TunnelOp{ID: ch.Old.ID, Delete: true})
 		case ch.Op == site.Create:
 			if err := s.ssoGateWorks(r, ch.Input); err != nil {
-				return nil, nil, nil, Errorf(http.StatusBadRequest, "%s: %s", ch.Place, err.Error())
+				return nil, nil, nil, placed(ch, err)
 			}
 			ops = append(ops, machines.TunnelOp{In: ch.Input})
 		default:
 			if err := s.ssoGateWorks(r, ch.Input); err != nil && ch.Old.Access != "sso" {
-				return nil, nil, nil, Errorf(http.StatusBadRequest, "%s: %s", ch.Place, err.Error())
+				return nil, nil, nil, placed(ch, err)
 			}
 			ops = append(ops, machines.TunnelOp{ID: ch.Old.ID, In: ch.Input})
 		}
@@ -244,28 +270,17 @@ func (s *Server) applyOps(r *http.Request, plan []site.Change) ([]machines.Tunne
 
 // recordApplied records one applied change as the API's own route would.
 func (s *Server) recordApplied(r *http.Request, ch site.Change, id int64, op machines.TunnelOp) {
-	switch ch.Op {
-	case site.Delete:
-		t := ch.Old
-		s.record(r, auditTunnelDeleted, fmt.Sprintf("%s tunnel %q of machine %q deleted", t.Kind, t.Name, t.MachineName))
+	if ch.Op == site.Delete {
+		s.record(r, auditTunnelDeleted, tunnelDeleted(*ch.Old))
 		return
 	}
 	t, err := s.machines.Tunnel(r.Context(), id)
-	if err != nil {
-		return
-	}
-	if ch.Op == site.Create {
-		s.record(r, auditTunnelCreated, fmt.Sprintf("%s tunnel %q created on machine %q: %s", t.Kind, t.Name, t.MachineName, tunnelTarget(t)))
-		return
-	}
-	if words := tunnelChanges(*ch.Old, t, op.In); words != "" {
-		s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", ch.Old.Name, t.MachineName, words))
-	}
 	switch {
-	case t.Paused && !ch.Old.Paused:
-		s.record(r, auditTunnelPaused, fmt.Sprintf("%s tunnel %q of machine %q paused", t.Kind, t.Name, t.MachineName))
-	case !t.Paused && ch.Old.Paused:
-		s.record(r, auditTunnelResumed, fmt.Sprintf("%s tunnel %q of machine %q resumed", t.Kind, t.Name, t.MachineName))
+	case err != nil:
+	case ch.Op == site.Create:
+		s.record(r, auditTunnelCreated, tunnelCreated(t))
+	default:
+		s.recordTunnelUpdate(r, *ch.Old, t, op.In)
 	}
 }
 
@@ -307,4 +322,32 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// placed is an API refusal of ch, said with its place in the file and
+// the change's words; a server failure (5xx) stays as it is.
+func placed(ch site.Change, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Status >= 500 {
+		return err
+	}
+	return Errorf(e.Status, "%s: %s: %s", ch.Place, changeWords(ch), fileWords(e.Msg))
+}
+
+// apiTarget is the API's numbering of an http tunnel's targets, whose
+// targets[0] is the tunnel's own machine and port.
+var apiTarget = regexp.MustCompile(`targets\[(\d+)\]`)
+
+// fileWords is an API refusal in the file's names: its port is the API's
+// local_port, and its targets are the other machines, so the API's
+// targets[0] is the tunnel's port and its targets[1] the file's targets[0].
+func fileWords(msg string) string {
+	msg = strings.ReplaceAll(msg, "local_port", "port")
+	return apiTarget.ReplaceAllStringFunc(msg, func(m string) string {
+		n, _ := strconv.Atoi(apiTarget.FindStringSubmatch(m)[1])
+		if n == 0 {
+			return "port"
+		}
+		return fmt.Sprintf("targets[%d]", n-1)
+	})
 }

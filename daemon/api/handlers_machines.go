@@ -564,7 +564,7 @@ func (s *Server) createTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
-	s.record(r, auditTunnelCreated, fmt.Sprintf("%s tunnel %q created on machine %q: %s", t.Kind, t.Name, t.MachineName, tunnelTarget(t)))
+	s.record(r, auditTunnelCreated, tunnelCreated(t))
 	writeData(w, http.StatusCreated, t)
 	return nil
 }
@@ -623,15 +623,7 @@ func (s *Server) updateTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return domainError(err, "tunnel")
 	}
-	if ch := tunnelChanges(old, t, body); ch != "" {
-		s.record(r, auditTunnelUpdated, fmt.Sprintf("tunnel %q of machine %q changed: %s", old.Name, t.MachineName, ch))
-	}
-	switch {
-	case t.Paused && !old.Paused:
-		s.record(r, auditTunnelPaused, fmt.Sprintf("%s tunnel %q of machine %q paused", t.Kind, t.Name, t.MachineName))
-	case !t.Paused && old.Paused:
-		s.record(r, auditTunnelResumed, fmt.Sprintf("%s tunnel %q of machine %q resumed", t.Kind, t.Name, t.MachineName))
-	}
+	s.recordTunnelUpdate(r, old, t, body)
 	writeData(w, http.StatusOK, t)
 	return nil
 }
@@ -648,7 +640,7 @@ func (s *Server) deleteTunnel(w http.ResponseWriter, r *http.Request) error {
 	if err := s.machines.DeleteTunnel(r.Context(), id); err != nil {
 		return domainError(err, "tunnel")
 	}
-	s.record(r, auditTunnelDeleted, fmt.Sprintf("%s tunnel %q of machine %q deleted", t.Kind, t.Name, t.MachineName))
+	s.record(r, auditTunnelDeleted, tunnelDeleted(t))
 	writeData(w, http.StatusOK, message("tunnel deleted"))
 	return nil
 }

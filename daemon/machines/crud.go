@@ -941,13 +941,15 @@ type tunnelWrite struct {
 	// before: the machines serving the tunnel before the change.
 	before    []int64
 	wasPaused bool
+	// freed says which domains other writes of its batch give up.
+	freed func(owner int64, domain string) bool
 }
 
 // CreateTunnel validates and stores a tunnel with a newly allocated remote
 // port. frps is not touched: the plugin accepts the new proxy as soon as
 // the machine's frpc asks for it.
 func (s *Service) CreateTunnel(ctx context.Context, in TunnelInput) (Tunnel, error) {
-	w, err := s.planCreate(ctx, in)
+	w, err := s.planCreate(ctx, in, nil)
 	if err != nil {
 		return Tunnel{}, err
 	}
@@ -974,8 +976,9 @@ func writeError(err error, t store.Tunnel) error {
 	return targetsError(domainTaken(err))
 }
 
-// planCreate checks in as a new tunnel.
-func (s *Service) planCreate(ctx context.Context, in TunnelInput) (tunnelWrite, error) {
+// planCreate checks in as a new tunnel; freed (nil: none) names the
+// domains its batch gives up.
+func (s *Service) planCreate(ctx context.Context, in TunnelInput, freed func(int64, string) bool) (tunnelWrite, error) {
 	// With targets, the first is the tunnel's own machine and port.
 	if in.Targets != nil && len(*in.Targets) > 0 {
 		first := (*in.Targets)[0]
@@ -997,7 +1000,7 @@ func (s *Service) planCreate(ctx context.Context, in TunnelInput) (tunnelWrite, 
 	if err := validateTunnel(t); err != nil {
 		return tunnelWrite{}, err
 	}
-	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteCreate}, in: in}
+	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteCreate}, in: in, freed: freed}
 	if in.Targets != nil || in.Balance != nil || in.Health != nil {
 		ms, err := s.machineMap(ctx)
 		if err != nil {
@@ -1032,7 +1035,7 @@ func mergeFlags(t *store.Tunnel, in TunnelInput) {
 // planParts checks the domains and the gate of w, whose tunnel is t (its
 // other fields merged) and whose gate is cur now.
 func (s *Service) planParts(ctx context.Context, w *tunnelWrite, t store.Tunnel, cur store.TunnelAccess) error {
-	domains, err := s.planDomains(ctx, t, w.in)
+	domains, err := s.planDomains(ctx, t, w.in, w.freed)
 	if err != nil {
 		return err
 	}
@@ -1095,7 +1098,7 @@ func (s *Service) updated(ctx context.Context, w tunnelWrite) {
 // UpdateTunnel changes name, local_port, subdomain, public, paused or the
 // access gate. kind and machine_id are fixed at creation.
 func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (Tunnel, error) {
-	w, err := s.planUpdate(ctx, id, in)
+	w, err := s.planUpdate(ctx, id, in, nil)
 	if err != nil {
 		return Tunnel{}, err
 	}
@@ -1108,13 +1111,13 @@ func (s *Service) UpdateTunnel(ctx context.Context, id int64, in TunnelInput) (T
 	return s.Tunnel(ctx, id)
 }
 
-// planUpdate checks in as a change of tunnel id.
-func (s *Service) planUpdate(ctx context.Context, id int64, in TunnelInput) (tunnelWrite, error) {
+// planUpdate checks in as a change of tunnel id; freed as planCreate's.
+func (s *Service) planUpdate(ctx context.Context, id int64, in TunnelInput, freed func(int64, string) bool) (tunnelWrite, error) {
 	t, err := s.Store.GetTunnel(ctx, id)
 	if err != nil {
 		return tunnelWrite{}, err
 	}
-	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteUpdate}, in: in, wasPaused: t.Paused}
+	w := tunnelWrite{TunnelWrite: store.TunnelWrite{Kind: store.WriteUpdate}, in: in, wasPaused: t.Paused, freed: freed}
 	if in.Kind != nil && *in.Kind != t.Kind {
 		return w, InputError("kind cannot be changed; delete the tunnel and create another")
 	}

@@ -32,8 +32,9 @@ type DomainView struct {
 }
 
 // planDomains checks in's domains for t: nil when unchanged, else the
-// list to store (lower-case, without a final dot, each once).
-func (s *Service) planDomains(ctx context.Context, t store.Tunnel, in TunnelInput) (*[]string, error) {
+// list to store (lower-case, without a final dot, each once). A domain
+// whose owner gives it up in the same batch (freed) is not taken.
+func (s *Service) planDomains(ctx context.Context, t store.Tunnel, in TunnelInput, freed func(owner int64, domain string) bool) (*[]string, error) {
 	if in.Domains == nil {
 		return nil, nil
 	}
@@ -73,7 +74,7 @@ func (s *Service) planDomains(ctx context.Context, t store.Tunnel, in TunnelInpu
 				return nil, InputError(fmt.Sprintf("%s is under this server's domain: make %q the tunnel's subdomain instead", d, sub))
 			}
 		}
-		if owner, err := s.Store.DomainOwner(ctx, d); err == nil && owner != t.ID {
+		if owner, err := s.Store.DomainOwner(ctx, d); err == nil && owner != t.ID && (freed == nil || !freed(owner, d)) {
 			name := fmt.Sprint(owner)
 			if o, err := s.Store.GetTunnel(ctx, owner); err == nil {
 				name = fmt.Sprintf("%q", o.Name)

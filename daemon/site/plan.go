@@ -131,6 +131,10 @@ func Plan(p Parsed, c Cluster, prune bool, same PasswordCheck) ([]Change, error)
 		}
 		seen[want.Key()] = i
 		ch, err := planTunnel(want, have, ids, same)
+		var cf checkFailed
+		if errors.As(err, &cf) {
+			return nil, cf.err // not the file's fault: the API words it
+		}
 		if err != nil {
 			return nil, &PlaceError{place, err}
 		}
@@ -155,10 +159,19 @@ func Plan(p Parsed, c Cluster, prune bool, same PasswordCheck) ([]Change, error)
 	return out, nil
 }
 
+// checkFailed is a password check that could not be made (the store, the
+// hashing bound): the request's failure, not the file's.
+type checkFailed struct{ err error }
+
+func (c checkFailed) Error() string { return c.err.Error() }
+
 // planTunnel is the change one tunnel of the file asks for (nil: none).
 func planTunnel(want Tunnel, have map[string]machines.Tunnel, ids map[string]int64, same PasswordCheck) (*Change, error) {
 	if want.Name == "" {
 		return nil, errors.New("name is required")
+	}
+	if err := onlyWhereMeant(want); err != nil {
+		return nil, err
 	}
 	mid, ok := ids[want.Machine]
 	if !ok {
@@ -189,7 +202,7 @@ func planTunnel(want Tunnel, have map[string]machines.Tunnel, ids map[string]int
 	if want.Password != "" && want.Password != Kept {
 		ok, err := same(old.ID, want.Password)
 		if err != nil {
-			return nil, err
+			return nil, checkFailed{err}
 		}
 		pwChanged = !ok
 	}
@@ -203,6 +216,37 @@ func planTunnel(want Tunnel, have map[string]machines.Tunnel, ids map[string]int
 	nv := predict(old, want, mid, ids)
 	o := old
 	return &Change{Op: Update, Old: &o, New: &nv, Input: in}, nil
+}
+
+// onlyWhereMeant refuses the fields want's kind or gate does not take,
+// which the API would otherwise never be asked about (and every apply
+// would show as a change).
+func onlyWhereMeant(want Tunnel) error {
+	if want.Kind != "http" {
+		var named []string
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"subdomain", want.Subdomain != ""}, {"access", want.Access != ""}, {"password", want.Password != ""},
+			{"allow_ips", len(want.AllowIPs) > 0}, {"sso_allow", len(want.SSOAllow) > 0}, {"rules", len(want.Rules) > 0},
+			{"remember_days", want.RememberDays != 0}, {"targets", len(want.Targets) > 0}, {"balance", want.Balance != ""},
+			{"health", want.Health != nil}, {"domains", len(want.Domains) > 0}, {"fallback", want.Fallback != ""}} {
+			if f.set {
+				named = append(named, f.name)
+			}
+		}
+		if len(named) > 0 {
+			return fmt.Errorf("%s: only for http tunnels, and this one is %s", strings.Join(named, ", "), want.Kind)
+		}
+		return nil
+	}
+	if len(want.SSOAllow) > 0 && want.Access != "sso" {
+		return errors.New(`sso_allow is only for access "sso"`)
+	}
+	if want.Password != "" && want.Access != "password" {
+		return errors.New(`password is only for access "password"`)
+	}
+	return nil
 }
 
 // Input is what the API is asked for want: every declarable field, so
@@ -307,18 +351,18 @@ func planWebhook(want, have *Webhook) (*Webhook, error) {
 		return nil, nil
 	}
 	w := *want
-	if w.Preset == "" {
-		w.Preset = notify.PresetJSON
-	}
-	if w.OfflineMinutes == 0 {
-		w.OfflineMinutes = notify.DefaultOfflineMinutes
-	}
 	if w.URL == Kept {
 		if have == nil || have.URL == "" {
 			return nil, errors.New("url " + Kept + " keeps a webhook, and none is set yet: give its URL")
 		}
 		w.URL = have.URL
 	}
+	// As the notifier keeps it: the URL trimmed, the defaults filled in.
+	set := notify.Settings{URL: w.URL, Preset: w.Preset, OfflineMinutes: w.OfflineMinutes}
+	if err := set.Validate(); err != nil {
+		return nil, err
+	}
+	w = Webhook{URL: set.URL, Preset: set.Preset, OfflineMinutes: set.OfflineMinutes}
 	if have != nil && *have == w {
 		return nil, nil
 	}

@@ -20,6 +20,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/tunnelsvc/tunnelsvc/daemon/gate"
+	"github.com/tunnelsvc/tunnelsvc/daemon/machines"
 	"github.com/tunnelsvc/tunnelsvc/daemon/store"
 )
 
@@ -270,7 +271,8 @@ func Marshal(s Spec) ([]byte, error) {
 
 // Normalize puts t in the form export writes, so that a file and the
 // cluster compare equal when they mean the same: lower-case names,
-// defaults left out, lists without duplicates in their order.
+// defaults left out, the gate's lists as the gate keeps them, domains
+// sorted, each once.
 func (t *Tunnel) Normalize() {
 	t.Name = strings.ToLower(strings.TrimSpace(t.Name))
 	t.Machine = strings.ToLower(strings.TrimSpace(t.Machine))
@@ -286,7 +288,7 @@ func (t *Tunnel) Normalize() {
 		t.Health = nil
 	}
 	if t.Health != nil && t.Health.IntervalS == 0 {
-		t.Health.IntervalS = DefaultHealthInterval
+		t.Health.IntervalS = machines.DefaultHealthInterval
 	}
 	for i := range t.Targets {
 		t.Targets[i].Machine = strings.ToLower(strings.TrimSpace(t.Targets[i].Machine))
@@ -294,6 +296,9 @@ func (t *Tunnel) Normalize() {
 	for i, d := range t.Domains {
 		t.Domains[i] = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
 	}
+	// The store lists a site's own domains in order, each once.
+	slices.Sort(t.Domains)
+	t.Domains = slices.Compact(t.Domains)
 	t.canonicalGate()
 	for _, l := range []*[]string{&t.AllowIPs, &t.SSOAllow, &t.Domains} {
 		if len(*l) == 0 {
@@ -307,10 +312,6 @@ func (t *Tunnel) Normalize() {
 		t.Targets = nil
 	}
 }
-
-// DefaultHealthInterval is a health check's interval when the file gives
-// none (as the API's).
-const DefaultHealthInterval = 10
 
 // Same reports whether the cluster's tunnel have matches the file's want,
 // both normalized. A password of Kept (or none, while have has one)

@@ -222,3 +222,23 @@ func jsonOf(t *testing.T, text []byte) any {
 	}
 	return out
 }
+
+// TestPlanWebhook: <kept> needs a webhook to keep; a URL is compared as the
+// notifier keeps it (trimmed, defaults filled in).
+func TestPlanWebhook(t *testing.T) {
+	p, err := Parse([]byte("version: 1\ntunnels: []\nwebhook: {url: <kept>}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Plan(p, Cluster{}, false, nil); err == nil || err.Error() != "line 3 (webhook): url <kept> keeps a webhook, and none is set yet: give its URL" {
+		t.Fatalf("kept with none: %v", err)
+	}
+	have := &Webhook{URL: "https://h.example.com/x", Preset: "json", OfflineMinutes: 5}
+	if ch, err := Plan(p, Cluster{Webhook: have}, false, nil); err != nil || len(ch) != 0 {
+		t.Fatalf("kept: %v %v", ch, err)
+	}
+	p, _ = Parse([]byte("version: 1\ntunnels: []\nwebhook: {url: ' https://h.example.com/x '}\n"))
+	if ch, err := Plan(p, Cluster{Webhook: have}, false, nil); err != nil || len(ch) != 0 {
+		t.Fatalf("the same URL with spaces: %v %v", ch, err)
+	}
+}

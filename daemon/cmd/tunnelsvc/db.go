@@ -21,7 +21,7 @@ import (
 )
 
 // stopLine stops the daemon and every socket that would start it again
-// (each of the three starts tunnelsvc.service on its first connection: a
+// (each of the four starts tunnelsvc.service on its first connection: a
 // plugin call from frps would bring the daemon back mid-copy).
 const stopLine = "systemctl stop tunnelsvc.socket tunnelsvc-plugin.socket tunnelsvc-gate.socket tunnelsvc-local.socket tunnelsvc.service"
 
