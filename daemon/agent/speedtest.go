@@ -119,7 +119,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		s.upload(w, nonce, budget, limit)
 		return
 	}
-	t, err := receive(r.Body, budget, limit, http.NewResponseController(w))
+	t, err := Receive(r.Body, budget, limit, http.NewResponseController(w), nil)
 	if err != nil {
 		writeJSON(rec, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	} else {
@@ -128,12 +128,15 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, nonce, rec)
 }
 
-// deadliner sets a connection's read deadline (http.ResponseController).
-type deadliner interface{ SetReadDeadline(time.Time) error }
+// Deadliner sets a connection's read deadline (http.ResponseController,
+// net.Conn).
+type Deadliner interface{ SetReadDeadline(time.Time) error }
 
-// receive reads a download to its end: at most limit bytes, and no
-// longer than budget and SpeedGrace after its first byte.
-func receive(body io.Reader, budget time.Duration, limit int64, rc deadliner) (Transfer, error) {
+// Receive reads one direction of a speed test to its end, as its
+// receiving side (the agent for a download, the edge for an upload): at
+// most limit bytes, and no longer than budget and SpeedGrace after its
+// first byte. arrived, when not nil, is told the bytes so far.
+func Receive(body io.Reader, budget time.Duration, limit int64, rc Deadliner, arrived func(int64)) (Transfer, error) {
 	var m Meter
 	buf := make([]byte, 64<<10)
 	for {
@@ -144,15 +147,18 @@ func receive(body io.Reader, budget time.Duration, limit int64, rc deadliner) (T
 				rc.SetReadDeadline(now.Add(budget + SpeedGrace))
 			}
 			m.Add(n, now)
+			if arrived != nil {
+				arrived(m.Bytes())
+			}
 		}
 		if m.Bytes() > limit {
-			return Transfer{}, fmt.Errorf("the download is larger than the %d bytes asked", limit)
+			return Transfer{}, fmt.Errorf("more than the %d bytes asked arrived", limit)
 		}
 		if err == io.EOF {
 			return m.Result(), nil
 		}
 		if err != nil {
-			return Transfer{}, fmt.Errorf("the download broke off after %d bytes: %v", m.Bytes(), err)
+			return Transfer{}, fmt.Errorf("the stream broke off after %d bytes: %v", m.Bytes(), err)
 		}
 	}
 }

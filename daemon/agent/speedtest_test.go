@@ -70,7 +70,7 @@ func TestSpeedTestRoutes(t *testing.T) {
 	req, _ = streamRequest(t, srv, agent.PathSpeedDownload, agent.SpeedQuery(2, 1000), "", strings.NewReader(body))
 	rec = httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
-	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "larger than the 1000 bytes asked") {
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "more than the 1000 bytes asked arrived") {
 		t.Fatalf("too much: %d %s", rec.Code, rec.Body)
 	}
 

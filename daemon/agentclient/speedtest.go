@@ -142,29 +142,16 @@ func (c *Client) SpeedUpload(ctx context.Context, id int64, seconds int, limit i
 	if resp.StatusCode != http.StatusOK {
 		return agent.Transfer{}, l.signedAnswer(resp, nonce, nil)
 	}
-	var m agent.Meter
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			m.Add(n, time.Now())
-			moved.Store(m.Bytes())
-		}
-		if m.Bytes() > limit {
-			return agent.Transfer{}, fmt.Errorf("the agent sent more than the %d bytes asked", limit)
-		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return agent.Transfer{}, &UnreachableError{MachineID: id, Err: fmt.Errorf("the upload broke off after %d bytes: %w", m.Bytes(), err)}
-		}
+	// Bounded here too: the agent's own bounds are its word only.
+	t, err := agent.Receive(resp.Body, time.Duration(seconds)*time.Second, limit, l.conn, moved.Store)
+	if err != nil {
+		return agent.Transfer{}, &UnreachableError{MachineID: id, Err: fmt.Errorf("upload: %w", err)}
 	}
-	if !agent.SignatureOK(resp.Trailer.Get(agent.HeaderSignature), agent.UploadSignature(l.acc.Token, nonce, m.Bytes())) {
+	if !agent.SignatureOK(resp.Trailer.Get(agent.HeaderSignature), agent.UploadSignature(l.acc.Token, nonce, t.Bytes)) {
 		return agent.Transfer{}, &NotAgentError{MachineID: id, Port: l.acc.Port, Status: resp.StatusCode,
-			Said: fmt.Sprintf("%d bytes of upload without the agent's signed count", m.Bytes())}
+			Said: fmt.Sprintf("%d bytes of upload without the agent's signed count", t.Bytes)}
 	}
-	return m.Result(), nil
+	return t, nil
 }
 
 // RoundTrips times n exchanges of GET /challenge, a small answer signed by

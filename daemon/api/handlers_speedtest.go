@@ -44,7 +44,10 @@ func (s *Server) startSpeedTest(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, err := s.speedtests.Start(r.Context(), id, body.Seconds)
 	var in speedtest.InputError
+	var failed speedtest.StoreError
 	switch {
+	case errors.As(err, &failed):
+		return Internal("could not start the speed test", err)
 	case errors.As(err, &in):
 		return Errorf(http.StatusBadRequest, "%s", in.Error())
 	case errors.Is(err, store.ErrSpeedTestRunning):

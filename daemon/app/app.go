@@ -455,9 +455,21 @@ func (a *App) changed(topic string) {
 // gateReloadTimeout bounds a reload of the access gate after a change.
 const gateReloadTimeout = 10 * time.Second
 
+// waitUntil waits for wait to return, until deadline at most; past it,
+// it logs late and goes on.
+func (a *App) waitUntil(deadline time.Time, wait func(), late string) {
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Until(deadline)):
+		a.Log.Warn(late)
+	}
+}
+
 // Close ends the daemon's life: the background work stops (the loops,
 // and webhook deliveries waiting to try again), then the store closes.
-// Deliveries under way get ShutdownTimeout to end.
+// Deliveries and speed tests under way get ShutdownTimeout to end.
 func (a *App) Close() {
 	if a.end != nil {
 		a.end()
@@ -473,13 +485,10 @@ func (a *App) Close() {
 	// they are waited for, ShutdownTimeout at most in all.
 	deadline := time.Now().Add(ShutdownTimeout)
 	if a.Notifier != nil {
-		done := make(chan struct{})
-		go func() { a.Notifier.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(time.Until(deadline)):
-			a.Log.Warn("webhook deliveries still under way at shutdown were cut short")
-		}
+		a.waitUntil(deadline, a.Notifier.Wait, "webhook deliveries still under way at shutdown were cut short")
+	}
+	if a.SpeedTests != nil {
+		a.waitUntil(deadline, a.SpeedTests.Wait, "a speed test still running at shutdown was cut short")
 	}
 	if a.Hub != nil {
 		for op, running := a.Hub.Running(); running; op, running = a.Hub.Running() {

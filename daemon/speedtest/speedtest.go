@@ -54,6 +54,15 @@ const abandonAfter = 3 * time.Minute
 // capability; a fleet update brings one that does.
 var ErrAgentTooOld = errors.New("the machine's agent predates speed tests")
 
+// StoreError is the store failing while a test was checked or recorded:
+// the server's failure, not the machine's.
+type StoreError struct{ Err error }
+
+func (e StoreError) Error() string {
+	return "the speed tests could not be read or recorded: " + e.Err.Error()
+}
+func (e StoreError) Unwrap() error { return e.Err }
+
 // InputError is a bad request, in words.
 type InputError string
 
@@ -78,7 +87,13 @@ type Service struct {
 	start sync.Mutex
 	mu    sync.Mutex
 	live  map[int64]*progress // test id: the tests this edge runs now
+	// running counts the tests this edge runs, for Wait.
+	running sync.WaitGroup
 }
+
+// Wait returns once every test this edge runs has ended and recorded how
+// it went (ending Life ends them within a moment).
+func (s *Service) Wait() { s.running.Wait() }
 
 func (s *Service) now() time.Time {
 	if s.Now != nil {
@@ -105,14 +120,16 @@ func (s *Service) Start(ctx context.Context, id int64, seconds int) (Test, error
 	if seconds < 1 || seconds > agent.MaxSpeedSeconds {
 		return Test{}, InputError(fmt.Sprintf("seconds must be 1 to %d", agent.MaxSpeedSeconds))
 	}
-	if _, err := s.Store.GetMachine(ctx, id); err != nil {
+	if _, err := s.Store.GetMachine(ctx, id); errors.Is(err, store.ErrNotFound) {
 		return Test{}, err
+	} else if err != nil {
+		return Test{}, StoreError{err}
 	}
 	if err := s.abandon(ctx); err != nil {
-		return Test{}, err
+		return Test{}, StoreError{err}
 	}
 	if ts, err := s.Store.ListSpeedTests(ctx, id, 1); err != nil {
-		return Test{}, err
+		return Test{}, StoreError{err}
 	} else if len(ts) > 0 && ts[0].State == store.SpeedTestRunning {
 		return Test{}, store.ErrSpeedTestRunning
 	}
@@ -138,9 +155,13 @@ func (s *Service) Start(ctx context.Context, id int64, seconds int) (Test, error
 		s.mu.Unlock()
 	}
 	s.start.Unlock()
+	if err != nil && !errors.Is(err, store.ErrSpeedTestRunning) {
+		err = StoreError{err}
+	}
 	if err != nil {
 		return Test{}, err
 	}
+	s.running.Add(1)
 	go s.run(t, p)
 	return s.view(t), nil
 }
@@ -182,6 +203,7 @@ func (s *Service) abandon(ctx context.Context) error {
 
 // run runs test t to its end and records how it went.
 func (s *Service) run(t store.SpeedTest, p *progress) {
+	defer s.running.Done()
 	defer func() {
 		s.mu.Lock()
 		delete(s.live, t.ID)
