@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"errors"
-	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"net/http"
 
+	"github.com/tunnelsvc/tunnelsvc/daemon/audit"
 	"github.com/tunnelsvc/tunnelsvc/daemon/auth"
 	"github.com/tunnelsvc/tunnelsvc/daemon/reach"
 	"github.com/tunnelsvc/tunnelsvc/daemon/validate"
