@@ -2,6 +2,7 @@ package speedtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -46,10 +47,16 @@ func (s *Service) measure(ctx context.Context, t *store.SpeedTest, p *progress) 
 	rctx, cancel := context.WithTimeout(ctx, exchangeBound)
 	rtts, err := s.Agents.RoundTrips(rctx, t.MachineID, RoundTrips)
 	cancel()
+	if err == nil && len(rtts) == 0 {
+		err = errors.New("no exchange came back")
+	}
 	if err != nil {
 		return fmt.Errorf("round trips: %w", err)
 	}
-	rtt := median(rtts).Microseconds()
+	// The lowest, as ping's min: the link's own time. The others add
+	// the wait for a processor on either host, which a busy edge or
+	// machine adds to every exchange it makes, not to the link.
+	rtt := slices.Min(rtts).Microseconds()
 	t.RTTMicros = &rtt
 
 	s.enter(ctx, t, p, PhaseMTU)
@@ -75,18 +82,6 @@ func (s *Service) enter(ctx context.Context, t *store.SpeedTest, p *progress, ph
 	if err := s.Store.SetSpeedTestPhase(ctx, t.ID, phase); err != nil {
 		s.log().Warn("speed test: recording the phase failed", "test", t.ID, "phase", phase, "err", err)
 	}
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // progress is how far a test this edge runs has come.

@@ -39,7 +39,7 @@ const (
 	PhaseMTU      = "mtu"
 )
 
-// RoundTrips is how many round trips the RTT is the median of.
+// RoundTrips is how many round trips the RTT is the lowest of.
 const RoundTrips = 10
 
 // MaxHistory bounds the tests a machine's history lists.
