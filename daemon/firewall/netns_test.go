@@ -140,28 +140,7 @@ func (p *pair) listen(t testing.TB, ports ...int) {
 	for i, n := range ports {
 		s[i] = strconv.Itoa(n)
 	}
-	cmd := exec.Command("ip", "netns", "exec", p.srv, os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"=listen", "PORTS="+strings.Join(s, ","))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(3 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	line, _ := bufio.NewReader(stdout).ReadString('\n')
-	if strings.TrimSpace(line) != "ready" {
-		t.Fatalf("listener: %q", line)
-	}
+	testutil.HelperInNetns(t, "listener", p.srv, helperEnv+"=listen", "PORTS="+strings.Join(s, ","))
 }
 
 // probe connects from namespace ns to each target and returns target ->

@@ -256,27 +256,7 @@ func newNetns(t testing.TB) string {
 // helper starts this binary in ns as a helper on 127.0.0.1:port.
 func helper(t *testing.T, ns, mode string, port int) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "PORT="+strconv.Itoa(port))
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(3 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
-		t.Fatalf("%s helper: %q", mode, line)
-	}
+	testutil.HelperInNetns(t, mode, ns, helperEnv+"="+mode, "PORT="+strconv.Itoa(port))
 }
 
 func probe(t *testing.T, ns string, targets ...string) map[string]string {

@@ -104,28 +104,7 @@ func newShapedLink(t *testing.T, ns string, shape linkShape) shapedLink {
 // startAgent runs the agent in ns on 127.0.0.1:port, until the test ends.
 func startAgent(t *testing.T, ns string, port int, token string) {
 	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"=agent", "PORT="+strconv.Itoa(port), "TOKEN="+token)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(3 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
-		t.Fatalf("agent helper: %q", line)
-	}
+	testutil.HelperInNetns(t, "agent", ns, helperEnv+"=agent", "PORT="+strconv.Itoa(port), "TOKEN="+token)
 }
 
 // oneMachine is the machines domain for the agent client: machine 1's

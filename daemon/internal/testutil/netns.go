@@ -1,12 +1,14 @@
 package testutil
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // NeedNetnsTools skips when a tool is missing, naming the Debian package
@@ -84,4 +86,34 @@ func (v Visitor) Curl(args ...string) (string, error) {
 		return string(out), fmt.Errorf("curl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// HelperInNetns runs this test binary again in network namespace ns, with
+// env added to its environment (the test's TestMain picks its part by
+// it), and waits for the line "ready" it prints once it serves. It stops
+// when its stdin closes, at the test's end (killed after 3 s).
+func HelperInNetns(t testing.TB, name, ns string, env ...string) {
+	t.Helper()
+	cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0])
+	cmd.Env = append(os.Environ(), env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "ready" {
+		t.Fatalf("%s helper: %q", name, line)
+	}
 }
