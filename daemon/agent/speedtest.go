@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -70,6 +71,30 @@ var Filler = func() []byte {
 	r.Read(b)
 	return b
 }()
+
+// FillerReader is what the sending side of a speed test's direction sends
+// (the edge for a download, the agent for an upload): Filler over and
+// over, until budget has passed since the first read or limit bytes were
+// read. sent counts the bytes read so far.
+type FillerReader struct {
+	Budget time.Duration
+	Left   int64
+	Sent   *atomic.Int64
+	start  time.Time
+}
+
+func (f *FillerReader) Read(p []byte) (int, error) {
+	if f.start.IsZero() {
+		f.start = time.Now()
+	}
+	if f.Left <= 0 || time.Since(f.start) >= f.Budget {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(int64(len(p)), f.Left)], Filler)
+	f.Left -= int64(n)
+	f.Sent.Add(int64(n))
+	return n, nil
+}
 
 // SpeedQuery is a stream request's bounds, as its query says them.
 func SpeedQuery(seconds int, bytes int64) string {
@@ -170,19 +195,13 @@ func (s *Server) upload(w http.ResponseWriter, nonce string, budget time.Duratio
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	start := time.Now()
-	rc.SetWriteDeadline(start.Add(budget + SpeedGrace))
-	var sent int64
-	for sent < limit && time.Since(start) < budget {
-		n, err := w.Write(Filler[:min(int64(len(Filler)), limit-sent)])
-		sent += int64(n)
-		if err != nil {
-			s.log().Warn("speed test upload broke off", "sent", sent, "err", err)
-			return
-		}
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + SpeedGrace))
+	var sent atomic.Int64
+	if _, err := io.Copy(w, &FillerReader{Budget: budget, Left: limit, Sent: &sent}); err != nil {
+		s.log().Warn("speed test upload broke off", "sent", sent.Load(), "err", err)
+		return
 	}
-	w.Header().Set(HeaderSignature, UploadSignature(s.Token, nonce, sent))
+	w.Header().Set(HeaderSignature, UploadSignature(s.Token, nonce, sent.Load()))
 }
 
 // PathMTU is POST /speedtest/mtu's answer: the kernel's path MTU toward

@@ -67,28 +67,6 @@ func (l *link) signedAnswer(resp *http.Response, nonce string, out any) error {
 	return answer(resp.StatusCode, raw, out)
 }
 
-// filler is a download's body: agent.Filler, over and over, until seconds
-// passed since the first read or limit bytes were read.
-type filler struct {
-	seconds time.Duration
-	left    int64
-	start   time.Time
-	sent    *atomic.Int64
-}
-
-func (f *filler) Read(p []byte) (int, error) {
-	if f.start.IsZero() {
-		f.start = time.Now()
-	}
-	if f.left <= 0 || time.Since(f.start) >= f.seconds {
-		return 0, io.EOF
-	}
-	n := copy(p[:min(int64(len(p)), f.left)], agent.Filler)
-	f.left -= int64(n)
-	f.sent.Add(int64(n))
-	return n, nil
-}
-
 // SpeedDownload streams filler to machine id's agent for seconds, or until
 // limit bytes went, and returns what the agent measured receiving it.
 // moved counts the bytes handed to the connection so far. ctx bounds the
@@ -102,7 +80,7 @@ func (c *Client) SpeedDownload(ctx context.Context, id int64, seconds int, limit
 		return agent.Transfer{}, err
 	}
 	defer l.close()
-	body := &filler{seconds: time.Duration(seconds) * time.Second, left: limit, sent: moved}
+	body := &agent.FillerReader{Budget: time.Duration(seconds) * time.Second, Left: limit, Sent: moved}
 	req, nonce, err := l.streamRequest(ctx, agent.PathSpeedDownload, seconds, limit, ch, body)
 	if err != nil {
 		return agent.Transfer{}, err
