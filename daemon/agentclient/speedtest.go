@@ -39,19 +39,31 @@ func (c *Client) streamLink(ctx context.Context, id int64) (*link, string, error
 	return l, ch, nil
 }
 
-// streamRequest is a stream request to l's agent, signed without its
-// body (agent.StreamSignature).
-func (l *link) streamRequest(ctx context.Context, path string, seconds int, limit int64, ch string, body io.Reader) (*http.Request, string, error) {
+// stream sends one stream request (path, with its bounds, and body) to
+// machine id's agent, signed without its body (agent.StreamSignature),
+// and returns the link, the answer and the request's nonce. The caller
+// closes the answer's body, then the link.
+func (c *Client) stream(ctx context.Context, id int64, path string, seconds int, limit int64, body io.Reader) (*link, *http.Response, string, error) {
+	l, ch, err := c.streamLink(ctx, id)
+	if err != nil {
+		return nil, nil, "", err
+	}
 	uri := path + "?" + agent.SpeedQuery(seconds, limit)
 	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+l.addr+uri, body)
 	if err != nil {
-		return nil, "", err
+		l.close()
+		return nil, nil, "", err
 	}
 	nonce := agent.NewNonce()
 	req.Header.Set(agent.HeaderChallenge, ch)
 	req.Header.Set(agent.HeaderNonce, nonce)
 	req.Header.Set(agent.HeaderSignature, agent.StreamSignature(l.acc.Token, "POST", req.URL.RequestURI(), ch, nonce))
-	return req, nonce, nil
+	resp, err := l.hc.Do(req)
+	if err != nil {
+		l.close()
+		return nil, nil, "", &UnreachableError{MachineID: id, Err: err}
+	}
+	return l, resp, nonce, nil
 }
 
 // signedAnswer reads a small answer that must be signed for nonce, into
@@ -75,20 +87,12 @@ func (c *Client) SpeedDownload(ctx context.Context, id int64, seconds int, limit
 	if moved == nil {
 		moved = new(atomic.Int64)
 	}
-	l, ch, err := c.streamLink(ctx, id)
+	body := &agent.FillerReader{Budget: time.Duration(seconds) * time.Second, Left: limit, Sent: moved}
+	l, resp, nonce, err := c.stream(ctx, id, agent.PathSpeedDownload, seconds, limit, body)
 	if err != nil {
 		return agent.Transfer{}, err
 	}
 	defer l.close()
-	body := &agent.FillerReader{Budget: time.Duration(seconds) * time.Second, Left: limit, Sent: moved}
-	req, nonce, err := l.streamRequest(ctx, agent.PathSpeedDownload, seconds, limit, ch, body)
-	if err != nil {
-		return agent.Transfer{}, err
-	}
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return agent.Transfer{}, &UnreachableError{MachineID: id, Err: err}
-	}
 	defer resp.Body.Close()
 	var t agent.Transfer
 	err = l.signedAnswer(resp, nonce, &t)
@@ -103,19 +107,11 @@ func (c *Client) SpeedUpload(ctx context.Context, id int64, seconds int, limit i
 	if moved == nil {
 		moved = new(atomic.Int64)
 	}
-	l, ch, err := c.streamLink(ctx, id)
+	l, resp, nonce, err := c.stream(ctx, id, agent.PathSpeedUpload, seconds, limit, http.NoBody)
 	if err != nil {
 		return agent.Transfer{}, err
 	}
 	defer l.close()
-	req, nonce, err := l.streamRequest(ctx, agent.PathSpeedUpload, seconds, limit, ch, http.NoBody)
-	if err != nil {
-		return agent.Transfer{}, err
-	}
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return agent.Transfer{}, &UnreachableError{MachineID: id, Err: err}
-	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return agent.Transfer{}, l.signedAnswer(resp, nonce, nil)
