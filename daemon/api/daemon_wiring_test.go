@@ -143,6 +143,22 @@ func newWiredDaemonWith(t *testing.T, edit func(*config.Config), deps ...app.Dep
 // call sends one API request and decodes the answer's data into out.
 func (d *wiredDaemon) call(method, path, body string, want int, out any) {
 	d.t.Helper()
+	raw := d.send(method, path, body, want)
+	if out != nil {
+		var env struct{ Data json.RawMessage }
+		if err := json.Unmarshal(raw, &env); err != nil {
+			d.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+		if err := json.Unmarshal(env.Data, out); err != nil {
+			d.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+}
+
+// send sends one API request that must answer want, keeps the session
+// cookie it sets, and returns the answer's body.
+func (d *wiredDaemon) send(method, path, body string, want int) []byte {
+	d.t.Helper()
 	req, _ := http.NewRequest(method, d.srv.URL+path, bytes.NewReader([]byte(body)))
 	req.Header.Set("Content-Type", "application/json")
 	if d.cookie != "" {
@@ -162,15 +178,7 @@ func (d *wiredDaemon) call(method, path, body string, want int, out any) {
 			d.cookie = c.Name + "=" + c.Value
 		}
 	}
-	if out != nil {
-		var env struct{ Data json.RawMessage }
-		if err := json.Unmarshal(raw, &env); err != nil {
-			d.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
-		}
-		if err := json.Unmarshal(env.Data, out); err != nil {
-			d.t.Fatalf("%s %s: %v in %s", method, path, err, raw)
-		}
-	}
+	return raw
 }
 
 // join registers a machine through the API as bootstrap.sh does and

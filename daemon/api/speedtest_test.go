@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,19 +31,7 @@ type speedTestView struct {
 // errorOf sends a request that must fail with want and returns its error.
 func (d *wiredDaemon) errorOf(method, path, body string, want int) string {
 	d.t.Helper()
-	req, _ := http.NewRequest(method, d.srv.URL+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Cookie", d.cookie)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		d.t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, raw, want)
-	}
-	return string(raw)
+	return string(d.send(method, path, body, want))
 }
 
 // oldAgents answers as an agent that predates speed tests.

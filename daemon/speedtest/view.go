@@ -27,7 +27,7 @@ type Test struct {
 	// megabits per second after the first quarter of each direction.
 	DownloadMbps *float64 `json:"download_mbps"`
 	UploadMbps   *float64 `json:"upload_mbps"`
-	// RTTMillis is the median of RoundTrips round trips.
+	// RTTMillis is the lowest of RoundTrips round trips.
 	RTTMillis *float64 `json:"rtt_ms"`
 	// MTU is the path MTU toward the edge; Payload the largest ICMP echo
 	// payload that passes unfragmented (`ping -M do -s`).
