@@ -291,7 +291,7 @@ func (s *Server) recordApplied(r *http.Request, ch site.Change, id int64, op mac
 //   - tunnel old on nas (tcp 5432)
 func changeWords(ch site.Change) string {
 	if ch.Webhook != nil {
-		return fmt.Sprintf("~ webhook: %s, preset %s, offline after %d min", webhookWords(ch.Webhook.URL), orDefault(ch.Webhook.Preset, notify.PresetJSON), ch.Webhook.OfflineMinutes)
+		return fmt.Sprintf("~ webhook: %s, preset %s, offline after %d min", webhookWords(ch.Webhook.URL), ch.Webhook.Preset, ch.Webhook.OfflineMinutes)
 	}
 	switch ch.Op {
 	case site.Create:
@@ -308,13 +308,6 @@ func changeWords(ch site.Change) string {
 
 // kindPort is "http 3000", "tcp 5432".
 func kindPort(t machines.Tunnel) string { return fmt.Sprintf("%s %d", t.Kind, t.LocalPort) }
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
-}
 
 // plural is one or many by n.
 func plural(n int, one, many string) string {

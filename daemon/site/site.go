@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -318,13 +319,7 @@ func (t *Tunnel) Normalize() {
 // matches; a password given is compared by the caller (it is hashed).
 func Same(have, want Tunnel) bool {
 	want.Password, have.Password = "", ""
-	return equalJSONish(have, want)
-}
-
-func equalJSONish(a, b Tunnel) bool {
-	ya, _ := yaml.Marshal(a)
-	yb, _ := yaml.Marshal(b)
-	return bytes.Equal(ya, yb)
+	return reflect.DeepEqual(have, want)
 }
 
 // Sorted returns the tunnels in export's order: by machine, then name.
